@@ -1,0 +1,368 @@
+"""The command line: parse arguments, call the core, print, map errors to exit statuses."""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Callable, List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__
+from . import display
+from .errors import CoursectlError, Interrupted, UsageError
+from .manifest import Lesson, Manifest, load_manifest, select_lessons
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Build, run, sanitize, verify, record and render the lessons of a CUDA course.")
+report_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Work with JSON reports.")
+app.add_typer(report_app, name="report", help="Work with JSON reports (merge shards).")
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+ManifestOpt = typer.Option(Path("lessons.yaml"), "--manifest", "-m", help="The course manifest.")
+LessonsArg = typer.Argument(None, help="Lesson ids (see lessons.yaml).", show_default=False)
+AllOpt = typer.Option(False, "--all", help="Every lesson in the manifest.")
+JobsOpt = typer.Option(None, "--jobs", "-j", help="Parallel builds (default: all cores).")
+ArchOpt = typer.Option(None, "--arch", help="Build for this architecture (sm_90) instead of the GPU's.")
+QuietOpt = typer.Option(False, "--quiet", "-q", help="Only the verdicts.")
+VerboseOpt = typer.Option(False, "--verbose", "-v", help="Also every command, shell-quoted, and every field.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"coursectl {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="Print the version and exit.")) -> None:
+    """coursectl keeps a CUDA course honest."""
+
+
+def _on_sigterm(signum, frame):  # noqa: ARG001
+    raise KeyboardInterrupt
+
+
+def handle_errors(func: Callable) -> Callable:
+    """The one place where exceptions become messages and exit statuses."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        try:
+            return func(*args, **kwargs)
+        except KeyboardInterrupt:
+            err_console.print("coursectl: interrupted; children stopped, nothing half-written")
+            raise typer.Exit(130)
+        except CoursectlError as exc:
+            err_console.print(f"coursectl: error: {exc}", markup=False)
+            if exc.hint:
+                err_console.print(f"hint: {exc.hint}", markup=False)
+            raise typer.Exit(exc.exit_status)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    return wrapper
+
+
+def _jobs(jobs: Optional[int]) -> int:
+    return jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
+
+
+def _lessons(manifest: Manifest, ids: Optional[List[str]], all_: bool, shard: Optional[str] = None) -> list[Lesson]:
+    lessons = select_lessons(manifest, ids or [], all_)
+    if shard:
+        lessons = shard_lessons(lessons, shard)
+    return lessons
+
+
+def shard_lessons(lessons: list[Lesson], shard: str) -> list[Lesson]:
+    """`K/N`: a deterministic 1-based share of the lessons, by sorted id."""
+    try:
+        k, n = (int(x) for x in shard.split("/"))
+    except ValueError:
+        raise UsageError(f"--shard {shard!r} must look like 2/4")
+    if not 1 <= k <= n:
+        raise UsageError(f"--shard {shard!r}: K must be between 1 and N")
+    order = sorted(lessons, key=lambda l: l.id)
+    mine = {l.id for i, l in enumerate(order) if i % n == k - 1}
+    return [l for l in lessons if l.id in mine]
+
+
+def _discover():
+    from .toolchain import discover
+    return discover()
+
+
+@app.command()
+@handle_errors
+def doctor(manifest_path: Path = ManifestOpt) -> None:
+    """Show nvcc, the GPUs, driver, CUDA, compute-sanitizer, and which lessons have evidence."""
+    from .evidence import list_gpus
+
+    tc = _discover()
+    table = Table(show_header=False, show_edge=False)
+    table.add_row("nvcc", f"{tc.nvcc} ({tc.nvcc_version})" if tc.nvcc else "NOT FOUND")
+    table.add_row("compute-sanitizer",
+                  f"{tc.sanitizer} ({tc.sanitizer_version})" if tc.sanitizer else "NOT FOUND")
+    table.add_row("driver", tc.driver_version or "-")
+    table.add_row("CUDA (driver)", tc.cuda_version or "-")
+    table.add_row("GPUs via", tc.gpu_source or "none")
+    for gpu in tc.gpus:
+        table.add_row(f"GPU {gpu.index}", f"{gpu.name}, compute capability {gpu.compute_capability}, "
+                                          f"{gpu.memory_mib} MiB, {gpu.pci_bus_id}, {gpu.uuid}")
+    for note in tc.notes:
+        table.add_row("note", note)
+    console.print(table)
+    manifest = None
+    try:
+        manifest = load_manifest(manifest_path)
+    except CoursectlError as exc:
+        err_console.print(f"coursectl: {exc}", markup=False)
+    if manifest is not None:
+        slugs = sorted({g.slug for g in tc.gpus})
+        ev = Table(title="evidence", title_justify="left", show_edge=False)
+        ev.add_column("lesson")
+        ev.add_column("recorded on")
+        for slug in slugs:
+            ev.add_column(f"this {slug}")
+        for lesson in manifest.lessons:
+            have = list_gpus(manifest.root, lesson.id)
+            ev.add_row(lesson.id, ", ".join(have) or "none", *("yes" if s in have else "NO" for s in slugs))
+        console.print(ev)
+    tc.require_nvcc()
+    tc.require_gpu()
+    tc.require_sanitizer()
+
+
+@app.command()
+@handle_errors
+def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, jobs: Optional[int] = JobsOpt,
+          arch: Optional[str] = ArchOpt, manifest_path: Path = ManifestOpt, verbose: bool = VerboseOpt) -> None:
+    """Build lessons with nvcc, in parallel, reusing cached binaries."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .build import build_lesson
+
+    manifest = load_manifest(manifest_path)
+    lessons = _lessons(manifest, lesson_ids, all_)
+    tc = _discover()
+    nvcc = tc.require_nvcc()
+    archs = [arch] if arch else (sorted({g.arch for g in tc.gpus}) or list(manifest.architectures))
+    failed = 0
+    with ThreadPoolExecutor(max_workers=_jobs(jobs)) as pool:
+        futures = [(lesson, a, pool.submit(build_lesson, manifest, lesson, a, nvcc, tc.nvcc_version))
+                   for lesson in lessons for a in archs]
+        for lesson, a, future in futures:
+            try:
+                result = future.result()
+            except CoursectlError as exc:
+                failed += 1
+                err_console.print(f"coursectl: error: {exc}", markup=False)
+                continue
+            state = "cached" if result.cached else f"built in {result.seconds:.1f} s"
+            console.print(f"{lesson.id} ({a}): {state}: {result.binary}", markup=False)
+            if verbose:
+                import shlex
+                console.print(f"  $ {shlex.join(result.command)}", markup=False)
+            if result.diagnostics.strip() and not result.cached:
+                err_console.print(result.diagnostics.rstrip(), markup=False)
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+@handle_errors
+def run(lesson_id: str = typer.Argument(..., help="The lesson to run."), arch: Optional[str] = ArchOpt,
+        gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU index or UUID (default: the first)."),
+        manifest_path: Path = ManifestOpt) -> None:
+    """Build and run one lesson on a GPU and print its transcript."""
+    from .pipeline import Options, execute
+
+    manifest = load_manifest(manifest_path)
+    lesson = _lessons(manifest, [lesson_id], False)[0]
+    tc = _discover()
+    gpus = tc.require_gpu()
+    options = Options(jobs=1, arch=arch, gpus=gpu or str(gpus[0].index), sanitize=False)
+    captured = {}
+
+    def after_run(lesson, command, gpu, build, work, env):
+        from .pipeline import judge_run
+        captured["command"] = command
+        return judge_run(manifest, lesson, command, gpu.slug, build.arch, compare=False)
+
+    [result] = execute(manifest, [lesson], tc, options, after_run)
+    command = captured.get("command")
+    if command is not None:
+        sys.stdout.write(command.stdout.decode("utf-8", "replace"))
+        if command.stderr:
+            sys.stderr.write(command.stderr.decode("utf-8", "replace"))
+    for reason in result.reasons:
+        err_console.print(f"{lesson.id}: {reason}", markup=False)
+    if result.status.is_failure:
+        raise typer.Exit(1)
+
+
+def _finish(results, title: str, json_path, junit_path, quiet: bool, verbose: bool, tc, offline: bool,
+            shard: Optional[str] = None) -> None:
+    from .report import make_report, write_json, write_junit
+
+    if verbose:
+        display.print_commands(console, results)
+    if not quiet:
+        for result in results:
+            display.print_claims(console, result)
+            display.print_fields(console, result, show_all=True if verbose else not offline)
+    display.print_summary(console, results, title)
+    report = make_report(title, results, tc, offline=offline, shard=shard)
+    if json_path:
+        write_json(report, json_path)
+    if junit_path:
+        write_junit(report, junit_path)
+    if report.failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+@handle_errors
+def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt,
+           offline: bool = typer.Option(False, "--offline", help="No GPU: build for the manifest's "
+                                        "architectures and re-judge the recorded evidence."),
+           jobs: Optional[int] = JobsOpt, arch: Optional[str] = ArchOpt,
+           gpus: Optional[str] = typer.Option(None, "--gpus", help="GPUs to use: indices or UUIDs, comma-separated."),
+           shard: Optional[str] = typer.Option(None, "--shard", help="K/N: take a deterministic share of the lessons."),
+           no_sanitize: bool = typer.Option(False, "--no-sanitize", help="Skip the compute-sanitizer passes."),
+           json_path: Optional[Path] = typer.Option(None, "--json", help="Write a JSON report here."),
+           junit_path: Optional[Path] = typer.Option(None, "--junit", help="Write a JUnit XML report here."),
+           quiet: bool = QuietOpt, verbose: bool = VerboseOpt, manifest_path: Path = ManifestOpt) -> None:
+    """Build, run, sanitize, parse, check claims and compare with this GPU's evidence."""
+    from .pipeline import Options, make_sanitize_step, verify as verify_core, verify_offline
+
+    manifest = load_manifest(manifest_path)
+    lessons = _lessons(manifest, lesson_ids, all_, shard)
+    tc = _discover()
+    options = Options(jobs=_jobs(jobs), arch=arch, gpus=gpus, sanitize=not no_sanitize and not offline)
+    if offline:
+        if any(manifest.sanitizers(l) for l in lessons):
+            console.print("offline: compute-sanitizer passes skipped (they need a GPU); "
+                          "recorded sanitizer reports are checked with the evidence", highlight=False)
+        with display.Progress(console, [l.id for l in lessons], quiet) as progress:
+            results = verify_offline(manifest, lessons, tc, options, progress)
+        _finish(results, "verify --offline", json_path, junit_path, quiet, verbose, tc, True, shard)
+        return
+    tc.require_nvcc()
+    tc.require_gpu()
+    if options.sanitize and any(manifest.sanitizers(l) for l in lessons):
+        tc.require_sanitizer()
+    with display.Progress(console, [l.id for l in lessons], quiet) as progress:
+        step = make_sanitize_step(manifest, tc, options, progress)
+        results = verify_core(manifest, lessons, tc, options, progress, sanitize_step=step)
+    _finish(results, "verify", json_path, junit_path, quiet, verbose, tc, False, shard)
+
+
+@app.command()
+@handle_errors
+def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, jobs: Optional[int] = JobsOpt,
+           gpus: Optional[str] = typer.Option(None, "--gpus", help="GPUs to use: indices or UUIDs."),
+           no_sanitize: bool = typer.Option(False, "--no-sanitize", help="Skip the compute-sanitizer passes."),
+           json_path: Optional[Path] = typer.Option(None, "--json", help="Write a JSON report here."),
+           quiet: bool = QuietOpt, verbose: bool = VerboseOpt, manifest_path: Path = ManifestOpt) -> None:
+    """Run lessons and store their evidence for this GPU, if every gate passes; show what moved."""
+    from .pipeline import Options, make_sanitize_step, record as record_core
+
+    manifest = load_manifest(manifest_path)
+    lessons = _lessons(manifest, lesson_ids, all_)
+    tc = _discover()
+    tc.require_nvcc()
+    tc.require_gpu()
+    options = Options(jobs=_jobs(jobs), gpus=gpus, sanitize=not no_sanitize)
+    if options.sanitize and any(manifest.sanitizers(l) for l in lessons):
+        tc.require_sanitizer()
+    with display.Progress(console, [l.id for l in lessons], quiet) as progress:
+        step = make_sanitize_step(manifest, tc, options, progress)
+        results = record_core(manifest, lessons, tc, options, progress, sanitize_step=step)
+    if not quiet:
+        for result in results:
+            if result.recorded and result.fields:
+                display.print_fields(console, result, show_all=verbose)
+    _finish(results, "record", json_path, None, True, verbose, tc, False)
+
+
+@app.command()
+@handle_errors
+def sanitize(lesson_id: str = typer.Argument(..., help="The lesson to run under compute-sanitizer."),
+             tool: Optional[List[str]] = typer.Option(None, "--tool", "-t",
+                                                      help="memcheck, racecheck, synccheck or initcheck "
+                                                           "(default: the lesson's declared passes)."),
+             gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU index or UUID."),
+             json_path: Optional[Path] = typer.Option(None, "--json", help="Write a JSON report here."),
+             verbose: bool = VerboseOpt, manifest_path: Path = ManifestOpt) -> None:
+    """Run compute-sanitizer passes on one lesson and judge them against its expectations."""
+    from .manifest import SANITIZER_TOOLS
+    from .pipeline import Options, execute, make_sanitize_step
+
+    for t in tool or []:
+        if t not in SANITIZER_TOOLS:
+            raise UsageError(f"--tool {t!r}: use one of {', '.join(SANITIZER_TOOLS)}")
+    manifest = load_manifest(manifest_path)
+    lesson = _lessons(manifest, [lesson_id], False)[0]
+    tc = _discover()
+    tc.require_nvcc()
+    tc.require_gpu()
+    tc.require_sanitizer()
+    options = Options(jobs=2, gpus=gpu, sanitize=True, sanitize_tools=list(tool) if tool else None)
+    with display.Progress(console, [lesson.id], False) as progress:
+        step = make_sanitize_step(manifest, tc, options, progress)
+
+        def after_run(lesson, command, gpu, build, work, env):
+            from .pipeline import LessonResult, Status
+            result = LessonResult(lesson=lesson.id, status=Status.PASS, gpu=gpu.slug, arch=build.arch)
+            step(lesson, gpu, work, env, result)
+            return result
+
+        # The plain run is skipped: only the sanitizer passes run.
+        results = execute(manifest, [lesson], tc, options, after_run, progress,
+                          runner=_skip_plain_runner())
+    for p in results[0].sanitizers:
+        console.print(f"{lesson.id} {p['tool']}: {p['findings']} finding(s) in "
+                      f"{', '.join(p['kernels']) or 'no kernel'}, errors {p['errors']}, "
+                      f"{p['seconds']:.1f} s: {'ok' if not p['problems'] else 'FAIL'}", markup=False)
+    _finish(results, "sanitize", json_path, None, True, verbose, tc, False)
+
+
+def _skip_plain_runner():
+    """A runner that does not start the lesson itself, only nvcc and compute-sanitizer."""
+    from .process import CommandResult, run_command
+
+    def runner(argv, **kwargs):
+        name = Path(str(argv[0])).name
+        if name in ("nvcc", "compute-sanitizer") or "nvcc" in name or "sanitizer" in name:
+            return run_command(argv, **kwargs)
+        return CommandResult(argv=[str(a) for a in argv], returncode=0)
+    return runner
+
+
+@report_app.command("merge")
+@handle_errors
+def report_merge(reports: List[Path] = typer.Argument(..., help="JSON reports of the shards."),
+                 json_path: Optional[Path] = typer.Option(None, "--json", help="Write the merged JSON here."),
+                 junit_path: Optional[Path] = typer.Option(None, "--junit", help="Write merged JUnit XML here.")) -> None:
+    """Merge the JSON reports of verify shards into one summary."""
+    from .report import merge_reports, read_json, write_json, write_junit
+
+    merged = merge_reports([read_json(p) for p in reports])
+    display.print_summary(console, merged.results, f"merged {len(reports)} reports")
+    if json_path:
+        write_json(merged, json_path)
+    if junit_path:
+        write_junit(merged, junit_path)
+    if merged.failed:
+        raise typer.Exit(1)

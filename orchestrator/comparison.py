@@ -1,0 +1,102 @@
+"""Judge each parsed field against recorded evidence under its rule."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel
+
+from .schema import Compare, FieldSpec
+from .transcript import Flat, Value
+
+
+class FieldStatus(str, Enum):
+    same = "same"            # equal to the evidence
+    within = "within"        # moved, inside its tolerance
+    moved = "moved"          # outside its rule: a failure
+    missing = "missing"      # in the evidence, not in this run: a failure
+    new = "new"              # in this run, not in the evidence: a failure
+    volatile = "volatile"    # never compared
+    other_gpu = "other-gpu"  # device-dependent and the evidence is another GPU's
+
+    @property
+    def is_failure(self) -> bool:
+        return self in (FieldStatus.moved, FieldStatus.missing, FieldStatus.new)
+
+
+class FieldResult(BaseModel):
+    path: str
+    rule: str
+    old: Value = None
+    new: Value = None
+    ratio: float | None = None
+    status: FieldStatus
+    line: int | None = None
+
+
+def describe_rule(spec: FieldSpec) -> str:
+    if spec.compare is Compare.tolerance:
+        parts = []
+        if spec.rel is not None:
+            parts.append(f"±{spec.rel:.0%}" if spec.rel >= 0.01 else f"rel {spec.rel:g}")
+        if spec.abs is not None:
+            parts.append(f"±{spec.abs:g}")
+        return "tolerance " + " + ".join(parts)
+    return spec.compare.value
+
+
+def _ratio(old: Value, new: Value) -> float | None:
+    if isinstance(old, (int, float)) and isinstance(new, (int, float)) and old:
+        return new / old
+    return None
+
+
+def within(spec: FieldSpec, old: Value, new: Value) -> bool:
+    if not isinstance(old, (int, float)) or not isinstance(new, (int, float)):
+        return old == new
+    bound = (spec.abs or 0.0) + (spec.rel or 0.0) * abs(old)
+    return abs(new - old) <= bound
+
+
+def compare_fields(new: list[Flat], old: list[Flat], same_gpu: bool) -> list[FieldResult]:
+    """One result per field of either side, in this run's order.
+
+    exact fields are compared with any GPU's evidence; device and tolerance
+    fields only with the same GPU's; volatile fields never.
+    """
+    old_by_path = {f.path: f for f in old}
+    results: list[FieldResult] = []
+    for field in new:
+        spec = field.spec
+        rule = describe_rule(spec)
+        before = old_by_path.pop(field.path, None)
+        if spec.compare is Compare.volatile:
+            results.append(FieldResult(path=field.path, rule=rule, new=field.value,
+                                       old=before.value if before else None,
+                                       status=FieldStatus.volatile, line=field.line))
+            continue
+        if spec.compare in (Compare.device, Compare.tolerance) and not same_gpu:
+            results.append(FieldResult(path=field.path, rule=rule, new=field.value,
+                                       old=before.value if before else None,
+                                       status=FieldStatus.other_gpu, line=field.line))
+            continue
+        if before is None:
+            results.append(FieldResult(path=field.path, rule=rule, new=field.value,
+                                       status=FieldStatus.new, line=field.line))
+            continue
+        if before.value == field.value:
+            status = FieldStatus.same
+        elif spec.compare is Compare.tolerance and within(spec, before.value, field.value):
+            status = FieldStatus.within
+        else:
+            status = FieldStatus.moved
+        results.append(FieldResult(path=field.path, rule=rule, old=before.value, new=field.value,
+                                   ratio=_ratio(before.value, field.value), status=status,
+                                   line=field.line))
+    for path, field in old_by_path.items():
+        if field.spec.compare is Compare.volatile or (
+                field.spec.compare in (Compare.device, Compare.tolerance) and not same_gpu):
+            continue
+        results.append(FieldResult(path=path, rule=describe_rule(field.spec), old=field.value,
+                                   status=FieldStatus.missing))
+    return results

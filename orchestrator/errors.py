@@ -1,0 +1,82 @@
+"""The one exception family. Each error knows the file and line it is about.
+
+The CLI maps each class to an exit status in one place (`EXIT_STATUS`) and adds
+the hint; the core only raises.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class CoursectlError(Exception):
+    """An error a user can act on: `path:line: message`, plus a hint."""
+
+    exit_status = 1
+    hint = ""
+
+    def __init__(self, message: str, path: str | Path | None = None,
+                 line: int | None = None, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.path = str(path) if path is not None else None
+        self.line = line
+        if hint is not None:
+            self.hint = hint
+
+    def __str__(self) -> str:
+        where = ""
+        if self.path:
+            where = f"{self.path}:{self.line}: " if self.line else f"{self.path}: "
+        return f"{where}{self.message}"
+
+
+class ManifestError(CoursectlError):
+    """lessons.yaml (or a schema in it) is wrong."""
+
+    exit_status = 2
+    hint = "fix lessons.yaml; docs/schema.md describes every key"
+
+
+class UsageError(CoursectlError):
+    """The command line asks for something that does not exist."""
+
+    exit_status = 2
+
+
+class ToolchainError(CoursectlError):
+    """A tool or a GPU the command needs is missing."""
+
+    exit_status = 3
+    hint = "run `coursectl doctor` to see what was found"
+
+
+class BuildError(CoursectlError):
+    """nvcc failed on a lesson."""
+
+    exit_status = 1
+
+
+class TranscriptError(CoursectlError):
+    """A transcript does not match its lesson's output schema."""
+
+    exit_status = 1
+
+
+class EvidenceError(CoursectlError):
+    """Recorded evidence is missing, corrupt or inconsistent."""
+
+    exit_status = 1
+    hint = "re-record it on the GPU it names with `coursectl record LESSON`"
+
+
+class TemplateError(CoursectlError):
+    """A page template or a snippet marker is wrong."""
+
+    exit_status = 2
+
+
+class Interrupted(CoursectlError):
+    """Ctrl-C or SIGTERM: children were stopped and nothing was half-written."""
+
+    exit_status = 130

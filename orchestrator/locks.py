@@ -1,0 +1,43 @@
+"""One GPU run at a time per GPU, across every coursectl process on the host."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterator
+
+
+def lock_dir() -> Path:
+    base = os.environ.get("COURSECTL_LOCK_DIR") or os.path.join(tempfile.gettempdir(), "coursectl-locks")
+    path = Path(base)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@contextlib.contextmanager
+def gpu_lock(gpu_id: str, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Hold the lock for `gpu_id` (its UUID); call on_wait once if another process has it."""
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in gpu_id)
+    path = lock_dir() / f"gpu-{safe}.lock"
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            if on_wait:
+                on_wait(f"waiting for GPU {gpu_id}: held by {holder}")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"coursectl pid {os.getpid()}")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.seek(0)
+            handle.truncate()
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -1,0 +1,270 @@
+"""lessons.yaml: the course's one manifest, loaded into pydantic models.
+
+Every error names the file, the line, the lesson and the field path, e.g.
+``lessons.yaml:42: lesson 'day13-shared-memory': output.items[3].columns.gbps.compare: unknown comparison 'aprox'``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import ManifestError
+from .sanitizer import ExpectedFinding
+from .schema import OutputSchema, Strict
+from .yamlfile import line_of, load_yaml
+
+ARCH = re.compile(r"^sm_\d{2,3}[af]?$")
+LESSON_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+class SanitizerPass(Strict):
+    """One compute-sanitizer tool run on a lesson, and what it must find."""
+
+    findings: list[ExpectedFinding] = []
+    allow_other: bool = False
+    timeout: float | None = Field(default=None, gt=0)
+    args: list[str] = []
+
+
+SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
+
+
+class Claim(Strict):
+    """An assertion over parsed fields: a gate fails verify, an expect is only reported."""
+
+    id: str
+    gate: str | None = None
+    expect: str | None = None
+    each: str | None = None
+    where: str | None = None
+    says: str = ""
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "Claim":
+        if (self.gate is None) == (self.expect is None):
+            raise ValueError("a claim has exactly one of 'gate' or 'expect'")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "gate" if self.gate is not None else "expect"
+
+    @property
+    def expression(self) -> str:
+        return self.gate if self.gate is not None else self.expect  # type: ignore[return-value]
+
+
+class Lesson(Strict):
+    id: str
+    day: int = Field(ge=0)
+    title: str
+    source: Path
+    flags: list[str] | None = None
+    args: list[str] = []
+    timeout: float | None = Field(default=None, gt=0)
+    min_compute_capability: str | None = None
+    sanitizers: dict[str, SanitizerPass] | None = None
+    output: OutputSchema
+    claims: list[Claim] = []
+    prose: Path | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        if not LESSON_ID.match(value):
+            raise ValueError(f"lesson id {value!r} must be lower-case letters, digits and dashes")
+        return value
+
+    @field_validator("sanitizers")
+    @classmethod
+    def _tools(cls, value: dict | None) -> dict | None:
+        for tool in value or {}:
+            if tool not in SANITIZER_TOOLS:
+                raise ValueError(f"unknown sanitizer tool {tool!r}; use {', '.join(SANITIZER_TOOLS)}")
+        return value
+
+    @field_validator("min_compute_capability")
+    @classmethod
+    def _cc(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"\d+\.\d+", value):
+            raise ValueError(f"compute capability {value!r} must look like 8.0")
+        return value
+
+    @property
+    def binary_name(self) -> str:
+        return self.source.stem
+
+
+class Defaults(Strict):
+    flags: list[str] = ["-std=c++17", "-O3"]
+    timeout: float = Field(default=60.0, gt=0)
+    sanitizers: dict[str, SanitizerPass] = {"memcheck": SanitizerPass()}
+
+
+class Manifest(Strict):
+    version: Literal[1] = 1
+    course: str = ""
+    architectures: list[str] = ["sm_90"]
+    defaults: Defaults = Defaults()
+    lessons: list[Lesson]
+
+    # Set by load_manifest, not read from YAML.
+    model_config = ConfigDict(extra="forbid")
+    root: Path = Field(default=Path("."), exclude=True)
+    path: Path = Field(default=Path("lessons.yaml"), exclude=True)
+
+    @field_validator("architectures")
+    @classmethod
+    def _archs(cls, value: list[str]) -> list[str]:
+        for arch in value:
+            if not ARCH.match(arch):
+                raise ValueError(f"architecture {arch!r} must look like sm_90")
+        if not value:
+            raise ValueError("list at least one architecture")
+        return value
+
+    def lesson(self, lesson_id: str) -> Lesson:
+        for lesson in self.lessons:
+            if lesson.id == lesson_id:
+                return lesson
+        raise KeyError(lesson_id)
+
+    def flags(self, lesson: Lesson) -> list[str]:
+        return list(lesson.flags if lesson.flags is not None else self.defaults.flags)
+
+    def timeout(self, lesson: Lesson) -> float:
+        return lesson.timeout if lesson.timeout is not None else self.defaults.timeout
+
+    def sanitizers(self, lesson: Lesson) -> dict[str, SanitizerPass]:
+        return dict(lesson.sanitizers if lesson.sanitizers is not None else self.defaults.sanitizers)
+
+    def source_path(self, lesson: Lesson) -> Path:
+        return self.root / lesson.source
+
+
+def _format_loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _strip_tags(loc: tuple) -> tuple:
+    """Drop the union tag pydantic inserts after an output item's index."""
+    out: list = []
+    skip = False
+    for i, part in enumerate(loc):
+        if skip:
+            skip = False
+            continue
+        out.append(part)
+        if isinstance(part, int) and i >= 1 and loc[i - 1] == "items" and i + 1 < len(loc) \
+                and loc[i + 1] in ("line", "table", "section", "text"):
+            skip = True
+    return tuple(out)
+
+
+def _message(error: dict) -> str:
+    kind = error["type"]
+    loc = error["loc"]
+    if kind == "extra_forbidden":
+        return f"unknown key {loc[-1]!r}"
+    if kind == "missing":
+        return f"missing key {loc[-1]!r}"
+    if kind == "enum" or kind == "literal_error":
+        expected = error.get("ctx", {}).get("expected", "")
+        what = "comparison" if loc and loc[-1] == "compare" else "value"
+        return f"unknown {what} {error['input']!r}; expected {expected}"
+    if kind == "value_error":
+        return str(error.get("ctx", {}).get("error", error["msg"]))
+    return f"{error['msg']} (got {error['input']!r})" if "input" in error and not isinstance(
+        error["input"], (dict, list)) else error["msg"]
+
+
+def load_manifest(path: Path) -> Manifest:
+    """Load and check lessons.yaml; raise ManifestError naming file, line, lesson and field."""
+    path = Path(path)
+    data, lines = load_yaml(path)
+    if not isinstance(data, dict):
+        raise ManifestError("the manifest must be a mapping with a 'lessons' list", path=path, line=1)
+    raw_lessons = data.get("lessons") if isinstance(data.get("lessons"), list) else []
+
+    def fail(loc: tuple, message: str) -> ManifestError:
+        lesson = ""
+        rest = loc
+        if len(loc) >= 2 and loc[0] == "lessons" and isinstance(loc[1], int):
+            entry = raw_lessons[loc[1]] if loc[1] < len(raw_lessons) else None
+            ident = entry.get("id") if isinstance(entry, dict) else None
+            lesson = f"lesson {ident!r}: " if ident else f"lessons[{loc[1]}]: "
+            rest = loc[2:]
+        field = f"{_format_loc(rest)}: " if rest else ""
+        return ManifestError(f"{lesson}{field}{message}", path=path, line=line_of(lines, loc))
+
+    try:
+        manifest = Manifest.model_validate(data)
+    except ValidationError as exc:
+        errors = sorted(exc.errors(), key=lambda e: line_of(lines, _strip_tags(e["loc"])) or 0)
+        first = errors[0]
+        loc = _strip_tags(first["loc"])
+        message = _message(first)
+        if len(errors) > 1:
+            message += f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
+        raise fail(loc, message) from None
+
+    root = path.resolve().parent
+    manifest.root = root
+    manifest.path = path
+    seen: dict[str, int] = {}
+    for index, lesson in enumerate(manifest.lessons):
+        if lesson.id in seen:
+            raise fail(("lessons", index, "id"),
+                       f"duplicate lesson id (also lessons[{seen[lesson.id]}])")
+        seen[lesson.id] = index
+        for key in ("source", "prose"):
+            rel = getattr(lesson, key)
+            if rel is None:
+                continue
+            full = (root / rel).resolve()
+            if rel.is_absolute() or not full.is_relative_to(root):
+                raise fail(("lessons", index, key), f"{rel} lies outside the course root {root}")
+            if not full.is_file():
+                raise fail(("lessons", index, key), f"{rel} does not exist")
+        from .claims import check_claims  # claims needs the schema; import late to keep layering clear
+        for c_index, claim in enumerate(lesson.claims):
+            try:
+                check_claims(lesson.output, claim)
+            except ValueError as exc:
+                field = "gate" if claim.gate is not None else "expect"
+                sub = field
+                text = str(exc)
+                if text.startswith("each:"):
+                    sub, text = "each", text[5:].strip()
+                elif text.startswith("where:"):
+                    sub, text = "where", text[6:].strip()
+                raise fail(("lessons", index, "claims", c_index, sub), text) from None
+        ids = [c.id for c in lesson.claims]
+        for c_index, ident in enumerate(ids):
+            if ids.index(ident) != c_index:
+                raise fail(("lessons", index, "claims", c_index, "id"), f"duplicate claim id {ident!r}")
+    return manifest
+
+
+def select_lessons(manifest: Manifest, ids: list[str], all_: bool) -> list[Lesson]:
+    """The lessons a command names, in manifest order; unknown ids are a usage error."""
+    from .errors import UsageError
+
+    if all_ or not ids:
+        if not all_ and not ids:
+            raise UsageError("name at least one lesson or pass --all",
+                             hint=f"lessons: {', '.join(l.id for l in manifest.lessons)}")
+        return list(manifest.lessons)
+    known = {lesson.id for lesson in manifest.lessons}
+    for ident in ids:
+        if ident not in known:
+            raise UsageError(f"no lesson {ident!r} in {manifest.path}",
+                             hint=f"lessons: {', '.join(sorted(known))}")
+    return [lesson for lesson in manifest.lessons if lesson.id in ids]

@@ -1,0 +1,167 @@
+"""The one way coursectl runs an external program.
+
+Argument lists only, never a shell; a timeout always; on timeout or Ctrl-C the
+whole process group is killed and the partial output kept; output capture is
+bounded so a flooding program cannot exhaust memory.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from pydantic import BaseModel
+
+DEFAULT_OUTPUT_LIMIT = 16 * 1024 * 1024
+
+
+class CommandResult(BaseModel):
+    argv: list[str]
+    returncode: int | None      # None when killed at the timeout
+    signal: int | None = None   # the signal that ended it, if any
+    timed_out: bool = False
+    stdout: bytes = b""
+    stderr: bytes = b""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    @property
+    def command(self) -> str:
+        return shlex.join(self.argv)
+
+    def describe(self) -> str:
+        """The fixed shape of a failed command: command, status, tails."""
+        if self.timed_out:
+            status = "timed out"
+        elif self.signal:
+            status = f"killed by signal {self.signal} ({_signal_name(self.signal)})"
+        else:
+            status = f"exit status {self.returncode}"
+        parts = [f"$ {self.command}", status]
+        for name, data in (("stdout", self.stdout), ("stderr", self.stderr)):
+            tail = tail_lines(data)
+            if tail:
+                parts.append(f"{name} (last lines):\n{tail}")
+        return "\n".join(parts)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "unknown"
+
+
+def tail_lines(data: bytes, count: int = 12) -> str:
+    text = data.decode("utf-8", errors="replace").rstrip("\n")
+    return "\n".join(text.splitlines()[-count:])
+
+
+def _drain(stream, limit: int, sink: list, flags: list) -> None:
+    total = 0
+    while True:
+        chunk = stream.read(65536)
+        if not chunk:
+            break
+        if total < limit:
+            keep = chunk[: limit - total]
+            sink.append(keep)
+            if len(keep) < len(chunk):
+                flags.append(True)
+        else:
+            flags.append(True)
+        total += len(chunk)
+    stream.close()
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def run_command(argv: Sequence[str | os.PathLike], *, timeout: float,
+                env: Mapping[str, str] | None = None, cwd: Path | None = None,
+                output_limit: int = DEFAULT_OUTPUT_LIMIT) -> CommandResult:
+    """Run argv in its own process group and collect bounded output."""
+    argv = [str(a) for a in argv]
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=cwd, env=full_env,
+                            start_new_session=True)
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
+    out: list[bytes] = []
+    err: list[bytes] = []
+    out_cut: list = []
+    err_cut: list = []
+    readers = [threading.Thread(target=_drain, args=(proc.stdout, output_limit, out, out_cut), daemon=True),
+               threading.Thread(target=_drain, args=(proc.stderr, output_limit, err, err_cut), daemon=True)]
+    for reader in readers:
+        reader.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc)
+    except BaseException:
+        _kill_group(proc)
+        raise
+    # A grandchild may still hold the pipes open; the group kill above ends it,
+    # and for a clean exit we give the readers a bounded moment.
+    for reader in readers:
+        reader.join(timeout=5)
+    if any(r.is_alive() for r in readers):
+        _kill_group(proc)
+        for reader in readers:
+            reader.join(timeout=5)
+    with _LIVE_LOCK:
+        _LIVE.discard(proc)
+    code = proc.returncode
+    sig = -code if code is not None and code < 0 else None
+    return CommandResult(argv=argv, returncode=None if timed_out else code, signal=sig,
+                         timed_out=timed_out, stdout=b"".join(out), stderr=b"".join(err),
+                         stdout_truncated=bool(out_cut), stderr_truncated=bool(err_cut),
+                         seconds=time.monotonic() - start)
+
+
+Runner = Callable[..., CommandResult]
+
+
+# Every live child, so an interrupt in the main thread can end the ones that
+# worker threads started.
+_LIVE: set = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def kill_all() -> None:
+    """Kill the process group of every child still running."""
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for proc in live:
+        _kill_group(proc)

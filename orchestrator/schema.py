@@ -1,0 +1,488 @@
+"""The output schema language: what a lesson prints, typed, and how each field is judged.
+
+A schema is an ordered list of items matched against the transcript's lines:
+
+- ``line``: one line, a template such as ``Matrix: {rows:int} x {cols:int} floats``;
+- ``table``: an optional header, separator rules, typed rows, note rows;
+- ``section``: a block of items repeated once per case;
+- ``text``: free text, allowed and ignored.
+
+docs/schema.md is the reference; this module turns it into compiled regexes.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class Compare(str, Enum):
+    """How a field is judged against recorded evidence."""
+
+    exact = "exact"          # identical on every GPU: sizes, counts, gate arithmetic
+    tolerance = "tolerance"  # within rel/abs of this GPU's evidence: timings
+    device = "device"        # identical, but only against the same GPU's evidence
+    volatile = "volatile"    # recorded, never compared: racy counts
+
+
+FieldType = Literal["int", "float", "str", "word", "bool"]
+
+_FLOAT = r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf|nan)"
+TYPE_REGEX = {
+    "int": r"[-+]?\d+",
+    "float": _FLOAT,
+    "word": r"\S+",
+    "str": r".+?",
+    "bool": r"yes|no|true|false",
+}
+
+
+class FieldSpec(Strict):
+    """A typed field and its comparison rule."""
+
+    type: FieldType = "str"
+    compare: Compare = Compare.exact
+    rel: float | None = Field(default=None, ge=0)
+    abs: float | None = Field(default=None, ge=0)
+    missing: str | None = None      # a token that means "no value", such as "-"
+    suffix: str | None = None       # stripped from a table cell: "x" in "1.91x"
+    unit: str | None = None         # "ms", "GB/s", "GFLOP/s": for reports and plausibility
+    label: str | None = None        # a human name for pages and reports
+
+    @model_validator(mode="after")
+    def _tolerance_needs_bounds(self) -> "FieldSpec":
+        if self.compare is Compare.tolerance and self.rel is None and self.abs is None:
+            raise ValueError("compare 'tolerance' needs rel, abs or both")
+        if self.compare is not Compare.tolerance and (self.rel is not None or self.abs is not None):
+            raise ValueError(f"rel/abs only apply to compare 'tolerance', not {self.compare.value!r}")
+        if self.compare is Compare.tolerance and self.type not in ("int", "float"):
+            raise ValueError(f"compare 'tolerance' needs a number, not type {self.type!r}")
+        return self
+
+    def convert(self, text: str) -> Any:
+        text = text.strip()
+        if self.missing is not None and text == self.missing:
+            return None
+        if self.suffix and text.endswith(self.suffix):
+            text = text[: -len(self.suffix)]
+        if self.type == "int":
+            return int(text)
+        if self.type == "float":
+            return float(text)
+        if self.type == "bool":
+            return text in ("yes", "true")
+        return text
+
+    def value_regex(self) -> str:
+        core = TYPE_REGEX[self.type]
+        if self.suffix:
+            core = f"(?:{core}){re.escape(self.suffix)}"
+        if self.missing is not None:
+            core = f"(?:{core}|{re.escape(self.missing)})"
+        return core
+
+
+def _field_spec(value: Any) -> Any:
+    """`name: float` is shorthand for `name: {type: float}`."""
+    if isinstance(value, str):
+        return {"type": value}
+    return value
+
+
+FieldMap = dict[str, FieldSpec]
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([A-Za-z]+))?\}")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class Pattern:
+    """A compiled line template, or a raw regex with named groups."""
+
+    def __init__(self, source: str, fields: dict[str, FieldSpec], is_regex: bool = False):
+        self.source = source
+        self.fields = fields
+        self.is_regex = is_regex
+        self.regex = re.compile(self._to_regex())
+
+    def _to_regex(self) -> str:
+        if self.is_regex:
+            try:
+                regex = re.compile(self.source)
+            except re.error as exc:
+                raise ValueError(f"invalid regex {self.source!r}: {exc}") from None
+            unknown = set(regex.groupindex) - set(self.fields)
+            for name in unknown:
+                self.fields[name] = FieldSpec()
+            return self.source
+        out: list[str] = []
+        pos = 0
+        names: set[str] = set()
+        for m in _PLACEHOLDER.finditer(self.source):
+            out.append(_literal(self.source[pos:m.start()], first=pos == 0))
+            name, type_ = m.group(1), m.group(2)
+            if name in names:
+                raise ValueError(f"field {name!r} appears twice in {self.source!r}")
+            names.add(name)
+            spec = self.fields.get(name)
+            if type_ is not None:
+                if type_ not in TYPE_REGEX:
+                    raise ValueError(f"unknown type {type_!r} in {self.source!r}; "
+                                     f"use one of {', '.join(TYPE_REGEX)}")
+                if spec is None:
+                    spec = FieldSpec(type=type_)
+                elif spec.type != type_ and "type" in spec.model_fields_set:
+                    raise ValueError(f"field {name!r} is {type_!r} in the pattern "
+                                     f"but {spec.type!r} in fields")
+                else:
+                    spec = spec.model_copy(update={"type": type_})
+            elif spec is None:
+                spec = FieldSpec()
+            self.fields[name] = spec
+            out.append(f"(?P<{name}>{spec.value_regex()})")
+            pos = m.end()
+        tail = self.source[pos:]
+        if "{" in tail or "}" in tail:
+            raise ValueError(f"unbalanced brace in {self.source!r}")
+        out.append(_literal(tail, first=pos == 0, last=True))
+        extra = set(self.fields) - names
+        if extra:
+            raise ValueError(f"fields {sorted(extra)} are declared but not in {self.source!r}")
+        return "".join(out)
+
+    def match(self, line: str) -> dict[str, Any] | None:
+        m = self.regex.fullmatch(line.rstrip())
+        if m is None:
+            return None
+        values = {}
+        for name, spec in self.fields.items():
+            raw = m.group(name)
+            if raw is None:
+                values[name] = None
+                continue
+            try:
+                values[name] = spec.convert(raw)
+            except ValueError:
+                return None
+        return values
+
+
+def _literal(text: str, first: bool = False, last: bool = False) -> str:
+    """Escape template text; a run of spaces matches any run of whitespace."""
+    if "{" in text or "}" in text:
+        raise ValueError(f"unbalanced brace near {text!r}")
+    parts = re.split(r"( +)", text)
+    out = []
+    for i, part in enumerate(parts):
+        if part.startswith(" ") and part.strip() == "":
+            leading = first and i == 0
+            out.append(r"\s*" if leading or (last and i == len(parts) - 1) else r"\s+")
+        else:
+            out.append(re.escape(part))
+    result = "".join(out)
+    if first and not text.startswith(" "):
+        result = r"\s*" + result
+    return result
+
+
+class LineItem(Strict):
+    """One line with named, typed fields."""
+
+    line: str
+    regex: bool = False
+    optional: bool = False
+    flag: str | None = None   # a bool field: true when the (optional) line is present
+    fields: dict[str, Annotated[FieldSpec, Field()]] = {}
+
+    _pattern: Pattern | None = None
+
+    @field_validator("fields", mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return {k: _field_spec(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+    @model_validator(mode="after")
+    def _compile(self) -> "LineItem":
+        self._pattern = Pattern(self.line, dict(self.fields), self.regex)
+        if self.flag is not None:
+            if not _NAME.match(self.flag):
+                raise ValueError(f"flag {self.flag!r} is not an identifier")
+            if self.flag in self._pattern.fields:
+                raise ValueError(f"flag {self.flag!r} is also a field of the line")
+        return self
+
+    @property
+    def names(self) -> dict[str, FieldSpec]:
+        """The fields this line sets, its flag included."""
+        names = dict(self.pattern.fields)
+        if self.flag is not None:
+            names[self.flag] = FieldSpec(type="bool")
+        return names
+
+    @property
+    def pattern(self) -> Pattern:
+        assert self._pattern is not None
+        return self._pattern
+
+
+class RowCount(Strict):
+    min: int = Field(default=0, ge=0)
+    max: int | None = Field(default=None, ge=0)
+
+
+class NoteItem(Strict):
+    """A non-data line allowed between a table's rows, such as a speed-up summary."""
+
+    name: str
+    line: str
+    regex: bool = False
+    fields: dict[str, FieldSpec] = {}
+
+    _pattern: Pattern | None = None
+
+    @field_validator("fields", mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return {k: _field_spec(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+    @model_validator(mode="after")
+    def _compile(self) -> "NoteItem":
+        if not _NAME.match(self.name):
+            raise ValueError(f"note name {self.name!r} is not an identifier")
+        self._pattern = Pattern(self.line, dict(self.fields), self.regex)
+        return self
+
+    @property
+    def pattern(self) -> Pattern:
+        assert self._pattern is not None
+        return self._pattern
+
+
+class TableItem(Strict):
+    """A table: optional header, rules, rows of typed columns, note lines.
+
+    Rows are split on runs of whitespace into the columns, in order, unless
+    ``row`` gives a template (for cells holding spaces). A table without a
+    header starts at its first matching row; with ``anywhere`` its rows may
+    stand anywhere in the transcript (failure lines).
+    """
+
+    table: str
+    header: str | None = None
+    header_regex: bool = False
+    rules: bool = True
+    columns: dict[str, FieldSpec]
+    row: str | None = None
+    row_regex: bool = False
+    key: list[str] | str | None = None
+    rows: int | RowCount = RowCount()
+    keys: list[str] | None = None
+    notes: list[NoteItem] = []
+    optional: bool = False
+    anywhere: bool = False
+
+    _header: Pattern | None = None
+    _row: Pattern | None = None
+
+    @field_validator("columns", mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return {k: _field_spec(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+    @model_validator(mode="after")
+    def _compile(self) -> "TableItem":
+        if not _NAME.match(self.table):
+            raise ValueError(f"table name {self.table!r} is not an identifier")
+        if not self.columns:
+            raise ValueError("a table needs at least one column")
+        if self.header is not None:
+            self._header = Pattern(self.header, {}, self.header_regex)
+            if self._header.fields:
+                raise ValueError("a table header cannot hold fields")
+        if self.row is not None:
+            pattern = Pattern(self.row, dict(self.columns), self.row_regex)
+            missing = set(self.columns) - set(pattern.fields)
+            if missing:
+                raise ValueError(f"row template lacks columns {sorted(missing)}")
+            self._row = pattern
+            self.columns = {name: pattern.fields[name] for name in self.columns}
+        for name in self.key_columns:
+            if name not in self.columns:
+                raise ValueError(f"key column {name!r} is not one of the columns "
+                                 f"({', '.join(self.columns)})")
+        if self.anywhere and self.header is not None:
+            raise ValueError("an 'anywhere' table has rows only, no header")
+        return self
+
+    @property
+    def key_columns(self) -> list[str]:
+        if self.key is None:
+            return []
+        return [self.key] if isinstance(self.key, str) else list(self.key)
+
+    @property
+    def row_count(self) -> RowCount:
+        if isinstance(self.rows, int):
+            return RowCount(min=self.rows, max=self.rows)
+        if self.keys is not None and self.rows == RowCount():
+            return RowCount(min=len(self.keys), max=len(self.keys))
+        return self.rows
+
+    @property
+    def header_pattern(self) -> Pattern | None:
+        return self._header
+
+    def match_row(self, line: str) -> dict[str, Any] | None:
+        if self._row is not None:
+            return self._row.match(line)
+        cells = line.split()
+        if len(cells) != len(self.columns):
+            return None
+        values = {}
+        for cell, (name, spec) in zip(cells, self.columns.items()):
+            if re.fullmatch(spec.value_regex(), cell) is None:
+                return None
+            try:
+                values[name] = spec.convert(cell)
+            except ValueError:
+                return None
+        return values
+
+    def describe_row(self) -> str:
+        if self._row is not None:
+            return self._row.source
+        return " ".join(f"<{name}:{spec.type}>" for name, spec in self.columns.items())
+
+
+class TextItem(Strict):
+    """Free text: allowed, ignored, ends where the next item matches."""
+
+    text: str = ""
+    max_lines: int | None = Field(default=None, ge=0)
+
+
+class SectionItem(Strict):
+    """A block of items repeated once per case; its first item must be a line."""
+
+    section: str
+    key: str | list[str]
+    items: list["Item"]
+    repeat: int | RowCount = RowCount(min=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> "SectionItem":
+        if not _NAME.match(self.section):
+            raise ValueError(f"section name {self.section!r} is not an identifier")
+        if not self.items or not isinstance(self.items[0], LineItem) or self.items[0].optional:
+            raise ValueError("a section's first item must be a required line: it marks where each block starts")
+        names = set()
+        for item in self.items:
+            if isinstance(item, LineItem):
+                names |= set(item.names)
+        for k in self.key_columns:
+            if k not in names:
+                raise ValueError(f"section key {k!r} is not a field of the section's lines")
+        return self
+
+    @property
+    def key_columns(self) -> list[str]:
+        return [self.key] if isinstance(self.key, str) else list(self.key)
+
+    @property
+    def repeat_count(self) -> RowCount:
+        return RowCount(min=self.repeat, max=self.repeat) if isinstance(self.repeat, int) else self.repeat
+
+
+def _item_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        for kind in ("line", "table", "section", "text"):
+            if kind in value:
+                return kind
+        return "unknown"
+    if isinstance(value, BaseModel):
+        return {LineItem: "line", TableItem: "table", SectionItem: "section",
+                TextItem: "text"}.get(type(value), "unknown")
+    return "unknown"
+
+
+from pydantic import Discriminator, Tag  # noqa: E402
+
+Item = Annotated[
+    Union[
+        Annotated[LineItem, Tag("line")],
+        Annotated[TableItem, Tag("table")],
+        Annotated[SectionItem, Tag("section")],
+        Annotated[TextItem, Tag("text")],
+    ],
+    Discriminator(_item_kind, custom_error_type="item_kind",
+                  custom_error_message="an output item needs one of the keys line, table, section or text"),
+]
+
+SectionItem.model_rebuild()
+
+
+class OutputSchema(Strict):
+    """A lesson's whole transcript."""
+
+    ignore: list[str] = [r"^========= "]
+    items: list[Item]
+
+    _ignore: list[re.Pattern] = []
+
+    @model_validator(mode="after")
+    def _compile(self) -> "OutputSchema":
+        compiled = []
+        for source in self.ignore:
+            try:
+                compiled.append(re.compile(source))
+            except re.error as exc:
+                raise ValueError(f"invalid ignore regex {source!r}: {exc}") from None
+        self._ignore = compiled
+        _check_unique_names(self.items, "output")
+        return self
+
+    @property
+    def ignore_patterns(self) -> list[re.Pattern]:
+        return self._ignore
+
+
+def _check_unique_names(items: list, where: str) -> None:
+    seen: dict[str, str] = {}
+
+    def claim(name: str, what: str) -> None:
+        if name in seen:
+            raise ValueError(f"{what} {name!r} in {where} clashes with {seen[name]} {name!r}")
+        seen[name] = what
+
+    for item in items:
+        if isinstance(item, LineItem):
+            for name in item.names:
+                claim(name, "field")
+        elif isinstance(item, TableItem):
+            claim(item.table, "table")
+            for note in item.notes:
+                claim(note.name, "note")
+        elif isinstance(item, SectionItem):
+            claim(item.section, "section")
+            _check_unique_names(item.items, f"section {item.section!r}")
+
+
+def scope_names(items: list) -> dict[str, Any]:
+    """Names visible at this level: fields, tables (with notes) and sections."""
+    names: dict[str, Any] = {}
+    for item in items:
+        if isinstance(item, LineItem):
+            names.update(item.names)
+        elif isinstance(item, TableItem):
+            names[item.table] = item
+            for note in item.notes:
+                names[note.name] = note
+        elif isinstance(item, SectionItem):
+            names[item.section] = item
+    return names

@@ -1,0 +1,209 @@
+"""Find nvcc, the GPUs, the driver and CUDA versions, and compute-sanitizer."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from .errors import ToolchainError
+from .process import run_command
+
+SMI_FIELDS = ("index,name,uuid,driver_version,compute_cap,pci.bus_id,memory.total,"
+              "clocks.max.sm")
+
+
+class Gpu(BaseModel):
+    index: int
+    name: str
+    uuid: str
+    compute_capability: str          # "9.0"
+    pci_bus_id: str = ""
+    memory_mib: int | None = None
+    max_sm_clock_mhz: int | None = None
+
+    @property
+    def slug(self) -> str:
+        return gpu_slug(self.name)
+
+    @property
+    def arch(self) -> str:
+        return "sm_" + self.compute_capability.replace(".", "")
+
+
+def gpu_slug(name: str) -> str:
+    """Evidence folder name for a GPU model: 'NVIDIA H200' -> 'nvidia-h200'."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown-gpu"
+
+
+class Toolchain(BaseModel):
+    nvcc: str | None = None
+    nvcc_version: str | None = None      # "13.0.88"
+    driver_version: str | None = None    # "580.159.04"
+    cuda_version: str | None = None      # the driver's CUDA, "13.0"
+    gpus: list[Gpu] = []
+    gpu_source: str | None = None        # "nvml" or "nvidia-smi"
+    sanitizer: str | None = None
+    sanitizer_version: str | None = None
+    notes: list[str] = []
+
+    def require_nvcc(self) -> str:
+        if not self.nvcc:
+            raise ToolchainError("nvcc not found on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin",
+                                 hint="install the CUDA toolkit or set CUDA_HOME")
+        return self.nvcc
+
+    def require_gpu(self) -> list[Gpu]:
+        if not self.gpus:
+            detail = "; ".join(self.notes) or "neither NVML nor nvidia-smi reported one"
+            raise ToolchainError(f"no NVIDIA GPU found ({detail})",
+                                 hint="on a machine without a GPU use --offline")
+        return self.gpus
+
+    def require_sanitizer(self) -> str:
+        if not self.sanitizer:
+            raise ToolchainError("compute-sanitizer not found on PATH, beside nvcc or in $CUDA_HOME/bin",
+                                 hint="install the CUDA toolkit's compute-sanitizer, or use --no-sanitize")
+        return self.sanitizer
+
+
+def _cuda_dirs() -> list[Path]:
+    dirs = []
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            dirs.append(Path(os.environ[var]) / "bin")
+    dirs.append(Path("/usr/local/cuda/bin"))
+    return dirs
+
+
+def find_tool(name: str, beside: str | None = None) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    candidates = ([Path(beside).parent] if beside else []) + _cuda_dirs()
+    for directory in candidates:
+        path = directory / name
+        if path.is_file() and os.access(path, os.X_OK):
+            return str(path)
+    return None
+
+
+def nvcc_version(nvcc: str, runner=run_command) -> str | None:
+    result = runner([nvcc, "--version"], timeout=30)
+    m = re.search(r"release \S+, V(\S+)", result.stdout.decode(errors="replace"))
+    return m.group(1) if m else None
+
+
+def sanitizer_version(sanitizer: str, runner=run_command) -> str | None:
+    result = runner([sanitizer, "--version"], timeout=30)
+    m = re.search(r"Version\s+([\d.]+)", result.stdout.decode(errors="replace"))
+    return m.group(1) if m else None
+
+
+def _gpus_from_nvml() -> tuple[list[Gpu], str | None, str | None]:
+    import pynvml  # noqa: PLC0415  (optional dependency)
+
+    def text(value) -> str:
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    pynvml.nvmlInit()
+    try:
+        gpus = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+            try:
+                clock = int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM))
+            except pynvml.NVMLError:
+                clock = None
+            gpus.append(Gpu(index=index, name=text(pynvml.nvmlDeviceGetName(handle)),
+                            uuid=text(pynvml.nvmlDeviceGetUUID(handle)),
+                            compute_capability=f"{major}.{minor}",
+                            pci_bus_id=text(pynvml.nvmlDeviceGetPciInfo(handle).busId),
+                            memory_mib=int(pynvml.nvmlDeviceGetMemoryInfo(handle).total) // (1024 * 1024),
+                            max_sm_clock_mhz=clock))
+        driver = text(pynvml.nvmlSystemGetDriverVersion())
+        cuda = pynvml.nvmlSystemGetCudaDriverVersion()
+        return gpus, driver, f"{cuda // 1000}.{(cuda % 1000) // 10}"
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _int_or_none(text: str) -> int | None:
+    try:
+        return int(float(text))
+    except ValueError:
+        return None
+
+
+def _gpus_from_smi(smi: str, runner=run_command) -> tuple[list[Gpu], str | None, str | None]:
+    result = runner([smi, f"--query-gpu={SMI_FIELDS}", "--format=csv,noheader,nounits"], timeout=30)
+    if not result.ok:
+        raise RuntimeError(result.describe())
+    gpus = []
+    driver = None
+    for line in result.stdout.decode(errors="replace").splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) < 8:
+            continue
+        driver = cells[3]
+        gpus.append(Gpu(index=int(cells[0]), name=cells[1], uuid=cells[2], compute_capability=cells[4],
+                        pci_bus_id=cells[5], memory_mib=_int_or_none(cells[6]),
+                        max_sm_clock_mhz=_int_or_none(cells[7])))
+    cuda = None
+    header = runner([smi], timeout=30)
+    m = re.search(r"CUDA Version:\s*([\d.]+)", header.stdout.decode(errors="replace"))
+    if m:
+        cuda = m.group(1)
+    return gpus, driver, cuda
+
+
+def discover(runner=run_command, use_nvml: bool = True) -> Toolchain:
+    """Look for every tool; record what is missing instead of failing."""
+    tc = Toolchain()
+    tc.nvcc = find_tool("nvcc")
+    if tc.nvcc:
+        tc.nvcc_version = nvcc_version(tc.nvcc, runner)
+    tc.sanitizer = find_tool("compute-sanitizer", beside=tc.nvcc)
+    if tc.sanitizer:
+        tc.sanitizer_version = sanitizer_version(tc.sanitizer, runner)
+    if os.environ.get("COURSECTL_NO_NVML"):
+        use_nvml = False
+    if use_nvml:
+        try:
+            tc.gpus, tc.driver_version, tc.cuda_version = _gpus_from_nvml()
+            tc.gpu_source = "nvml"
+        except ImportError:
+            tc.notes.append("NVML bindings (pynvml) not installed")
+        except Exception as exc:  # any NVMLError: no driver, no device
+            tc.notes.append(f"NVML: {exc}")
+    if tc.gpu_source is None:
+        smi = shutil.which("nvidia-smi")
+        if smi is None:
+            tc.notes.append("nvidia-smi not on PATH")
+        else:
+            try:
+                tc.gpus, tc.driver_version, tc.cuda_version = _gpus_from_smi(smi, runner)
+                tc.gpu_source = "nvidia-smi"
+            except (RuntimeError, OSError) as exc:
+                tc.notes.append(f"nvidia-smi failed: {str(exc).splitlines()[-1]}")
+    return tc
+
+
+def select_gpus(toolchain: Toolchain, spec: str | None) -> list[Gpu]:
+    """`--gpus 0,2` (indices or UUIDs); all GPUs when spec is None."""
+    gpus = toolchain.require_gpu()
+    if not spec:
+        return gpus
+    chosen = []
+    for part in spec.split(","):
+        part = part.strip()
+        match = [g for g in gpus if str(g.index) == part or g.uuid == part]
+        if not match:
+            raise ToolchainError(f"--gpus names {part!r}, which is not one of "
+                                 f"{', '.join(str(g.index) for g in gpus)}")
+        chosen.extend(m for m in match if m not in chosen)
+    return chosen

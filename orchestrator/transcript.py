@@ -1,0 +1,308 @@
+"""Parse a lesson's stdout with its output schema into a pydantic model."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Iterator, Union
+
+from pydantic import BaseModel
+
+from .errors import TranscriptError
+from .schema import FieldSpec, LineItem, OutputSchema, SectionItem, TableItem, TextItem
+
+Value = Union[int, float, str, None]
+_RULE = re.compile(r"^[\s\-=+|:]*-{3,}[\s\-=+|:]*$")
+
+
+class Row(BaseModel):
+    key: str
+    line: int
+    values: dict[str, Value]
+
+
+class Block(BaseModel):
+    key: str
+    line: int
+    scope: "Scope"
+
+
+class Scope(BaseModel):
+    values: dict[str, Value] = {}
+    lines: dict[str, int] = {}
+    tables: dict[str, list[Row]] = {}
+    sections: dict[str, list[Block]] = {}
+
+
+Block.model_rebuild()
+
+
+class Transcript(BaseModel):
+    """A parsed transcript: the root scope and how many lines the text had."""
+
+    scope: Scope
+    line_count: int
+
+
+class Flat(BaseModel):
+    """One field of a parsed transcript with its path, rule and line."""
+
+    path: str
+    value: Value
+    spec: FieldSpec
+    line: int | None
+
+
+Stop = Callable[[str], bool]
+
+
+def _never(_: str) -> bool:
+    return False
+
+
+class _Parser:
+    def __init__(self, schema: OutputSchema, text: str, source: str):
+        self.schema = schema
+        self.source = source
+        numbered = list(enumerate(text.splitlines(), 1))
+        kept = [(no, line) for no, line in numbered
+                if not any(p.search(line) for p in schema.ignore_patterns)]
+        self.anywhere = [item for item in schema.items if isinstance(item, TableItem) and item.anywhere]
+        self.anywhere_rows: dict[str, list[tuple[int, dict]]] = {t.table: [] for t in self.anywhere}
+        self.lines: list[tuple[int, str]] = []
+        for no, line in kept:
+            for table in self.anywhere:
+                values = table.match_row(line)
+                if values is not None:
+                    self.anywhere_rows[table.table].append((no, values))
+                    break
+            else:
+                self.lines.append((no, line))
+        self.total = len(numbered)
+
+    # -- helpers ---------------------------------------------------------
+    def error(self, pos: int, message: str) -> TranscriptError:
+        if pos < len(self.lines):
+            no, line = self.lines[pos]
+            return TranscriptError(f"{message}; found {line.strip()!r}", path=self.source, line=no)
+        return TranscriptError(f"{message}; the transcript ends at line {self.total}",
+                               path=self.source, line=self.total or None)
+
+    def skip_blank(self, pos: int) -> int:
+        while pos < len(self.lines) and not self.lines[pos][1].strip():
+            pos += 1
+        return pos
+
+    @staticmethod
+    def starter(item: Any) -> Stop | None:
+        if isinstance(item, LineItem):
+            return lambda line: item.pattern.match(line) is not None
+        if isinstance(item, TableItem):
+            if item.anywhere:
+                return None
+            if item.header_pattern is not None:
+                return lambda line: item.header_pattern.match(line) is not None
+            return lambda line: item.match_row(line) is not None
+        if isinstance(item, SectionItem):
+            first = item.items[0]
+            return lambda line: first.pattern.match(line) is not None
+        return None
+
+    # -- items -----------------------------------------------------------
+    def items(self, items: list, pos: int, scope: Scope, stop: Stop) -> int:
+        for index, item in enumerate(items):
+            later = [s for s in (self.starter(x) for x in items[index + 1:]) if s is not None]
+
+            def stop_here(line: str, later=later) -> bool:
+                return stop(line) or any(s(line) for s in later)
+
+            if isinstance(item, LineItem):
+                pos = self.line(item, pos, scope)
+            elif isinstance(item, TextItem):
+                pos = self.text(item, pos, stop_here)
+            elif isinstance(item, TableItem):
+                if not item.anywhere:
+                    pos = self.table(item, pos, scope)
+            elif isinstance(item, SectionItem):
+                pos = self.section(item, pos, scope, stop)
+        return pos
+
+    def line(self, item: LineItem, pos: int, scope: Scope) -> int:
+        p = self.skip_blank(pos)
+        values = item.pattern.match(self.lines[p][1]) if p < len(self.lines) else None
+        if values is not None:
+            if item.flag is not None:
+                values[item.flag] = True
+            scope.values.update(values)
+            for name in values:
+                scope.lines[name] = self.lines[p][0]
+            return p + 1
+        if item.optional:
+            scope.values.update({name: None for name in item.pattern.fields})
+            if item.flag is not None:
+                scope.values[item.flag] = False
+            return pos
+        raise self.error(p, f"expected a line matching {item.line!r}")
+
+    def text(self, item: TextItem, pos: int, stop: Stop) -> int:
+        taken = 0
+        while pos < len(self.lines) and not stop(self.lines[pos][1]):
+            if self.lines[pos][1].strip():
+                taken += 1
+                if item.max_lines is not None and taken > item.max_lines:
+                    raise self.error(pos, f"free text {item.text!r} runs past its {item.max_lines} lines")
+            pos += 1
+        return pos
+
+    def table(self, item: TableItem, pos: int, scope: Scope) -> int:
+        count = item.row_count
+        rows: list[Row] = []
+        scope.tables[item.table] = rows
+        for note in item.notes:
+            scope.tables[note.name] = []
+        p = self.skip_blank(pos)
+        header = item.header_pattern
+        if header is not None:
+            if p < len(self.lines) and header.match(self.lines[p][1]) is not None:
+                p += 1
+            elif item.optional:
+                return pos
+            else:
+                raise self.error(p, f"expected the header of table {item.table!r} matching {item.header!r}")
+        elif p >= len(self.lines) or item.match_row(self.lines[p][1]) is None:
+            if item.optional or count.min == 0:
+                return pos
+            raise self.error(p, f"expected a row of table {item.table!r}: {item.describe_row()}")
+        while p < len(self.lines):
+            no, line = self.lines[p]
+            if not line.strip():
+                break
+            if item.rules and _RULE.match(line):
+                p += 1
+                continue
+            values = item.match_row(line)
+            if values is not None:
+                if count.max is not None and len(rows) >= count.max:
+                    raise self.error(p, f"table {item.table!r} has more than {count.max} rows")
+                rows.append(Row(key=self._key(item.key_columns, values, len(rows)), line=no, values=values))
+                p += 1
+                continue
+            for note in item.notes:
+                note_values = note.pattern.match(line)
+                if note_values is not None:
+                    anchor = rows[-1].values[item.key_columns[0]] if rows and item.key_columns else len(rows)
+                    scope.tables[note.name].append(Row(key=str(anchor), line=no, values=note_values))
+                    p += 1
+                    break
+            else:
+                break
+        if len(rows) < count.min:
+            if p < len(self.lines) and self.lines[p][1].strip():
+                raise self.error(p, f"table {item.table!r} has {len(rows)} of its {count.min} rows and this "
+                                    f"line is not a row ({item.describe_row()})")
+            end = self.lines[p - 1][0] if p else 0
+            raise TranscriptError(f"table {item.table!r} ends after {len(rows)} rows; "
+                                  f"it needs {count.min}", path=self.source, line=end)
+        seen: dict[str, int] = {}
+        for row in rows:
+            if row.key in seen:
+                raise TranscriptError(f"table {item.table!r} repeats key {row.key!r} "
+                                      f"(first at line {seen[row.key]})", path=self.source, line=row.line)
+            seen[row.key] = row.line
+        if item.keys is not None:
+            missing = [k for k in item.keys if k not in seen]
+            extra = [k for k in seen if k not in item.keys]
+            if missing or extra:
+                detail = "; ".join(filter(None, [
+                    f"missing {', '.join(missing)}" if missing else "",
+                    f"unexpected {', '.join(extra)}" if extra else ""]))
+                line_no = seen[extra[0]] if extra else (rows[-1].line if rows else None)
+                raise TranscriptError(f"table {item.table!r}: {detail}", path=self.source, line=line_no)
+        return p
+
+    @staticmethod
+    def _key(columns: list[str], values: dict, index: int) -> str:
+        if not columns:
+            return str(index)
+        return "/".join(str(values[c]) for c in columns)
+
+    def section(self, item: SectionItem, pos: int, scope: Scope, outer: Stop) -> int:
+        first = item.items[0]
+        blocks: list[Block] = []
+        scope.sections[item.section] = blocks
+        count = item.repeat_count
+
+        def restart(line: str) -> bool:
+            return first.pattern.match(line) is not None or outer(line)
+
+        while True:
+            p = self.skip_blank(pos)
+            if p >= len(self.lines) or first.pattern.match(self.lines[p][1]) is None:
+                break
+            if count.max is not None and len(blocks) >= count.max:
+                raise self.error(p, f"section {item.section!r} repeats more than {count.max} times")
+            inner = Scope()
+            start = self.lines[p][0]
+            pos = self.items(item.items, p, inner, restart)
+            key = "/".join(str(inner.values.get(k)) for k in item.key_columns)
+            if any(b.key == key for b in blocks):
+                raise TranscriptError(f"section {item.section!r} repeats key {key!r}",
+                                      path=self.source, line=start)
+            blocks.append(Block(key=key, line=start, scope=inner))
+        if len(blocks) < count.min:
+            raise self.error(self.skip_blank(pos), f"expected section {item.section!r} "
+                             f"({len(blocks)} of at least {count.min}) starting with {first.line!r}")
+        return pos
+
+    def parse(self) -> Transcript:
+        scope = Scope()
+        pos = self.items(self.schema.items, 0, scope, _never)
+        pos = self.skip_blank(pos)
+        if pos < len(self.lines):
+            raise self.error(pos, "unexpected line after the last item of the schema")
+        for table in self.anywhere:
+            found = self.anywhere_rows[table.table]
+            count = table.row_count
+            if len(found) < count.min:
+                raise TranscriptError(f"table {table.table!r} needs {count.min} rows, found {len(found)}",
+                                      path=self.source)
+            scope.tables[table.table] = [
+                Row(key=self._key(table.key_columns, values, i), line=no, values=values)
+                for i, (no, values) in enumerate(found)]
+        return Transcript(scope=scope, line_count=self.total)
+
+
+def decode_output(data: bytes) -> str:
+    """Program output as text; bytes that are not UTF-8 become U+FFFD."""
+    return data.decode("utf-8", errors="replace")
+
+
+def parse_transcript(schema: OutputSchema, text: str, source: str = "<transcript>") -> Transcript:
+    """Parse `text`; raise TranscriptError naming the line, the text and the expected pattern."""
+    if "\x00" in text:
+        no = text[: text.index("\x00")].count("\n") + 1
+        raise TranscriptError("binary output (a NUL byte) where text was expected", path=source, line=no)
+    return _Parser(schema, text, source).parse()
+
+
+def flatten(items: list, scope: Scope, prefix: str = "") -> Iterator[Flat]:
+    """Every field of a parsed scope with its path, in schema order."""
+    for item in items:
+        if isinstance(item, LineItem):
+            for name, spec in item.names.items():
+                yield Flat(path=prefix + name, value=scope.values.get(name), spec=spec,
+                           line=scope.lines.get(name))
+        elif isinstance(item, TableItem):
+            keys = set(item.key_columns)
+            for row in scope.tables.get(item.table, []):
+                for name, spec in item.columns.items():
+                    if name not in keys:
+                        yield Flat(path=f"{prefix}{item.table}[{row.key}].{name}",
+                                   value=row.values.get(name), spec=spec, line=row.line)
+            for note in item.notes:
+                for index, row in enumerate(scope.tables.get(note.name, [])):
+                    for name, spec in note.pattern.fields.items():
+                        yield Flat(path=f"{prefix}{note.name}[{row.key}].{name}",
+                                   value=row.values.get(name), spec=spec, line=row.line)
+        elif isinstance(item, SectionItem):
+            for block in scope.sections.get(item.section, []):
+                yield from flatten(item.items, block.scope, f"{prefix}{item.section}[{block.key}].")
