@@ -234,7 +234,7 @@ def evaluate_claim(schema: OutputSchema, transcript: Transcript, claim: Any) -> 
             if not _evaluate(claim.expression, names):
                 failures.append(f"{where}{claim.expression} is false ({_detail(claim.expression, names)})")
         except (InvalidExpression, NameNotDefined, TypeError, KeyError, ValueError,
-                ZeroDivisionError, AttributeError, IndexError) as exc:
+                ArithmeticError, AttributeError, IndexError) as exc:
             failures.append(f"{where}cannot evaluate {claim.expression!r}: {exc}")
     if claim.each and checked == 0 and not failures:
         failures.append(f"no element of {claim.each!r} matched; the claim checked nothing")

@@ -38,7 +38,7 @@ def describe_rule(spec: FieldSpec) -> str:
     if spec.compare is Compare.tolerance:
         parts = []
         if spec.rel is not None:
-            parts.append(f"±{spec.rel:.0%}" if spec.rel >= 0.01 else f"rel {spec.rel:g}")
+            parts.append(f"±{spec.rel * 100:g}%")
         if spec.abs is not None:
             parts.append(f"±{spec.abs:g}")
         return "tolerance " + " + ".join(parts)

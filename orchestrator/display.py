@@ -87,13 +87,13 @@ def print_fields(console: Console, result: LessonResult, show_all: bool) -> None
     summary = ", ".join(f"{n} {k}" for k, n in counts.items())
     title = f"{result.lesson}: {len(result.fields)} fields against {result.evidence} evidence ({summary})"
     if not rows:
-        console.print(title, highlight=False)
+        console.print(Text(title), highlight=False)
         return
     table = Table(title=title, title_justify="left", show_edge=False)
     for column in ("field", "rule", "evidence", "now", "ratio", "result"):
         table.add_column(column, justify="right" if column in ("evidence", "now", "ratio") else "left")
     for f in rows:
-        table.add_row(f.path, f.rule, _fmt(f.old), _fmt(f.new),
+        table.add_row(Text(f.path), f.rule, _fmt(f.old), _fmt(f.new),
                       f"{f.ratio:.3f}" if f.ratio is not None else "",
                       Text(f.status.value, style=FIELD_STYLE[f.status]))
     console.print(table)
@@ -108,7 +108,7 @@ def print_claims(console: Console, result: LessonResult) -> None:
     for claim in result.claims:
         held = Text("yes", style="green") if claim.held else Text(
             "NO", style="bold red" if claim.kind == "gate" else "yellow")
-        table.add_row(claim.id, claim.kind, str(claim.checked), held)
+        table.add_row(Text(claim.id), claim.kind, str(claim.checked), held)
     console.print(table)
 
 
@@ -121,7 +121,7 @@ def print_summary(console: Console, results: list[LessonResult], title: str) -> 
                            for p in r.sanitizers)
         run = f"{r.run.seconds:.2f} s" if r.run else "-"
         status = r.status.value + (" (recorded)" if r.recorded else "")
-        table.add_row(r.lesson, Text(status, style=STATUS_STYLE[r.status]), r.gpu or "-",
+        table.add_row(Text(r.lesson), Text(status, style=STATUS_STYLE[r.status]), r.gpu or "-",
                       r.evidence or "-", run, passes or "-", f"{r.seconds:.2f} s")
     console.print(table)
     for r in results:

@@ -204,6 +204,9 @@ def load_manifest(path: Path) -> Manifest:
         field = f"{_format_loc(rest)}: " if rest else ""
         return ManifestError(f"{lesson}{field}{message}", path=path, line=line_of(lines, loc))
 
+    for reserved in ("root", "path"):
+        if reserved in data:
+            raise fail((reserved,), f"unknown key {reserved!r}")
     try:
         manifest = Manifest.model_validate(data)
     except ValidationError as exc:
@@ -229,10 +232,14 @@ def load_manifest(path: Path) -> Manifest:
             if rel is None:
                 continue
             full = (root / rel).resolve()
-            if rel.is_absolute() or not full.is_relative_to(root):
+            if not full.is_relative_to(root):
                 raise fail(("lessons", index, key), f"{rel} lies outside the course root {root}")
+            if rel.is_absolute():
+                raise fail(("lessons", index, key),
+                           f"{rel} is absolute; give it relative to the course root {root}")
             if not full.is_file():
                 raise fail(("lessons", index, key), f"{rel} does not exist")
+        _check_sanitizer_snippets(manifest, lesson, index, fail)
         from .claims import check_claims  # claims needs the schema; import late to keep layering clear
         for c_index, claim in enumerate(lesson.claims):
             try:
@@ -251,6 +258,24 @@ def load_manifest(path: Path) -> Manifest:
             if ids.index(ident) != c_index:
                 raise fail(("lessons", index, "claims", c_index, "id"), f"duplicate claim id {ident!r}")
     return manifest
+
+
+def _check_sanitizer_snippets(manifest: Manifest, lesson: Lesson, index: int, fail) -> None:
+    from .errors import TemplateError
+    from .snippets import extract_snippets
+
+    for tool, spec in (lesson.sanitizers or {}).items():
+        for f_index, finding in enumerate(spec.findings):
+            if finding.snippet is None:
+                continue
+            try:
+                names = extract_snippets(manifest.source_path(lesson), str(lesson.source))
+            except TemplateError as exc:
+                raise fail(("lessons", index, "sanitizers", tool, "findings", f_index, "snippet"), str(exc))
+            if finding.snippet not in names:
+                raise fail(("lessons", index, "sanitizers", tool, "findings", f_index, "snippet"),
+                           f"no snippet {finding.snippet!r} in {lesson.source} "
+                           f"(it has {', '.join(sorted(names)) or 'none'})")
 
 
 def select_lessons(manifest: Manifest, ids: list[str], all_: bool) -> list[Lesson]:

@@ -427,6 +427,25 @@ class PassResult(BaseModel):
         return not self.problems
 
 
+def resolve_snippets(manifest: Manifest, lesson: Lesson, findings: list) -> list:
+    """Turn `snippet: NAME` in expected findings into the snippet's line range in the source."""
+    from .snippets import extract_snippets
+
+    if not any(f.snippet for f in findings):
+        return list(findings)
+    source = manifest.source_path(lesson)
+    snippets = extract_snippets(source, str(lesson.source))
+    resolved = []
+    for finding in findings:
+        if finding.snippet:
+            snippet = snippets[finding.snippet]
+            finding = finding.model_copy(update={
+                "line_range": (snippet.first_line, snippet.last_line),
+                "file": finding.file or source.name})
+        resolved.append(finding)
+    return resolved
+
+
 def make_sanitize_step(manifest: Manifest, toolchain: Toolchain, options: Options,
                        emit: Emit = _quiet, runner=run_command):
     """The step that runs a lesson's declared passes after its plain run, on the same GPU."""
@@ -470,7 +489,7 @@ def make_sanitize_step(manifest: Manifest, toolchain: Toolchain, options: Option
                                           xml_bytes.decode("utf-8", "replace") if xml_bytes else None,
                                           version=toolchain.sanitizer_version,
                                           log_path=f"{lesson.id} {tool}.log", xml_path=f"{lesson.id} {tool}.xml")
-                    expectation = Expectation(tool=Tool(tool), findings=spec.findings,
+                    expectation = Expectation(tool=Tool(tool), findings=resolve_snippets(manifest, lesson, spec.findings),
                                               allow_other=spec.allow_other)
                     outcome.problems += judge(report, expectation)
                     outcome.errors = report.summary.errors

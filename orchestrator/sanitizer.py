@@ -18,7 +18,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import EvidenceError
 from .process import Runner, run_command
@@ -133,16 +133,37 @@ class ExpectedFinding(BaseModel):
     """A finding a lesson is meant to produce; the fields left out match anything.
 
     `kind` is compared without case, and `race` matches every race; `line`
-    matches either end of a race.
+    matches either end of a race; `text` is a substring of the finding's
+    text (for API errors, which name no kernel); `snippet` names a snippet of
+    the lesson's source that the finding must fall in (resolved to
+    `line_range` before judging).
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    kernel: str
+    kernel: str | None = None
     kind: str | None = None
     severity: Literal["error", "warning"] | None = None
     file: str | None = None
     line: int | None = Field(default=None, ge=1)
+    text: str | None = None
+    snippet: str | None = None
+    line_range: tuple[int, int] | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _something(self) -> "ExpectedFinding":
+        if self.kernel is None and self.kind is None and self.text is None:
+            raise ValueError("an expected finding names a kernel, a kind or a text")
+        return self
+
+    def describe(self) -> str:
+        where = f"in {self.kernel}" if self.kernel else f"of kind {self.kind}" if self.kind else ""
+        if self.text:
+            where += f" saying {self.text!r}"
+        if self.snippet:
+            span = f" (lines {self.line_range[0]}-{self.line_range[1]})" if self.line_range else ""
+            where += f" inside snippet {self.snippet!r}{span}"
+        return where.strip()
 
 
 class Expectation(BaseModel):
@@ -553,7 +574,10 @@ def _same_file(reported: str | None, expected: str) -> bool:
 
 
 def _matches(finding: Finding, expected: ExpectedFinding) -> bool:
-    if finding.kernel != expected.kernel and finding.signature != expected.kernel:
+    if expected.kernel is not None and finding.kernel != expected.kernel \
+            and finding.signature != expected.kernel:
+        return False
+    if expected.text is not None and expected.text not in finding.text:
         return False
     if expected.kind is not None and finding.kind.lower() != expected.kind.lower() and not (
             expected.kind.lower() == "race" and finding.is_race):  # the XML calls a race Analysis
@@ -565,6 +589,10 @@ def _matches(finding: Finding, expected: ExpectedFinding) -> bool:
         return False
     if expected.line is not None and not any(
             end.line == expected.line and (expected.file is None or _same_file(end.file, expected.file))
+            for end in ends):
+        return False
+    if expected.line_range is not None and not any(
+            end.line is not None and expected.line_range[0] <= end.line <= expected.line_range[1]
             for end in ends):
         return False
     return True
@@ -647,8 +675,9 @@ def judge(report: Report, expectation: Expectation) -> list[str]:
     for expected in expectation.findings:
         if not any(_matches(finding, expected) for finding in report.findings):
             wanted = [f"{name} {value}" for name, value in
-                      (("kind", expected.kind), ("severity", expected.severity)) if value is not None]
+                      (("kind", expected.kind if expected.kernel else None),
+                       ("severity", expected.severity)) if value is not None]
             bracket = f" ({', '.join(wanted)})" if wanted else ""
-            problems.append(f"{tool}: expected a finding in {expected.kernel}"
+            problems.append(f"{tool}: expected a finding {expected.describe()}"
                             f"{_location(expected.file, expected.line)}{bracket}, none reported")
     return problems

@@ -123,7 +123,7 @@ class _Parser:
                 if not item.anywhere:
                     pos = self.table(item, pos, scope)
             elif isinstance(item, SectionItem):
-                pos = self.section(item, pos, scope, stop)
+                pos = self.section(item, pos, scope, stop_here)
         return pos
 
     def line(self, item: LineItem, pos: int, scope: Scope) -> int:
@@ -200,7 +200,7 @@ class _Parser:
                 raise self.error(p, f"table {item.table!r} has {len(rows)} of its {count.min} rows and this "
                                     f"line is not a row ({item.describe_row()})")
             end = self.lines[p - 1][0] if p else 0
-            raise TranscriptError(f"table {item.table!r} ends after {len(rows)} rows; "
+            raise TranscriptError(f"table {item.table!r} ends after {len(rows)} row{'' if len(rows) == 1 else 's'}; "
                                   f"it needs {count.min}", path=self.source, line=end)
         seen: dict[str, int] = {}
         for row in rows:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode, deep: bool =
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, Hashable):
+            continue  # PyYAML's own construct_mapping reports it, with its line
         if key in seen:
             raise ManifestError(
                 f"duplicate key {key!r} (first at line {seen[key]})",

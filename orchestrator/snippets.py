@@ -1,0 +1,62 @@
+"""Code snippets marked in lesson sources: `// snippet: NAME` ... `// end snippet[: NAME]`.
+
+An unnamed end closes the innermost open snippet; a named end must close the
+snippet of that name, which must be the innermost. Marker lines themselves are
+not part of any snippet, and markers nested inside a snippet are dropped from
+its text.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from .errors import TemplateError
+
+_OPEN = re.compile(r"^\s*//\s*snippet:\s*(?P<name>[A-Za-z0-9_.-]+)\s*$")
+_CLOSE = re.compile(r"^\s*//\s*end snippet(?::\s*(?P<name>[A-Za-z0-9_.-]+))?\s*$")
+_ANY = re.compile(r"^\s*//\s*(end )?snippet\b")
+
+
+class Snippet(BaseModel):
+    name: str
+    path: str
+    first_line: int   # first line of code, after the opening marker
+    last_line: int    # last line of code, before the closing marker
+    text: str
+
+
+def extract_snippets(path: Path, display: str | None = None) -> dict[str, Snippet]:
+    """Every snippet of a source file; TemplateError names file:line of a bad marker."""
+    shown = display or str(path)
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    open_: list[tuple[str, int]] = []
+    found: dict[str, Snippet] = {}
+    for number, line in enumerate(lines, 1):
+        opened = _OPEN.match(line)
+        closed = _CLOSE.match(line)
+        if opened:
+            name = opened.group("name")
+            if name in found or any(n == name for n, _ in open_):
+                raise TemplateError(f"snippet {name!r} is defined twice", path=shown, line=number)
+            open_.append((name, number))
+        elif closed:
+            if not open_:
+                raise TemplateError("'end snippet' with no snippet open", path=shown, line=number)
+            name, start = open_.pop()
+            wanted = closed.group("name")
+            if wanted is not None and wanted != name:
+                raise TemplateError(f"'end snippet: {wanted}' closes {name!r} (opened at line {start})",
+                                    path=shown, line=number)
+            body = [l for l in lines[start:number - 1] if not _ANY.match(l)]
+            found[name] = Snippet(name=name, path=shown, first_line=start + 1, last_line=number - 1,
+                                  text="\n".join(body).rstrip() + "\n")
+        elif _ANY.match(line):
+            raise TemplateError(f"malformed snippet marker {line.strip()!r}; write "
+                                f"'// snippet: NAME' or '// end snippet[: NAME]'", path=shown, line=number)
+    if open_:
+        name, start = open_[-1]
+        raise TemplateError(f"snippet {name!r} is never closed", path=shown, line=start)
+    return found

@@ -1,0 +1,50 @@
+"""The planted bugs: in CI each builds; on a GPU each makes verify fail as its fixture says."""
+
+from __future__ import annotations
+
+import pytest
+
+from bugs import ROOT, load_mutations, make_bug_course
+from orchestrator.build import build_lesson
+from orchestrator.manifest import load_manifest
+from orchestrator.pipeline import Options, Status, make_sanitize_step, verify
+from orchestrator.toolchain import discover
+
+MUTATIONS = load_mutations()
+IDS = [f"{m['lesson']}:{m['name']}" for m in MUTATIONS]
+
+
+def test_every_lesson_has_a_planted_bug():
+    manifest = load_manifest(ROOT / "lessons.yaml")
+    assert {m["lesson"] for m in MUTATIONS} == {l.id for l in manifest.lessons}
+
+
+@pytest.mark.parametrize("entry", MUTATIONS, ids=IDS)
+def test_mutation_applies_once_and_builds(entry, tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
+    manifest = load_manifest(make_bug_course(entry, tmp_path / "course"))
+    [lesson] = manifest.lessons
+    original = (ROOT / lesson.source).read_text()
+    mutated = manifest.source_path(lesson).read_text()
+    assert mutated != original
+    assert mutated == original.replace(entry["old"], entry["new"])
+    tc = discover()
+    result = build_lesson(manifest, lesson, "sm_90", tc.require_nvcc(), tc.nvcc_version)
+    assert result.binary.is_file() and not result.cached
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("entry", [m for m in MUTATIONS if "verify" in m],
+                         ids=[i for i, m in zip(IDS, MUTATIONS) if "verify" in m])
+def test_planted_bug_fails_verify_on_the_gpu(entry, tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
+    manifest = load_manifest(make_bug_course(entry, tmp_path / "course"))
+    tc = discover()
+    options = Options(jobs=2)
+    [result] = verify(manifest, manifest.lessons, tc, options,
+                      sanitize_step=make_sanitize_step(manifest, tc, options))
+    report = "\n".join(result.reasons)
+    print(f"{entry['lesson']}:{entry['name']}: {result.status.value}\n{report}")
+    assert result.status in (Status.FAIL, Status.CRASH)
+    for text in entry["verify"]["mentions"]:
+        assert text in report

@@ -1,0 +1,402 @@
+"""orchestrator.manifest and orchestrator.yamlfile: lessons.yaml, and every error it can raise.
+
+Each broken manifest is the minimal valid one below with one edit; every error
+is asserted whole, `path:line: lesson 'id': field.path: message`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import ManifestError, UsageError
+from orchestrator.manifest import Manifest, load_manifest, select_lessons
+from orchestrator.schema import Compare
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Line numbers of this text are what the tests below assert.
+MINIMAL = """\
+version: 1
+lessons:
+  - id: hello
+    day: 1
+    title: Hello
+    source: hello.cu
+    output:
+      items:
+        - line: "n = {n:int}"
+        - table: rows
+          key: name
+          columns:
+            name: word
+            gbps: {type: float, compare: tolerance, rel: 0.25}
+    claims:
+      - id: n-positive
+        gate: n > 0
+"""
+
+SECOND_LESSON = """\
+  - id: world
+    day: 2
+    title: World
+    source: hello.cu
+    output:
+      items:
+        - line: "m = {m:int}"
+"""
+
+
+def edited(old: str, new: str, text: str = MINIMAL) -> str:
+    assert text.count(old) == 1, old
+    return text.replace(old, new)
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "hello.cu").write_text("__global__ void hello() {}\n", encoding="utf-8")
+    path = tmp_path / "lessons.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def manifest_error(tmp_path: Path, text: str) -> tuple[Path, ManifestError]:
+    path = write(tmp_path, text)
+    with pytest.raises(ManifestError) as info:
+        load_manifest(path)
+    return path, info.value
+
+
+# --- a valid manifest -----------------------------------------------------------
+
+
+def test_minimal_manifest_loads_with_the_defaults(tmp_path):
+    path = write(tmp_path, MINIMAL)
+    manifest = load_manifest(path)
+    lesson = manifest.lesson("hello")
+    assert manifest.root == tmp_path.resolve()
+    assert manifest.path == path
+    assert manifest.architectures == ["sm_90"]
+    assert manifest.flags(lesson) == ["-std=c++17", "-O3"]
+    assert manifest.timeout(lesson) == 60.0
+    assert list(manifest.sanitizers(lesson)) == ["memcheck"]
+    assert manifest.source_path(lesson) == tmp_path.resolve() / "hello.cu"
+    assert lesson.binary_name == "hello"
+    assert [c.id for c in lesson.claims] == ["n-positive"]
+    assert lesson.claims[0].kind == "gate"
+    assert lesson.claims[0].expression == "n > 0"
+    gbps = lesson.output.items[1].columns["gbps"]
+    assert (gbps.type, gbps.compare, gbps.rel, gbps.abs) == ("float", Compare.tolerance, 0.25, None)
+
+
+def test_the_course_manifest_loads():
+    manifest = load_manifest(REPO / "lessons.yaml")
+    assert [lesson.id for lesson in manifest.lessons] == [
+        "day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul", "day71-matmul-fp16"]
+    assert manifest.root == REPO
+    assert manifest.architectures == ["sm_90", "sm_75"]
+    assert [lesson.day for lesson in manifest.lessons] == [13, 14, 16, 71]
+    assert [lesson.binary_name for lesson in manifest.lessons] == [
+        "shared_memory", "syncthreads", "tiled_matmul", "matmul_fp16"]
+    assert [manifest.timeout(lesson) for lesson in manifest.lessons] == [30.0, 30.0, 30.0, 60.0]
+    assert [list(manifest.sanitizers(lesson)) for lesson in manifest.lessons] == [
+        ["memcheck"], ["memcheck", "racecheck"], ["memcheck"], ["memcheck"]]
+    assert [len(lesson.claims) for lesson in manifest.lessons] == [6, 5, 4, 4]
+    racecheck = manifest.sanitizers(manifest.lesson("day14-syncthreads"))["racecheck"]
+    assert [finding.kernel for finding in racecheck.findings] == ["reverseTileRacy"]
+
+
+def test_manifest_error_exits_2_and_says_where_the_reference_is():
+    assert ManifestError.exit_status == 2
+    assert ManifestError.hint == "fix lessons.yaml; docs/schema.md describes every key"
+
+
+# --- unknown keys ---------------------------------------------------------------
+
+
+def test_unknown_top_level_key(tmp_path):
+    path, error = manifest_error(tmp_path, edited("version: 1\n", "version: 1\ncolour: red\n"))
+    assert str(error) == f"{path}:2: colour: unknown key 'colour'"
+    assert error.line == 2
+    assert error.path == str(path)
+
+
+def test_unknown_key_in_a_lesson(tmp_path):
+    path, error = manifest_error(tmp_path, edited("    day: 1\n", "    day: 1\n    colour: red\n"))
+    assert str(error) == f"{path}:5: lesson 'hello': colour: unknown key 'colour'"
+
+
+def test_unknown_key_in_an_output_item(tmp_path):
+    path, error = manifest_error(tmp_path, edited(
+        '        - line: "n = {n:int}"\n', '        - line: "n = {n:int}"\n          colour: red\n'))
+    assert str(error) == f"{path}:10: lesson 'hello': output.items[0].colour: unknown key 'colour'"
+
+
+def test_unknown_key_in_a_column(tmp_path):
+    path, error = manifest_error(tmp_path, edited("rel: 0.25}", "rel: 0.25, units: GB/s}"))
+    assert str(error) == f"{path}:14: lesson 'hello': output.items[1].columns.gbps.units: unknown key 'units'"
+
+
+def test_an_output_item_without_a_kind(tmp_path):
+    path, error = manifest_error(tmp_path, edited('        - line: "n', '        - lines: "n'))
+    assert str(error) == (f"{path}:9: lesson 'hello': output.items[0]: "
+                          "an output item needs one of the keys line, table, section or text")
+
+
+@pytest.mark.parametrize("key", ["root", "path"])
+def test_root_and_path_are_not_manifest_keys(tmp_path, key):
+    path, error = manifest_error(tmp_path, edited("version: 1\n", f"version: 1\n{key}: /etc\n"))
+    assert str(error) == f"{path}:2: {key}: unknown key {key!r}"
+
+
+# --- wrong values ---------------------------------------------------------------
+
+
+def test_wrong_type(tmp_path):
+    path, error = manifest_error(tmp_path, edited("    day: 1\n", "    day: one\n"))
+    assert str(error) == (f"{path}:4: lesson 'hello': day: Input should be a valid integer, "
+                          "unable to parse string as an integer (got 'one')")
+
+
+def test_a_string_where_a_list_belongs(tmp_path):
+    path, error = manifest_error(tmp_path, edited("    day: 1\n", "    day: 1\n    flags: -O3\n"))
+    assert str(error) == f"{path}:5: lesson 'hello': flags: Input should be a valid list (got '-O3')"
+
+
+def test_first_error_by_line_is_named_and_the_rest_counted(tmp_path):
+    path, error = manifest_error(tmp_path, edited(
+        "    day: 1\n", "    day: one\n    timeout: fast\n    args: 3\n"))
+    assert str(error) == (f"{path}:4: lesson 'hello': day: Input should be a valid integer, "
+                          "unable to parse string as an integer (got 'one') (and 2 more errors)")
+
+
+def test_missing_key_points_at_the_lesson(tmp_path):
+    path, error = manifest_error(tmp_path, edited("    title: Hello\n", ""))
+    assert str(error) == f"{path}:3: lesson 'hello': title: missing key 'title'"
+
+
+def test_lesson_id_must_be_lower_case(tmp_path):
+    path, error = manifest_error(tmp_path, edited("  - id: hello\n", "  - id: Hello_1\n"))
+    assert str(error) == (f"{path}:3: lesson 'Hello_1': id: "
+                          "lesson id 'Hello_1' must be lower-case letters, digits and dashes")
+
+
+def test_unsupported_version(tmp_path):
+    path, error = manifest_error(tmp_path, edited("version: 1\n", "version: 2\n"))
+    assert str(error) == f"{path}:1: version: unknown value 2; expected 1"
+
+
+def test_duplicate_lesson_id(tmp_path):
+    path, error = manifest_error(tmp_path, MINIMAL + edited("id: world", "id: hello", SECOND_LESSON))
+    assert str(error) == f"{path}:18: lesson 'hello': id: duplicate lesson id (also lessons[0])"
+
+
+# --- files ----------------------------------------------------------------------
+
+
+def test_source_that_does_not_exist(tmp_path):
+    path, error = manifest_error(tmp_path, edited("source: hello.cu", "source: missing.cu"))
+    assert str(error) == f"{path}:6: lesson 'hello': source: missing.cu does not exist"
+
+
+def test_prose_that_does_not_exist(tmp_path):
+    path, error = manifest_error(tmp_path, edited(
+        "    source: hello.cu\n", "    source: hello.cu\n    prose: prose.md\n"))
+    assert str(error) == f"{path}:7: lesson 'hello': prose: prose.md does not exist"
+
+
+def test_source_escaping_the_root_upwards(tmp_path):
+    path, error = manifest_error(tmp_path, edited("source: hello.cu", "source: ../x.cu"))
+    root = tmp_path.resolve()
+    assert str(error) == f"{path}:6: lesson 'hello': source: ../x.cu lies outside the course root {root}"
+
+
+def test_absolute_source_outside_the_root(tmp_path):
+    outside = tmp_path.resolve().parent / "x.cu"
+    path, error = manifest_error(tmp_path, edited("source: hello.cu", f"source: {outside}"))
+    root = tmp_path.resolve()
+    assert str(error) == f"{path}:6: lesson 'hello': source: {outside} lies outside the course root {root}"
+
+
+def test_absolute_source_inside_the_root_is_refused_for_being_absolute(tmp_path):
+    inside = tmp_path.resolve() / "hello.cu"
+    path, error = manifest_error(tmp_path, edited("source: hello.cu", f"source: {inside}"))
+    root = tmp_path.resolve()
+    assert str(error) == (f"{path}:6: lesson 'hello': source: {inside} is absolute; "
+                          f"give it relative to the course root {root}")
+
+
+def test_manifest_that_does_not_exist(tmp_path):
+    with pytest.raises(ManifestError) as info:
+        load_manifest(tmp_path / "lessons.yaml")
+    assert str(info.value) == f"{tmp_path / 'lessons.yaml'}: no such file"
+    assert info.value.hint == "run coursectl from the course's root or pass --manifest"
+
+
+# --- output schemas -------------------------------------------------------------
+
+
+def test_invalid_line_regex(tmp_path):
+    path, error = manifest_error(tmp_path, edited(
+        '        - line: "n = {n:int}"\n', '        - line: "n = (?P<n>[0-9+"\n          regex: true\n'))
+    assert str(error) == (f"{path}:9: lesson 'hello': output.items[0]: invalid regex 'n = (?P<n>[0-9+': "
+                          "unterminated character set at position 10")
+
+
+def test_invalid_ignore_regex(tmp_path):
+    path, error = manifest_error(tmp_path, edited("    output:\n", '    output:\n      ignore: ["^(unclosed"]\n'))
+    assert str(error) == (f"{path}:7: lesson 'hello': output: invalid ignore regex '^(unclosed': "
+                          "missing ), unterminated subpattern at position 1")
+
+
+def test_unknown_comparison(tmp_path):
+    path, error = manifest_error(tmp_path, edited("compare: tolerance, rel: 0.25", "compare: aprox"))
+    assert str(error) == (f"{path}:14: lesson 'hello': output.items[1].columns.gbps.compare: "
+                          "unknown comparison 'aprox'; expected 'exact', 'tolerance', 'device' or 'volatile'")
+
+
+def test_unknown_comparison_inside_a_section(tmp_path):
+    path, error = manifest_error(tmp_path, edited(
+        '        - line: "n = {n:int}"\n',
+        "        - section: cases\n"
+        "          key: n\n"
+        "          items:\n"
+        '            - line: "n = {n:int}"\n'
+        "            - table: t\n"
+        "              columns: {ms: {type: float, compare: aprox}}\n"))
+    assert str(error) == (f"{path}:14: lesson 'hello': output.items[0].items[1].columns.ms.compare: "
+                          "unknown comparison 'aprox'; expected 'exact', 'tolerance', 'device' or 'volatile'")
+
+
+def test_tolerance_without_bounds(tmp_path):
+    path, error = manifest_error(tmp_path, edited("compare: tolerance, rel: 0.25", "compare: tolerance"))
+    assert str(error) == (f"{path}:14: lesson 'hello': output.items[1].columns.gbps: "
+                          "compare 'tolerance' needs rel, abs or both")
+
+
+# --- claims ---------------------------------------------------------------------
+
+
+def test_claim_naming_a_field_that_does_not_exist(tmp_path):
+    path, error = manifest_error(tmp_path, edited("gate: n > 0", "gate: m > 0"))
+    assert str(error) == (f"{path}:17: lesson 'hello': claims[0].gate: "
+                          "'m > 0' names unknown field 'm'; known here: n, rows")
+
+
+def test_claim_where_naming_a_field_that_does_not_exist(tmp_path):
+    path, error = manifest_error(tmp_path, edited(
+        "        gate: n > 0", "        each: rows\n        where: nme == 'a'\n        gate: gbps > 0"))
+    assert str(error) == (f"{path}:18: lesson 'hello': claims[0].where: "
+                          "\"nme == 'a'\" names unknown field 'nme'; known here: gbps, n, name, rows")
+
+
+def test_claim_with_a_syntax_error(tmp_path):
+    path, error = manifest_error(tmp_path, edited("gate: n > 0", "gate: n >"))
+    assert str(error) == f"{path}:17: lesson 'hello': claims[0].gate: invalid expression 'n >': invalid syntax"
+
+
+def test_claim_with_both_gate_and_expect(tmp_path):
+    path, error = manifest_error(tmp_path, edited("        gate: n > 0", "        gate: n > 0\n        expect: n > 1"))
+    assert str(error) == f"{path}:16: lesson 'hello': claims[0]: a claim has exactly one of 'gate' or 'expect'"
+
+
+def test_claim_with_neither_gate_nor_expect(tmp_path):
+    path, error = manifest_error(tmp_path, edited("        gate: n > 0", "        says: nothing"))
+    assert str(error) == f"{path}:16: lesson 'hello': claims[0]: a claim has exactly one of 'gate' or 'expect'"
+
+
+def test_claim_each_naming_a_field(tmp_path):
+    path, error = manifest_error(tmp_path, edited("        gate: n > 0", "        each: n\n        gate: n > 0"))
+    assert str(error) == (f"{path}:17: lesson 'hello': claims[0].each: "
+                          "'n' is not a table or section of the output (known: rows)")
+
+
+def test_claim_each_going_through_a_table(tmp_path):
+    path, error = manifest_error(tmp_path, edited("        gate: n > 0", "        each: rows.name\n        gate: n > 0"))
+    assert str(error) == (f"{path}:17: lesson 'hello': claims[0].each: "
+                          "'rows' is a table; only the last part of 'each' can be one")
+
+
+def test_duplicate_claim_id(tmp_path):
+    path, error = manifest_error(tmp_path, edited(
+        "        gate: n > 0", "        gate: n > 0\n      - id: n-positive\n        expect: n > 1"))
+    assert str(error) == f"{path}:18: lesson 'hello': claims[1].id: duplicate claim id 'n-positive'"
+
+
+# --- YAML -----------------------------------------------------------------------
+
+
+def test_yaml_syntax_error(tmp_path):
+    path, error = manifest_error(tmp_path, edited("    title: Hello\n", "    title: Hello: world\n"))
+    assert str(error) == f"{path}:5: YAML syntax: mapping values are not allowed here"
+
+
+def test_tab_indented_line(tmp_path):
+    path, error = manifest_error(tmp_path, edited("    day: 1\n", "\tday: 1\n"))
+    assert str(error) == f"{path}:4: YAML syntax: a tab character indents this line; YAML indents with spaces only"
+
+
+def test_duplicate_yaml_key(tmp_path):
+    path, error = manifest_error(tmp_path, edited("    day: 1\n", "    day: 1\n    day: 2\n"))
+    assert str(error) == f"{path}:5: duplicate key 'day' (first at line 4)"
+
+
+def test_unhashable_yaml_key(tmp_path):
+    path = write(tmp_path, edited("version: 1\n", "version: 1\n? [a, b]\n: 1\n"))
+    with pytest.raises(ManifestError) as info:
+        load_manifest(path)
+    assert str(info.value) == f"{path}:2: YAML syntax: found unhashable key"
+
+
+@pytest.mark.parametrize("text", ["", "- a\n- b\n"], ids=["empty", "list"])
+def test_manifest_that_is_not_a_mapping(tmp_path, text):
+    path, error = manifest_error(tmp_path, text)
+    assert str(error) == f"{path}:1: the manifest must be a mapping with a 'lessons' list"
+
+
+# --- architectures --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ["sm_9x", "compute_90"])
+def test_unknown_architecture(tmp_path, arch):
+    path, error = manifest_error(tmp_path, edited("version: 1\n", f"version: 1\narchitectures: [sm_90, {arch}]\n"))
+    assert str(error) == f"{path}:2: architectures: architecture {arch!r} must look like sm_90"
+
+
+def test_no_architecture(tmp_path):
+    path, error = manifest_error(tmp_path, edited("version: 1\n", "version: 1\narchitectures: []\n"))
+    assert str(error) == f"{path}:2: architectures: list at least one architecture"
+
+
+def test_architecture_suffixes(tmp_path):
+    path = write(tmp_path, edited("version: 1\n", "version: 1\narchitectures: [sm_75, sm_90a, sm_100f]\n"))
+    assert load_manifest(path).architectures == ["sm_75", "sm_90a", "sm_100f"]
+
+
+# --- select_lessons -------------------------------------------------------------
+
+
+@pytest.fixture
+def two_lessons(tmp_path) -> Manifest:
+    return load_manifest(write(tmp_path, MINIMAL + SECOND_LESSON))
+
+
+def test_select_lessons_keeps_manifest_order(two_lessons):
+    assert [lesson.id for lesson in select_lessons(two_lessons, ["world", "hello"], False)] == ["hello", "world"]
+    assert [lesson.id for lesson in select_lessons(two_lessons, ["world"], False)] == ["world"]
+    assert [lesson.id for lesson in select_lessons(two_lessons, [], True)] == ["hello", "world"]
+
+
+def test_select_lessons_unknown_lesson(two_lessons):
+    with pytest.raises(UsageError) as info:
+        select_lessons(two_lessons, ["hello", "day99"], False)
+    assert str(info.value) == f"no lesson 'day99' in {two_lessons.path}"
+    assert info.value.hint == "lessons: hello, world"
+    assert info.value.exit_status == 2
+
+
+def test_select_lessons_needs_a_lesson_or_all(two_lessons):
+    with pytest.raises(UsageError) as info:
+        select_lessons(two_lessons, [], False)
+    assert str(info.value) == "name at least one lesson or pass --all"
+    assert info.value.hint == "lessons: hello, world"

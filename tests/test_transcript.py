@@ -1,0 +1,478 @@
+"""orchestrator.transcript: the real H200 transcripts parsed with lessons.yaml's own schemas.
+
+tests/data/seeds/README.md says where each transcript came from. Broken
+transcripts are a seed with one edit, each asserted to the message and line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import TranscriptError
+from orchestrator.manifest import load_manifest
+from orchestrator.schema import Compare, OutputSchema
+from orchestrator.transcript import Scope, Transcript, decode_output, flatten, parse_transcript
+
+REPO = Path(__file__).resolve().parent.parent
+SEEDS = Path(__file__).parent / "data" / "seeds"
+
+DAY13 = "day13-shared-memory"
+DAY14 = "day14-syncthreads"
+DAY16 = "day16-tiled-matmul"
+DAY71 = "day71-matmul-fp16"
+
+KERNELS_ROW_NAIVE = "transposeNaive                 0.092       522.9      5.43x\n"
+
+
+@pytest.fixture(scope="module")
+def schemas() -> dict[str, OutputSchema]:
+    manifest = load_manifest(REPO / "lessons.yaml")
+    return {lesson.id: lesson.output for lesson in manifest.lessons}
+
+
+def seed(name: str) -> str:
+    return (SEEDS / name).read_text(encoding="utf-8")
+
+
+def parse(schemas, lesson: str, name: str, text: str | None = None) -> Transcript:
+    return parse_transcript(schemas[lesson], seed(name) if text is None else text, name)
+
+
+def parse_error(schemas, lesson: str, name: str, text: str) -> TranscriptError:
+    assert text != seed(name)
+    with pytest.raises(TranscriptError) as info:
+        parse(schemas, lesson, name, text)
+    return info.value
+
+
+def rows(scope: Scope, table: str) -> list[tuple[str, int, dict]]:
+    return [(row.key, row.line, row.values) for row in scope.tables[table]]
+
+
+# --- day 13: shared memory --------------------------------------------------------
+
+
+def test_day13_shared_memory(schemas):
+    transcript = parse(schemas, DAY13, "shared_memory.txt")
+    assert transcript.line_count == 20
+    assert transcript.scope.values == {
+        "gpu": "NVIDIA H200", "cc": "9.0",
+        "rows": 2003, "cols": 3001, "buffer_mib": 22.9,
+        "smem_default": 49152, "smem_optin": 232448, "smem_per_sm": 233472,
+        "tile": 32, "tile_cols": 32, "tile_bytes": 4096,
+        "moved_mib": 45.9,
+        "probe_bytes": 53248, "before_optin": "invalid argument",
+        "optin_bytes": 53248, "after_optin": "no error",
+        "elements": 6011003,
+    }
+    assert transcript.scope.lines["smem_per_sm"] == 4
+    assert transcript.scope.lines["moved_mib"] == 14
+    assert transcript.scope.lines["before_optin"] == 18
+    assert transcript.scope.lines["elements"] == 20
+    assert rows(transcript.scope, "kernels") == [
+        ("copyRowMajor", 9, {"kernel": "copyRowMajor", "ms": 0.017, "gbps": 2839.7, "vs_copy": 1.0}),
+        ("transposeNaive", 10, {"kernel": "transposeNaive", "ms": 0.092, "gbps": 522.9, "vs_copy": 5.43}),
+        ("transposeTiledStatic", 11,
+         {"kernel": "transposeTiledStatic", "ms": 0.032, "gbps": 1494.4, "vs_copy": 1.9}),
+        ("transposeTiledDynamic", 12,
+         {"kernel": "transposeTiledDynamic", "ms": 0.032, "gbps": 1498.7, "vs_copy": 1.89}),
+    ]
+    assert transcript.scope.tables["failures"] == []
+    assert transcript.scope.sections == {}
+
+
+def test_day13_sm75_build(schemas):
+    transcript = parse(schemas, DAY13, "shared_memory.sm_75-build.txt")
+    assert [row.values["gbps"] for row in transcript.scope.tables["kernels"]] == [2853.7, 523.4, 1497.5, 1489.8]
+    assert [row.values["vs_copy"] for row in transcript.scope.tables["kernels"]] == [1.0, 5.45, 1.91, 1.92]
+    assert transcript.scope.values["elements"] == 6011003
+
+
+def test_day13_without_the_optional_last_line(schemas):
+    text = seed("shared_memory.txt").replace("all four kernels match the CPU reference at 6011003 elements\n", "")
+    transcript = parse(schemas, DAY13, "shared_memory.txt", text)
+    assert transcript.scope.values["elements"] is None
+    assert "elements" not in transcript.scope.lines
+    assert transcript.line_count == 19
+
+
+def test_failure_lines_are_collected_from_anywhere(schemas):
+    failure = "FAILED transposeNaive: first wrong element at (7, 3): got 1.5, want 2.5\n"
+    text = seed("shared_memory.txt").replace("Matrix:", failure + "Matrix:")
+    transcript = parse(schemas, DAY13, "shared_memory.txt", text)
+    assert rows(transcript.scope, "failures") == [
+        ("0", 2, {"kernel": "transposeNaive", "element": "(7, 3)", "got": "1.5", "want": "2.5"})]
+    assert transcript.scope.tables["kernels"][0].line == 10
+
+
+# --- day 14: __syncthreads --------------------------------------------------------
+
+
+SYNCED = {"mismatches": 0, "first_bad": None, "read_warp": None, "wrote_warp": None}
+
+
+def test_day14_syncthreads(schemas):
+    transcript = parse(schemas, DAY14, "syncthreads.txt")
+    assert transcript.line_count == 19
+    assert transcript.scope.values == {
+        "gpu": "NVIDIA H200", "cc": "9.0", "n": 262755, "block_sizes": 4,
+        "prefix_threads": 256, "prefix_reach": 96, "prefix_returned": True,
+        "prefix_bad": 0, "prefix_n": 262755, "all_gated_matched": True,
+    }
+    assert rows(transcript.scope, "blocks") == [
+        ("32/reverseTileRacy", 6, {"block": 32, "kernel": "reverseTileRacy", **SYNCED}),
+        ("32/reverseTileSynced", 7, {"block": 32, "kernel": "reverseTileSynced", **SYNCED}),
+        ("64/reverseTileRacy", 8, {"block": 64, "kernel": "reverseTileRacy",
+                                   "mismatches": 98307, "first_bad": 32, "read_warp": 1, "wrote_warp": 0}),
+        ("64/reverseTileSynced", 9, {"block": 64, "kernel": "reverseTileSynced", **SYNCED}),
+        ("128/reverseTileRacy", 10, {"block": 128, "kernel": "reverseTileRacy",
+                                     "mismatches": 98883, "first_bad": 192, "read_warp": 2, "wrote_warp": 1}),
+        ("128/reverseTileSynced", 11, {"block": 128, "kernel": "reverseTileSynced", **SYNCED}),
+        ("256/reverseTileRacy", 12, {"block": 256, "kernel": "reverseTileRacy",
+                                     "mismatches": 95520, "first_bad": 96, "read_warp": 3, "wrote_warp": 4}),
+        ("256/reverseTileSynced", 13, {"block": 256, "kernel": "reverseTileSynced", **SYNCED}),
+    ]
+
+
+def test_day14_racecheck_run_parses_because_sanitizer_lines_are_ignored(schemas):
+    text = seed("syncthreads.racecheck.txt")
+    assert text.splitlines()[0] == "========= COMPUTE-SANITIZER"
+    transcript = parse(schemas, DAY14, "syncthreads.racecheck.txt", text)
+    assert transcript.line_count == 33
+    assert transcript.scope.lines["gpu"] == 14
+    assert transcript.scope.lines["all_gated_matched"] == 32
+    assert [(row.key, row.line, row.values["mismatches"], row.values["first_bad"])
+            for row in transcript.scope.tables["blocks"]] == [
+        ("32/reverseTileRacy", 19, 0, None),
+        ("32/reverseTileSynced", 20, 0, None),
+        ("64/reverseTileRacy", 21, 0, None),
+        ("64/reverseTileSynced", 22, 0, None),
+        ("128/reverseTileRacy", 23, 20000, 2240),
+        ("128/reverseTileSynced", 24, 0, None),
+        ("256/reverseTileRacy", 25, 42496, 32),
+        ("256/reverseTileSynced", 26, 0, None),
+    ]
+
+
+def test_sanitizer_lines_are_only_ignored_because_the_schema_says_so():
+    text = "========= COMPUTE-SANITIZER\nn = 3\n========= ERROR SUMMARY: 0 errors\n"
+    default = OutputSchema.model_validate({"items": [{"line": "n = {n:int}"}]})
+    assert parse_transcript(default, text).scope.values == {"n": 3}
+    strict = OutputSchema.model_validate({"ignore": [], "items": [{"line": "n = {n:int}"}]})
+    with pytest.raises(TranscriptError) as info:
+        parse_transcript(strict, text, "run.txt")
+    assert str(info.value) == "run.txt:1: expected a line matching 'n = {n:int}'; found '========= COMPUTE-SANITIZER'"
+
+
+def test_day14_sm75_build(schemas):
+    transcript = parse(schemas, DAY14, "syncthreads.sm_75-build.txt")
+    racy = {row.key: row.values["mismatches"] for row in transcript.scope.tables["blocks"]
+            if row.values["kernel"] == "reverseTileRacy"}
+    assert racy == {"32/reverseTileRacy": 0, "64/reverseTileRacy": 98563,
+                    "128/reverseTileRacy": 100675, "256/reverseTileRacy": 93792}
+
+
+def test_day14_without_the_optional_flag_lines(schemas):
+    text = (seed("syncthreads.txt")
+            .replace("  the launch returned, so the barrier did not deadlock\n", "")
+            .replace("every gated kernel matched its reference\n", ""))
+    transcript = parse(schemas, DAY14, "syncthreads.txt", text)
+    assert transcript.scope.values["prefix_returned"] is False
+    assert transcript.scope.values["all_gated_matched"] is False
+    assert transcript.scope.values["prefix_bad"] == 0
+
+
+# --- day 16: tiled matmul ---------------------------------------------------------
+
+
+def test_day16_tiled_matmul(schemas):
+    transcript = parse(schemas, DAY16, "tiled_matmul.txt")
+    assert transcript.line_count == 16
+    assert transcript.scope.values == {
+        "gpu": "NVIDIA H200", "cc": "9.0", "tile": 16, "tile_cols": 16, "threads": 256,
+        "smem_bytes": 2048, "cases_matched": 3,
+    }
+    assert rows(transcript.scope, "cases") == [
+        ("256x256x256/naive", 6, {"case": "256x256x256", "kernel": "naive", "ms": 0.025, "gflops": 1344.0, "loads": 512}),
+        ("256x256x256/tiled", 7, {"case": "256x256x256", "kernel": "tiled", "ms": 0.01, "gflops": 3350.1, "loads": 32}),
+        ("512x512x512/naive", 9, {"case": "512x512x512", "kernel": "naive", "ms": 0.062, "gflops": 4297.0, "loads": 1024}),
+        ("512x512x512/tiled", 10, {"case": "512x512x512", "kernel": "tiled", "ms": 0.041, "gflops": 6608.3, "loads": 64}),
+        ("611x613x617/naive", 12, {"case": "611x613x617", "kernel": "naive", "ms": 0.113, "gflops": 4088.6, "loads": 1234}),
+        ("611x613x617/tiled", 13, {"case": "611x613x617", "kernel": "tiled", "ms": 0.07, "gflops": 6589.1, "loads": 78}),
+    ]
+    assert rows(transcript.scope, "speedups") == [
+        ("256x256x256", 8, {"speedup": 2.49, "fewer_loads": 16.0}),
+        ("512x512x512", 11, {"speedup": 1.54, "fewer_loads": 16.0}),
+        ("611x613x617", 14, {"speedup": 1.61, "fewer_loads": 15.8}),
+    ]
+
+
+def test_day16_memcheck_run(schemas):
+    transcript = parse(schemas, DAY16, "tiled_matmul.memcheck.txt")
+    assert transcript.line_count == 18
+    assert transcript.scope.lines["gpu"] == 2
+    assert transcript.scope.values["cases_matched"] == 3
+    assert [row.values["ms"] for row in transcript.scope.tables["cases"]] == [
+        1.751, 0.772, 15.325, 5.739, 28.83, 9.985]
+    assert [(row.key, row.values["speedup"]) for row in transcript.scope.tables["speedups"]] == [
+        ("256x256x256", 2.27), ("512x512x512", 2.67), ("611x613x617", 2.89)]
+
+
+def test_day16_sm75_build(schemas):
+    transcript = parse(schemas, DAY16, "tiled_matmul.sm_75-build.txt")
+    assert [(row.key, row.values["speedup"]) for row in transcript.scope.tables["speedups"]] == [
+        ("256x256x256", 2.48), ("512x512x512", 1.54), ("611x613x617", 1.64)]
+
+
+# --- day 71: FP16 -----------------------------------------------------------------
+
+
+def test_day71_matmul_fp16(schemas):
+    transcript = parse(schemas, DAY71, "matmul_fp16.txt")
+    scope = transcript.scope
+    assert transcript.line_count == 44
+    assert scope.values == {
+        "gpu": "NVIDIA H200", "cc": "9.0", "support_cc": "9.0",
+        "half_max": 65504.0, "half_65520_isinf": 1, "half_300k": "inf", "half_300k_isinf": 1,
+        "bf16_300k": 299008.0, "half_near_one": 1.0009765625, "bf16_near_one": 1.0,
+        "cases_passed": 3,
+    }
+    assert rows(transcript.scope, "tensor_cores") == [
+        ("FP16 (mma.sync.m16n8k8)", 4, {"format": "FP16 (mma.sync.m16n8k8)", "support": "yes"}),
+        ("BF16 (mma, sm_80)", 5, {"format": "BF16 (mma, sm_80)", "support": "yes"}),
+        ("TF32 (mma, sm_80)", 6, {"format": "TF32 (mma, sm_80)", "support": "yes"}),
+        ("FP8 E4M3/E5M2 (mma, sm_89)", 7, {"format": "FP8 E4M3/E5M2 (mma, sm_89)", "support": "yes"}),
+        ("FP4 E2M1 (mma, sm_120a)", 8, {"format": "FP4 E2M1 (mma, sm_120a)", "support": "no on this card"}),
+    ]
+    cases = scope.sections["cases"]
+    assert [(block.key, block.line) for block in cases] == [
+        ("256x256x256", 17), ("1024x1024x1024", 26), ("2048x2048x2048", 35)]
+    last = cases[2].scope
+    assert last.values == {
+        "case": "2048x2048x2048", "max_ref": 16.9878,
+        "f32_atol": 3.666e-04, "f32_rtol": 2.158e-05, "f16_atol": 3.003, "f16_rtol": 1.768e-01,
+        "ratio_k": 2048, "error_ratio": 252.0,
+    }
+    assert rows(cases[2].scope, "kernels") == [
+        ("matmulTiledF32", 39, {"kernel": "matmulTiledF32", "max_abs_err": 7.610e-05,
+                                "gate_frac": 0.1952, "ms": 2.1097, "vs_f32": 1.0}),
+        ("matmulF16StoreF32Acc", 40, {"kernel": "matmulF16StoreF32Acc", "max_abs_err": 2.016e-03,
+                                      "gate_frac": 0.0004, "ms": 1.9174, "vs_f32": 1.1}),
+        ("matmulF16StoreF16Acc", 41, {"kernel": "matmulF16StoreF16Acc", "max_abs_err": 5.078e-01,
+                                      "gate_frac": 0.1467, "ms": 1.8526, "vs_f32": 1.14}),
+    ]
+    assert [block.scope.values["error_ratio"] for block in cases] == [11.4, 51.3, 252.0]
+    assert [block.scope.lines["ratio_k"] for block in cases] == [24, 33, 42]
+    assert scope.tables["failures"] == []
+
+
+def test_day71_sm75_build(schemas):
+    transcript = parse(schemas, DAY71, "matmul_fp16.sm_75-build.txt")
+    first = transcript.scope.sections["cases"][0].scope
+    assert [row.values["ms"] for row in first.tables["kernels"]] == [0.0099, 0.0093, 0.0089]
+    assert [row.values["vs_f32"] for row in first.tables["kernels"]] == [1.0, 1.07, 1.12]
+
+
+def test_day71_cases_may_come_in_any_order(schemas):
+    lines = seed("matmul_fp16.txt").splitlines(keepends=True)
+    swapped = "".join(lines[:16] + lines[25:34] + lines[16:25] + lines[34:])
+    transcript = parse(schemas, DAY71, "matmul_fp16.txt", swapped)
+    assert [(block.key, block.line) for block in transcript.scope.sections["cases"]] == [
+        ("1024x1024x1024", 17), ("256x256x256", 26), ("2048x2048x2048", 35)]
+
+
+# --- broken transcripts -----------------------------------------------------------
+
+
+def test_shortened_table(schemas):
+    error = parse_error(schemas, DAY13, "shared_memory.txt", seed("shared_memory.txt").replace(KERNELS_ROW_NAIVE, ""))
+    assert str(error) == "shared_memory.txt:11: table 'kernels' ends after 3 rows; it needs 4"
+    assert error.line == 11
+
+
+def test_table_with_a_row_too_many(schemas):
+    text = seed("shared_memory.txt").replace(KERNELS_ROW_NAIVE, KERNELS_ROW_NAIVE * 2)
+    error = parse_error(schemas, DAY13, "shared_memory.txt", text)
+    assert str(error) == ("shared_memory.txt:13: table 'kernels' has more than 4 rows; "
+                          "found 'transposeTiledDynamic          0.032      1498.7      1.89x'")
+
+
+def test_table_with_an_unexpected_key(schemas):
+    text = seed("shared_memory.txt").replace("transposeNaive ", "transposeNaivX ")
+    error = parse_error(schemas, DAY13, "shared_memory.txt", text)
+    assert str(error) == "shared_memory.txt:10: table 'kernels': missing transposeNaive; unexpected transposeNaivX"
+
+
+def test_table_repeating_a_key(schemas):
+    text = seed("tiled_matmul.txt").replace("512x512x512      tiled ", "512x512x512      naive ")
+    error = parse_error(schemas, DAY16, "tiled_matmul.txt", text)
+    assert str(error) == "tiled_matmul.txt:10: table 'cases' repeats key '512x512x512/naive' (first at line 9)"
+
+
+def test_missing_required_line(schemas):
+    text = seed("shared_memory.txt").replace("Tile: 32 x 32 floats, 4096 bytes per block\n", "")
+    error = parse_error(schemas, DAY13, "shared_memory.txt", text)
+    assert str(error) == ("shared_memory.txt:6: expected a line matching "
+                          "'Tile: {tile:int} x {tile_cols:int} floats, {tile_bytes:int} bytes per block'; "
+                          "found 'kernel                     time (ms)        GB/s    vs copy'")
+
+
+def test_malformed_line(schemas):
+    text = seed("shared_memory.txt").replace("22.9 MiB", "2x.9 MiB")
+    error = parse_error(schemas, DAY13, "shared_memory.txt", text)
+    assert str(error) == ("shared_memory.txt:2: expected a line matching "
+                          "'Matrix: {rows:int} x {cols:int} floats, {buffer_mib:float} MiB per buffer'; "
+                          "found 'Matrix: 2003 x 3001 floats, 2x.9 MiB per buffer'")
+
+
+def test_malformed_table_row(schemas):
+    text = seed("shared_memory.txt").replace("2839.7", "28#9.7")
+    error = parse_error(schemas, DAY13, "shared_memory.txt", text)
+    assert str(error) == ("shared_memory.txt:9: table 'kernels' has 0 of its 4 rows and this line is not a row "
+                          "(<kernel:word> <ms:float> <gbps:float> <vs_copy:float>); "
+                          "found 'copyRowMajor                   0.017      28#9.7      1.00x'")
+
+
+def test_extra_line_at_the_end(schemas):
+    error = parse_error(schemas, DAY13, "shared_memory.txt", seed("shared_memory.txt") + "Segmentation fault\n")
+    assert str(error) == "shared_memory.txt:21: unexpected line after the last item of the schema; found 'Segmentation fault'"
+
+
+def test_free_text_longer_than_allowed(schemas):
+    text = seed("shared_memory.txt").replace(
+        "no row can win by doing less work.\n", "no row can win by doing less work.\nAnd a third line.\n")
+    error = parse_error(schemas, DAY13, "shared_memory.txt", text)
+    assert str(error) == ("shared_memory.txt:17: free text 'why no row can win by doing less work' "
+                          "runs past its 2 lines; found 'And a third line.'")
+
+
+def test_binary_output(schemas):
+    text = seed("shared_memory.txt").replace("2839.7", "28\x009.7")
+    error = parse_error(schemas, DAY13, "shared_memory.txt", text)
+    assert str(error) == "shared_memory.txt:9: binary output (a NUL byte) where text was expected"
+
+
+def test_decode_output_replaces_bytes_that_are_not_utf8():
+    assert decode_output(b"n = 3\xff\n") == "n = 3\ufffd\n"
+
+
+def test_output_cut_inside_a_table(schemas):
+    text = "".join(seed("shared_memory.txt").splitlines(keepends=True)[:10])
+    error = parse_error(schemas, DAY13, "shared_memory.txt", text)
+    assert str(error) == "shared_memory.txt:10: table 'kernels' ends after 2 rows; it needs 4"
+
+
+def test_output_cut_inside_a_line(schemas):
+    text = seed("shared_memory.txt")
+    text = text[: text.index("transposeTiledStatic") + len("transposeTiled")]
+    error = parse_error(schemas, DAY13, "shared_memory.txt", text)
+    assert str(error) == ("shared_memory.txt:11: table 'kernels' has 2 of its 4 rows and this line is not a row "
+                          "(<kernel:word> <ms:float> <gbps:float> <vs_copy:float>); found 'transposeTiled'")
+
+
+def test_output_cut_after_the_prose(schemas):
+    text = "".join(seed("shared_memory.txt").splitlines(keepends=True)[:17])
+    error = parse_error(schemas, DAY13, "shared_memory.txt", text)
+    assert str(error) == ("shared_memory.txt:17: expected a line matching "
+                          "'{probe_bytes:int} bytes of dynamic shared memory, no opt-in: {before_optin}'; "
+                          "the transcript ends at line 17")
+
+
+def test_output_cut_inside_a_section(schemas):
+    text = "".join(seed("matmul_fp16.txt").splitlines(keepends=True)[:30])
+    error = parse_error(schemas, DAY71, "matmul_fp16.txt", text)
+    assert str(error) == "matmul_fp16.txt:30: table 'kernels' ends after 1 row; it needs 3"
+
+
+def test_output_cut_between_sections(schemas):
+    text = "".join(seed("matmul_fp16.txt").splitlines(keepends=True)[:34])
+    error = parse_error(schemas, DAY71, "matmul_fp16.txt", text)
+    assert str(error) == ("matmul_fp16.txt:34: expected section 'cases' (2 of at least 3) starting with "
+                          "'case {case:word}, max |reference| = {max_ref:float}'; the transcript ends at line 34")
+
+
+def test_section_missing(schemas):
+    lines = seed("matmul_fp16.txt").splitlines(keepends=True)
+    error = parse_error(schemas, DAY71, "matmul_fp16.txt", "".join(lines[:25] + lines[34:]))
+    assert str(error) == ("matmul_fp16.txt:35: expected section 'cases' (2 of at least 3) starting with "
+                          "'case {case:word}, max |reference| = {max_ref:float}'; "
+                          "found 'all 3 cases passed their gates'")
+
+
+def test_reordered_lines(schemas):
+    lines = seed("shared_memory.txt").splitlines(keepends=True)
+    error = parse_error(schemas, DAY13, "shared_memory.txt", "".join(lines[:2] + [lines[3], lines[2]] + lines[4:]))
+    assert str(error) == ("shared_memory.txt:3: expected a line matching "
+                          "'Shared memory per block: {smem_default:int} bytes default, {smem_optin:int} bytes opt-in'; "
+                          "found 'Shared memory per SM:    233472 bytes'")
+
+
+def test_reordered_blocks(schemas):
+    lines = seed("matmul_fp16.txt").splitlines(keepends=True)
+    # the FP16 facts (lines 10-16) moved above the tensor-core table (lines 3-9)
+    error = parse_error(schemas, DAY71, "matmul_fp16.txt", "".join(lines[:2] + lines[9:16] + lines[2:9] + lines[16:]))
+    assert str(error) == ("matmul_fp16.txt:3: expected a line matching "
+                          "'tensor-core format support at compute capability {support_cc:word}:'; "
+                          "found 'largest finite __half:            65504.0'")
+
+
+def test_free_text_ending_a_section_stops_at_the_next_item():
+    schema = OutputSchema.model_validate({"items": [
+        {"section": "cases", "key": "case", "items": [{"line": "case {case:word}"}, {"text": "notes"}]},
+        {"line": "done {n:int}"},
+    ]})
+    transcript = parse_transcript(schema, "case a\nsome text\ncase b\nmore text\ndone 3\n")
+    assert [block.key for block in transcript.scope.sections["cases"]] == ["a", "b"]
+    assert transcript.scope.values == {"n": 3}
+
+
+# --- flatten ----------------------------------------------------------------------
+
+
+def test_flatten_day71(schemas):
+    flat = list(flatten(schemas[DAY71].items, parse(schemas, DAY71, "matmul_fp16.txt").scope))
+    assert len(flat) == 76
+    by_path = {f.path: f for f in flat}
+    assert len(by_path) == 76
+    assert [f.path for f in flat[:8]] == [
+        "gpu", "cc", "support_cc",
+        "tensor_cores[FP16 (mma.sync.m16n8k8)].support",
+        "tensor_cores[BF16 (mma, sm_80)].support",
+        "tensor_cores[TF32 (mma, sm_80)].support",
+        "tensor_cores[FP8 E4M3/E5M2 (mma, sm_89)].support",
+        "tensor_cores[FP4 E2M1 (mma, sm_120a)].support",
+    ]
+    assert flat[-1].path == "cases_passed"
+    ms = by_path["cases[2048x2048x2048].kernels[matmulTiledF32].ms"]
+    assert (ms.value, ms.line, ms.spec.compare, ms.spec.rel, ms.spec.abs) == (2.1097, 39, Compare.tolerance, 0.25, 0.003)
+    err = by_path["cases[2048x2048x2048].kernels[matmulF16StoreF16Acc].max_abs_err"]
+    assert (err.value, err.line, err.spec.compare) == (0.5078, 41, Compare.device)
+    ratio = by_path["cases[256x256x256].error_ratio"]
+    assert (ratio.value, ratio.line, ratio.spec.compare) == (11.4, 24, Compare.device)
+    case = by_path["cases[1024x1024x1024].case"]
+    assert (case.value, case.line, case.spec.compare) == ("1024x1024x1024", 26, Compare.exact)
+    support = by_path["tensor_cores[FP4 E2M1 (mma, sm_120a)].support"]
+    assert (support.value, support.line, support.spec.compare) == ("no on this card", 8, Compare.device)
+    # key columns name the row; they are not fields of their own
+    assert "cases[2048x2048x2048].kernels[matmulTiledF32].kernel" not in by_path
+    assert "tensor_cores[FP16 (mma.sync.m16n8k8)].format" not in by_path
+    assert sum(1 for path in by_path if path.startswith("cases[")) == 3 * (6 + 2 + 3 * 4)
+
+
+def test_flatten_day16_notes_and_day14_flags(schemas):
+    flat16 = {f.path: f for f in flatten(schemas[DAY16].items, parse(schemas, DAY16, "tiled_matmul.txt").scope)}
+    assert len(flat16) == 7 + 6 * 3 + 3 * 2
+    assert flat16["cases[611x613x617/tiled].loads"].value == 78
+    speedup = flat16["speedups[611x613x617].speedup"]
+    assert (speedup.value, speedup.line, speedup.spec.compare, speedup.spec.rel) == (1.61, 14, Compare.tolerance, 0.3)
+    assert flat16["speedups[611x613x617].fewer_loads"].spec.compare is Compare.exact
+
+    flat14 = {f.path: f for f in flatten(schemas[DAY14].items, parse(schemas, DAY14, "syncthreads.txt").scope)}
+    assert len(flat14) == 10 + 8 * 4
+    returned = flat14["prefix_returned"]
+    assert (returned.value, returned.line, returned.spec.type) == (True, 16, "bool")
+    first_bad = flat14["blocks[64/reverseTileRacy].first_bad"]
+    assert (first_bad.value, first_bad.line, first_bad.spec.compare) == (32, 8, Compare.volatile)
+    assert flat14["blocks[64/reverseTileSynced].first_bad"].value is None
