@@ -13,8 +13,9 @@ from .errors import BuildError
 from .files import atomic_write, sha256_bytes
 from .manifest import Lesson, Manifest
 from .process import run_command
+from .resources import KernelResources, parse_resources
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: builds carry ptxas' resource report
 
 
 class BuildResult(BaseModel):
@@ -25,7 +26,8 @@ class BuildResult(BaseModel):
     cached: bool
     seconds: float = 0.0
     command: list[str]
-    diagnostics: str = ""    # nvcc's stderr, file:line warnings included
+    diagnostics: str = ""    # nvcc's stderr, file:line warnings included, ptxas' report left out
+    resources: dict[str, KernelResources] = {}   # per kernel, from ptxas
 
 
 def cache_root(manifest: Manifest) -> Path:
@@ -39,9 +41,14 @@ def variant_flags(variant: str) -> list[str]:
 
 def nvcc_command(nvcc: str, manifest: Manifest, lesson: Lesson, arch: str, output: Path | str,
                  variant: str = "plain") -> list[str]:
-    """The exact argument list coursectl runs (and the pages show)."""
+    """The exact argument list coursectl runs.
+
+    It is the reader's command plus --resource-usage, which makes ptxas report
+    each kernel's registers, spills and shared memory (the build evidence)
+    without changing the code it generates.
+    """
     return [nvcc, *manifest.flags(lesson), *variant_flags(variant), f"-arch={arch}",
-            "-o", str(output), str(manifest.source_path(lesson))]
+            "--resource-usage", "-o", str(output), str(manifest.source_path(lesson))]
 
 
 def display_command(manifest: Manifest, lesson: Lesson, arch: str, variant: str = "plain") -> list[str]:
@@ -56,7 +63,7 @@ def cache_key(source: bytes, flags: list[str], arch: str, nvcc_version: str | No
     return sha256_bytes(material.encode())[:20]
 
 
-_DIAG = re.compile(r"^(?P<file>[^:\s]+\.(?:cu|cuh|h|hpp|cpp)):?\(?(?P<line>\d+)\)?")
+_DIAG = re.compile(r"^(?P<file>.+?\.(?:cu|cuh|h|hpp|cpp))[(:](?P<line>\d+)")
 
 
 def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_version: str | None,
@@ -74,8 +81,11 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
     stamp = entry / "build.json"
     if stamp.is_file() and binary.is_file():
         info = json.loads(stamp.read_text())
+        stderr = info.get("diagnostics", "")
         return BuildResult(lesson=lesson.id, arch=arch, variant=variant, binary=binary, cached=True,
-                           command=info["command"], diagnostics=info.get("diagnostics", ""))
+                           command=nvcc_command(nvcc, manifest, lesson, arch, binary, variant),
+                           diagnostics=_without_ptxas(stderr),
+                           resources=parse_resources(stderr))
     entry.mkdir(parents=True, exist_ok=True)
     partial = entry / f".{lesson.binary_name}.{os.getpid()}.partial"
     command = nvcc_command(nvcc, manifest, lesson, arch, partial, variant)
@@ -96,4 +106,12 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
     atomic_write(stamp, json.dumps({"command": display, "diagnostics": diagnostics,
                                     "seconds": result.seconds}, indent=1))
     return BuildResult(lesson=lesson.id, arch=arch, variant=variant, binary=binary, cached=False,
-                       seconds=result.seconds, command=display, diagnostics=diagnostics)
+                       seconds=result.seconds, command=display, diagnostics=_without_ptxas(diagnostics),
+                       resources=parse_resources(diagnostics))
+
+
+def _without_ptxas(stderr: str) -> str:
+    """nvcc's own diagnostics: the ptxas resource report is evidence, not a warning."""
+    kept = [line for line in stderr.splitlines(keepends=True)
+            if not line.startswith("ptxas info") and not re.match(r"^\s+\d+ bytes stack frame", line)]
+    return "".join(kept)

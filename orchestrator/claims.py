@@ -187,9 +187,18 @@ def _free_names(expression: str) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - bound
 
 
+# Names every claim may use beside the schema's: the build evidence.
+EXTRA_NAMES = ("resources",)
+
+
+def uses_resources(claim: Any) -> bool:
+    texts = [claim.expression] + ([claim.where] if claim.where else [])
+    return any("resources" in _free_names(text) for text in texts)
+
+
 def check_claims(schema: OutputSchema, claim: Any) -> None:
     """Raise ValueError if a claim's expression is malformed or names a missing field."""
-    known = _static_names(schema, claim.each) | set(FUNCTIONS)
+    known = _static_names(schema, claim.each) | set(FUNCTIONS) | set(EXTRA_NAMES)
     for label, text in (("", claim.expression), ("where: ", claim.where)):
         if text is None:
             continue
@@ -217,12 +226,21 @@ def _detail(expression: str, names: dict[str, Any]) -> str:
     return ", ".join(shown)
 
 
-def evaluate_claim(schema: OutputSchema, transcript: Transcript, claim: Any) -> ClaimResult:
+def resources_view(resources: dict) -> TableView:
+    """ptxas' per-kernel report as a table: resources['copyRowMajor'].registers."""
+    rows = [Row(key=name, line=0, values={"kernel": name, **r.model_dump(exclude={"kernel", "mangled"})})
+            for name, r in sorted(resources.items())]
+    return TableView("resources", rows)
+
+
+def evaluate_claim(schema: OutputSchema, transcript: Transcript, claim: Any,
+                   extra: dict[str, Any] | None = None) -> ClaimResult:
     """Evaluate one claim over a parsed transcript; failures name the element."""
+    outer = dict(extra or {})
     if claim.each:
-        elements = list(_elements(schema.items, transcript.scope, claim.each.split("."), "", {}))
+        elements = list(_elements(schema.items, transcript.scope, claim.each.split("."), "", outer))
     else:
-        elements = [("", _names(schema.items, transcript.scope))]
+        elements = [("", {**outer, **_names(schema.items, transcript.scope)})]
     failures: list[str] = []
     checked = 0
     for label, names in elements:
@@ -242,5 +260,9 @@ def evaluate_claim(schema: OutputSchema, transcript: Transcript, claim: Any) -> 
                        held=not failures, checked=checked, failures=failures)
 
 
-def evaluate_claims(schema: OutputSchema, transcript: Transcript, claims: list) -> list[ClaimResult]:
-    return [evaluate_claim(schema, transcript, c) for c in claims]
+def evaluate_claims(schema: OutputSchema, transcript: Transcript, claims: list,
+                    resources: dict | None = None) -> list[ClaimResult]:
+    """Every claim; those over the build evidence only where a build's report is at hand."""
+    extra = {"resources": resources_view(resources)} if resources is not None else {}
+    return [evaluate_claim(schema, transcript, c, extra) for c in claims
+            if resources is not None or not uses_resources(c)]

@@ -63,9 +63,9 @@ def handle_errors(func: Callable) -> Callable:
             err_console.print("coursectl: interrupted; children stopped, nothing half-written")
             raise typer.Exit(130)
         except CoursectlError as exc:
-            err_console.print(f"coursectl: error: {exc}", markup=False)
+            err_console.print(f"coursectl: error: {exc}", markup=False, soft_wrap=True)
             if exc.hint:
-                err_console.print(f"hint: {exc.hint}", markup=False)
+                err_console.print(f"hint: {exc.hint}", markup=False, soft_wrap=True)
             raise typer.Exit(exc.exit_status)
         finally:
             signal.signal(signal.SIGTERM, previous)
@@ -166,7 +166,7 @@ def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, job
                 result = future.result()
             except CoursectlError as exc:
                 failed += 1
-                err_console.print(f"coursectl: error: {exc}", markup=False)
+                err_console.print(f"coursectl: error: {exc}", markup=False, soft_wrap=True)
                 continue
             state = "cached" if result.cached else f"built in {result.seconds:.1f} s"
             console.print(f"{lesson.id} ({a}): {state}: {result.binary}", markup=False)
@@ -194,10 +194,11 @@ def run(lesson_id: str = typer.Argument(..., help="The lesson to run."), arch: O
     options = Options(jobs=1, arch=arch, gpus=gpu or str(gpus[0].index), sanitize=False)
     captured = {}
 
-    def after_run(lesson, command, gpu, build, work, env):
+    def after_run(lesson, runs, gpu, build, work, env, environment):
         from .pipeline import judge_run
-        captured["command"] = command
-        return judge_run(manifest, lesson, command, gpu.slug, build.arch, compare=False)
+        captured["command"] = runs[0]
+        return judge_run(manifest, lesson, runs[0], gpu.slug, build.arch, compare=False,
+                         resources=build.resources, environment=environment)
 
     [result] = execute(manifest, [lesson], tc, options, after_run)
     command = captured.get("command")
@@ -240,6 +241,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt,
            gpus: Optional[str] = typer.Option(None, "--gpus", help="GPUs to use: indices or UUIDs, comma-separated."),
            shard: Optional[str] = typer.Option(None, "--shard", help="K/N: take a deterministic share of the lessons."),
            no_sanitize: bool = typer.Option(False, "--no-sanitize", help="Skip the compute-sanitizer passes."),
+           repeat: int = typer.Option(1, "--repeat", min=1, help="Run each lesson N times; judge timings by their median."),
            json_path: Optional[Path] = typer.Option(None, "--json", help="Write a JSON report here."),
            junit_path: Optional[Path] = typer.Option(None, "--junit", help="Write a JUnit XML report here."),
            quiet: bool = QuietOpt, verbose: bool = VerboseOpt, manifest_path: Path = ManifestOpt) -> None:
@@ -249,7 +251,8 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt,
     manifest = load_manifest(manifest_path)
     lessons = _lessons(manifest, lesson_ids, all_, shard)
     tc = _discover()
-    options = Options(jobs=_jobs(jobs), arch=arch, gpus=gpus, sanitize=not no_sanitize and not offline)
+    options = Options(jobs=_jobs(jobs), arch=arch, gpus=gpus, sanitize=not no_sanitize and not offline,
+                      repeat=repeat)
     if offline:
         if any(manifest.sanitizers(l) for l in lessons):
             console.print("offline: compute-sanitizer passes skipped (they need a GPU); "
@@ -273,6 +276,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt,
 def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, jobs: Optional[int] = JobsOpt,
            gpus: Optional[str] = typer.Option(None, "--gpus", help="GPUs to use: indices or UUIDs."),
            no_sanitize: bool = typer.Option(False, "--no-sanitize", help="Skip the compute-sanitizer passes."),
+           repeat: int = typer.Option(1, "--repeat", min=1, help="Run each lesson N times; store the run closest to the medians."),
            json_path: Optional[Path] = typer.Option(None, "--json", help="Write a JSON report here."),
            quiet: bool = QuietOpt, verbose: bool = VerboseOpt, manifest_path: Path = ManifestOpt) -> None:
     """Run lessons and store their evidence for this GPU, if every gate passes; show what moved."""
@@ -283,7 +287,7 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, jo
     tc = _discover()
     tc.require_nvcc()
     tc.require_gpu()
-    options = Options(jobs=_jobs(jobs), gpus=gpus, sanitize=not no_sanitize)
+    options = Options(jobs=_jobs(jobs), gpus=gpus, sanitize=not no_sanitize, repeat=repeat)
     if options.sanitize and any(manifest.sanitizers(l) for l in lessons):
         tc.require_sanitizer()
     with display.Progress(console, [l.id for l in lessons], quiet) as progress:
@@ -322,7 +326,7 @@ def sanitize(lesson_id: str = typer.Argument(..., help="The lesson to run under 
     with display.Progress(console, [lesson.id], False) as progress:
         step = make_sanitize_step(manifest, tc, options, progress)
 
-        def after_run(lesson, command, gpu, build, work, env):
+        def after_run(lesson, runs, gpu, build, work, env, environment):
             from .pipeline import LessonResult, Status
             result = LessonResult(lesson=lesson.id, status=Status.PASS, gpu=gpu.slug, arch=build.arch)
             step(lesson, gpu, work, env, result)

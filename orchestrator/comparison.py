@@ -18,6 +18,8 @@ class FieldStatus(str, Enum):
     new = "new"              # in this run, not in the evidence: a failure
     volatile = "volatile"    # never compared
     other_gpu = "other-gpu"  # device-dependent and the evidence is another GPU's
+    ambiguous = "ambiguous"  # with --repeat: its spread is wider than its tolerance
+    untrusted = "untrusted"  # outside tolerance, but the GPU was throttled or shared
 
     @property
     def is_failure(self) -> bool:
@@ -100,3 +102,22 @@ def compare_fields(new: list[Flat], old: list[Flat], same_gpu: bool) -> list[Fie
         results.append(FieldResult(path=path, rule=describe_rule(field.spec), old=field.value,
                                    status=FieldStatus.missing))
     return results
+
+
+def check_plausibility(fields: list, peak_gbps: float | None, peak_gflops: float | None) -> list[str]:
+    """A GB/s or GFLOP/s figure above the hardware's peak is an accounting bug in the lesson."""
+    problems = []
+    for field in fields:
+        unit = field.spec.unit
+        peak = peak_gbps if unit == "GB/s" else peak_gflops if unit == "GFLOP/s" else None
+        if peak and isinstance(field.value, (int, float)) and field.value > peak:
+            problems.append(f"plausibility: {field.path} = {field.value:g} {unit} exceeds the GPU's peak "
+                            f"{peak:g} {unit}; the lesson's byte or flop count is wrong")
+    return problems
+
+
+def fraction_of_peak(value, unit: str | None, peak_gbps: float | None, peak_gflops: float | None) -> float | None:
+    peak = peak_gbps if unit == "GB/s" else peak_gflops if unit == "GFLOP/s" else None
+    if peak and isinstance(value, (int, float)):
+        return value / peak
+    return None

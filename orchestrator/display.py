@@ -21,7 +21,7 @@ STATUS_STYLE = {
 FIELD_STYLE = {
     FieldStatus.same: "green", FieldStatus.within: "cyan", FieldStatus.moved: "bold red",
     FieldStatus.missing: "bold red", FieldStatus.new: "bold red", FieldStatus.volatile: "dim",
-    FieldStatus.other_gpu: "dim",
+    FieldStatus.other_gpu: "dim", FieldStatus.ambiguous: "yellow", FieldStatus.untrusted: "yellow",
 }
 
 
@@ -90,12 +90,18 @@ def print_fields(console: Console, result: LessonResult, show_all: bool) -> None
         console.print(Text(title), highlight=False)
         return
     table = Table(title=title, title_justify="left", show_edge=False)
-    for column in ("field", "rule", "evidence", "now", "ratio", "result"):
-        table.add_column(column, justify="right" if column in ("evidence", "now", "ratio") else "left")
+    columns = ["field", "rule", "evidence", "now" if result.runs == 1 else f"median of {result.runs}", "ratio"]
+    if result.spread:
+        columns.append("spread")
+    columns.append("result")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("field", "rule", "result") else "right")
     for f in rows:
-        table.add_row(Text(f.path), f.rule, _fmt(f.old), _fmt(f.new),
-                      f"{f.ratio:.3f}" if f.ratio is not None else "",
-                      Text(f.status.value, style=FIELD_STYLE[f.status]))
+        cells = [Text(f.path), f.rule, _fmt(f.old), _fmt(f.new), f"{f.ratio:.3f}" if f.ratio is not None else ""]
+        if result.spread:
+            cells.append(f"{result.spread[f.path]:.1%}" if f.path in result.spread else "")
+        cells.append(Text(f.status.value, style=FIELD_STYLE[f.status]))
+        table.add_row(*cells)
     console.print(table)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -33,6 +34,12 @@ class EvidenceMeta(BaseModel):
     coursectl_version: str
     sanitizer_version: str | None = None
     files: dict[str, str] = {}  # extra files (sanitizer reports) and their sha256
+    peak_gbps: float | None = None
+    peak_fp32_gflops: float | None = None
+    sm_count: int | None = None
+    max_sm_clock_mhz: int | None = None
+    environment: dict = {}      # clocks, throttling and other processes around the run
+    repeat: dict = {}           # with record --repeat: runs and per-field spread
 
 
 class Evidence(BaseModel):
@@ -42,6 +49,20 @@ class Evidence(BaseModel):
 
     def extra(self, name: str) -> str:
         return (self.directory / name).read_text(encoding="utf-8", errors="replace")
+
+
+_GENERATED_HEADER = re.compile(r"^//\s*(Build:|Run:|Verified\b)")
+
+
+def lesson_digest(source: Path) -> str:
+    """sha256 of a lesson's source without its Build/Run/Verified header lines.
+
+    render rewrites those lines from the evidence, so they must not make the
+    evidence look stale.
+    """
+    lines = Path(source).read_text(encoding="utf-8").splitlines(keepends=True)
+    kept = "".join(line for line in lines if not _GENERATED_HEADER.match(line))
+    return sha256_bytes(kept.encode("utf-8"))
 
 
 def evidence_root(course_root: Path) -> Path:
@@ -75,7 +96,7 @@ def load_evidence(course_root: Path, lesson_id: str, slug: str) -> Evidence | No
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise EvidenceError(f"corrupt metadata: {where}: {first['msg']}", path=meta_path)
+        raise EvidenceError(f"corrupt metadata: {where + ': ' if where else ''}{first['msg']}", path=meta_path)
     except OSError as exc:
         raise EvidenceError(f"cannot read: {exc.strerror}", path=meta_path)
     transcript_path = directory / TRANSCRIPT
@@ -132,3 +153,28 @@ def _restore_backup(directory: Path) -> None:
     backup = directory.parent / f".{directory.name}.old"
     if not directory.exists() and backup.is_dir():
         os.rename(backup, directory)
+
+
+def build_evidence_path(course_root: Path, lesson_id: str, arch: str) -> Path:
+    return evidence_root(course_root) / lesson_id / "build" / f"{arch}.json"
+
+
+def load_build_evidence(course_root: Path, lesson_id: str, arch: str):
+    """ptxas' recorded report for one lesson and architecture, or None."""
+    from .resources import BuildEvidence
+
+    path = build_evidence_path(course_root, lesson_id, arch)
+    if not path.exists():
+        return None
+    try:
+        return BuildEvidence.model_validate_json(path.read_bytes())
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the file"
+        raise EvidenceError(f"corrupt build evidence: {where}: {first['msg']}", path=path)
+
+
+def write_build_evidence(course_root: Path, evidence) -> Path:
+    path = build_evidence_path(course_root, evidence.lesson, evidence.arch)
+    atomic_write(path, evidence.model_dump_json(indent=2) + "\n")
+    return path

@@ -79,6 +79,11 @@ class Lesson(Strict):
             raise ValueError(f"lesson id {value!r} must be lower-case letters, digits and dashes")
         return value
 
+    @field_validator("flags")
+    @classmethod
+    def _flags(cls, value: list[str] | None) -> list[str] | None:
+        return _check_flags(value)
+
     @field_validator("sanitizers")
     @classmethod
     def _tools(cls, value: dict | None) -> dict | None:
@@ -99,10 +104,25 @@ class Lesson(Strict):
         return self.source.stem
 
 
+def _check_flags(value: list[str] | None) -> list[str] | None:
+    """coursectl never uses a shell, but nvcc re-quotes -D values for its host compiler
+    inside one: a `$` or a backquote in a flag would run a command."""
+    for flag in value or []:
+        if "$" in flag or "`" in flag:
+            raise ValueError(f"flag {flag!r} holds '$' or '`', which nvcc's own host-compiler "
+                             f"step would expand in a shell; write the value without them")
+    return value
+
+
 class Defaults(Strict):
     flags: list[str] = ["-std=c++17", "-O3"]
     timeout: float = Field(default=60.0, gt=0)
     sanitizers: dict[str, SanitizerPass] = {"memcheck": SanitizerPass()}
+
+    @field_validator("flags")
+    @classmethod
+    def _flags(cls, value: list[str]) -> list[str]:
+        return _check_flags(value)
 
 
 class Manifest(Strict):

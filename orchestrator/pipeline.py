@@ -21,15 +21,16 @@ from pydantic import BaseModel
 from . import __version__
 from .build import BuildResult, build_lesson
 from .claims import ClaimResult, evaluate_claims
-from .comparison import FieldResult, FieldStatus, compare_fields
+from .comparison import FieldResult, FieldStatus, check_plausibility, compare_fields
 from .errors import BuildError, CoursectlError, EvidenceError, Interrupted, TranscriptError
-from .evidence import EvidenceMeta, list_gpus, load_evidence, write_evidence
-from .files import sha256_file
+from .evidence import (EvidenceMeta, lesson_digest, list_gpus, load_build_evidence, load_evidence,
+                       write_build_evidence, write_evidence)
+from .resources import BuildEvidence, compare_resources
 from .locks import gpu_lock
 from .manifest import Lesson, Manifest, SanitizerPass
 from .process import CommandResult, kill_all, run_command, tail_lines
 from .toolchain import Gpu, Toolchain, select_gpus
-from .transcript import Transcript, decode_output, flatten, parse_transcript
+from .transcript import Flat, Transcript, decode_output, flatten, parse_transcript
 
 
 class Status(str, Enum):
@@ -86,6 +87,9 @@ class LessonResult(BaseModel):
     evidence: str | None = None      # the GPU slug of the evidence compared against
     recorded: bool = False
     sanitizers: list[dict] = []      # one entry per sanitizer pass (see sanitizer.Report)
+    environment: dict = {}           # GPU clocks, throttling and other processes around the run
+    spread: dict[str, float] = {}    # with --repeat: (max - min) / |median| per tolerance field
+    runs: int = 1
     seconds: float = 0.0
 
 
@@ -95,7 +99,9 @@ class Options(BaseModel):
     gpus: str | None = None
     sanitize: bool = True
     sanitize_tools: list[str] | None = None   # run these passes instead of the declared ones
+    all_archs: bool = False                   # also build the manifest's architectures (record)
     timeout_scale: float = 1.0
+    repeat: int = 1
 
 
 def _cc_tuple(text: str) -> tuple[int, int]:
@@ -105,14 +111,17 @@ def _cc_tuple(text: str) -> tuple[int, int]:
 
 # -- judging a run ------------------------------------------------------------------
 def judge_run(manifest: Manifest, lesson: Lesson, result: CommandResult, gpu_slug: str | None,
-              arch: str | None, compare: bool = True) -> LessonResult:
+              arch: str | None, compare: bool = True, resources: dict | None = None,
+              peaks: tuple | None = None, environment: dict | None = None) -> LessonResult:
     """Turn one run of a lesson into a result: parse, claims, evidence."""
     text = decode_output(result.stdout)
     info = RunInfo(command=result.argv, exit_status=result.returncode, signal=result.signal,
                    timed_out=result.timed_out, seconds=result.seconds,
                    stdout_truncated=result.stdout_truncated, stderr_tail=tail_lines(result.stderr))
     out = LessonResult(lesson=lesson.id, status=Status.PASS, run=info, transcript=text, arch=arch,
-                       gpu=gpu_slug)
+                       gpu=gpu_slug, environment=environment or {})
+    if out.environment.get("untrusted"):
+        out.notes.append(f"timings not trusted: {out.environment['untrusted']}")
     if result.timed_out:
         out.status = Status.TIMEOUT
         tail = tail_lines(result.stdout, 5) or "(no output)"
@@ -133,7 +142,7 @@ def judge_run(manifest: Manifest, lesson: Lesson, result: CommandResult, gpu_slu
         transcript = None
         out.reasons.append(str(exc))
     if transcript is not None:
-        out.claims = evaluate_claims(lesson.output, transcript, lesson.claims)
+        out.claims = evaluate_claims(lesson.output, transcript, lesson.claims, resources)
         for claim in out.claims:
             if claim.held:
                 continue
@@ -144,18 +153,21 @@ def judge_run(manifest: Manifest, lesson: Lesson, result: CommandResult, gpu_slu
             (out.reasons if claim.kind == "gate" else out.notes).append("\n".join(lines))
     if result.returncode != 0:
         out.reasons.append(result.describe())
-    if transcript is not None and compare:
-        compare_with_evidence(manifest, lesson, transcript, gpu_slug, out)
+    if transcript is not None:
+        flats = list(flatten(lesson.output.items, transcript.scope))
+        if peaks:
+            out.reasons += check_plausibility(flats, *peaks)
+        if compare:
+            compare_with_evidence(manifest, lesson, flats, gpu_slug, out)
     if out.reasons:
-        out.status = Status.CRASH if (transcript is None and result.returncode != 0) else Status.FAIL
+        out.status = Status.FAIL
     elif out.evidence is None or out.evidence != gpu_slug:
         out.status = Status.NO_EVIDENCE
     return out
 
 
-def compare_with_evidence(manifest: Manifest, lesson: Lesson, transcript: Transcript,
-                          gpu_slug: str | None, out: LessonResult) -> None:
-    new = list(flatten(lesson.output.items, transcript.scope))
+def compare_with_evidence(manifest: Manifest, lesson: Lesson, new: list[Flat],
+                          gpu_slug: str | None, out: LessonResult, ambiguous: set[str] = frozenset()) -> None:
     slugs = list_gpus(manifest.root, lesson.id)
     slug = gpu_slug if gpu_slug in slugs else (slugs[0] if slugs else None)
     if slug is None:
@@ -171,6 +183,13 @@ def compare_with_evidence(manifest: Manifest, lesson: Lesson, transcript: Transc
     old = list(flatten(lesson.output.items, old_transcript.scope))
     out.evidence = slug
     out.fields = compare_fields(new, old, same_gpu=slug == gpu_slug)
+    for field in out.fields:
+        if field.path in ambiguous and field.status in (FieldStatus.within, FieldStatus.moved, FieldStatus.same):
+            field.status = FieldStatus.ambiguous
+    if out.environment.get("untrusted"):
+        for field in out.fields:
+            if field.status is FieldStatus.moved and field.rule.startswith("tolerance"):
+                field.status = FieldStatus.untrusted
     moved = [f for f in out.fields if f.status.is_failure]
     if moved:
         lines = [f"{len(moved)} field(s) differ from the {slug} evidence:"]
@@ -179,6 +198,95 @@ def compare_with_evidence(manifest: Manifest, lesson: Lesson, transcript: Transc
         if len(moved) > 8:
             lines.append(f"  ... and {len(moved) - 8} more")
         out.reasons.append("\n".join(lines))
+
+
+# -- repeated runs ---------------------------------------------------------------------
+def judge_runs(manifest: Manifest, lesson: Lesson, runs: list[CommandResult], gpu: Gpu, arch: str,
+               compare: bool, resources: dict | None, environment: dict) -> tuple[LessonResult, int]:
+    """Judge one or more runs; tolerance fields by their median; returns (result, chosen run).
+
+    Every run must pass its gates. With several runs, each tolerance field is
+    judged by its median and its spread is reported; a spread wider than the
+    field's own tolerance makes the field AMBIGUOUS instead of PASS or FAIL.
+    The chosen run is the one closest to the medians (what record stores).
+    """
+    peaks = (gpu.peak_gbps, gpu.peak_fp32_gflops)
+    judged = [judge_run(manifest, lesson, run, gpu.slug, arch, compare=False, resources=resources,
+                        peaks=peaks, environment=environment) for run in runs]
+    parsed: list[tuple[int, list[Flat]]] = []
+    for index, (run, result) in enumerate(zip(runs, judged)):
+        try:
+            parsed.append((index, list(flatten(lesson.output.items,
+                                               parse_transcript(lesson.output, result.transcript or "").scope))))
+        except TranscriptError:
+            pass
+    chosen, medians, spread, ambiguous = 0, {}, {}, set()
+    if len(parsed) > 1:
+        import statistics
+        values: dict[str, list[float]] = {}
+        specs = {}
+        for _, flats in parsed:
+            for flat in flats:
+                if flat.spec.compare.value == "tolerance" and isinstance(flat.value, (int, float)):
+                    values.setdefault(flat.path, []).append(float(flat.value))
+                    specs[flat.path] = flat.spec
+        for path, series in values.items():
+            median = statistics.median(series)
+            medians[path] = median
+            width = max(series) - min(series)
+            spread[path] = round(width / abs(median), 4) if median else 0.0
+            spec = specs[path]
+            if width > (spec.abs or 0.0) + (spec.rel or 0.0) * abs(median):
+                ambiguous.add(path)
+
+        def distance(flats: list[Flat]) -> float:
+            return sum(abs(float(f.value) - medians[f.path]) / (abs(medians[f.path]) or 1.0)
+                       for f in flats if f.path in medians and isinstance(f.value, (int, float)))
+        chosen = min(parsed, key=lambda item: distance(item[1]))[0]
+    result = judged[chosen]
+    for index, other in enumerate(judged):
+        if index != chosen and other.status.is_failure:
+            result.reasons += [f"run {index + 1} of {len(runs)}: {r}" for r in other.reasons]
+    result.runs = len(runs)
+    result.spread = spread
+    if compare and parsed:
+        flats = dict(parsed).get(chosen) or parsed[0][1]
+        if medians:
+            flats = [f.model_copy(update={"value": medians[f.path]}) if f.path in medians else f for f in flats]
+        compare_with_evidence(manifest, lesson, flats, gpu.slug, result, ambiguous)
+    if result.reasons and not result.status.is_failure:
+        result.status = Status.FAIL
+    elif not result.reasons and result.status is Status.PASS and result.evidence != gpu.slug:
+        result.status = Status.NO_EVIDENCE
+    if result.status is Status.NO_EVIDENCE and result.evidence == gpu.slug:
+        result.status = Status.PASS
+    return result, chosen
+
+
+def state_of(gpu: Gpu):
+    from .toolchain import gpu_state
+    try:
+        return gpu_state(gpu)
+    except Exception:  # noqa: BLE001 - the environment is a remark, never a failure
+        return None
+
+
+def describe_environment(before, after) -> dict:
+    """Clocks and throttling around the runs; 'untrusted' says why timings cannot be trusted."""
+    env: dict = {}
+    if before is not None:
+        env["before"] = before.model_dump()
+    if after is not None:
+        env["after"] = after.model_dump()
+    problems = []
+    for label, state in (("before", before), ("after", after)):
+        if state is not None and state.throttled:
+            problems.append(f"GPU throttled {label} the run (clocks event reasons {state.throttle_reasons:#x})")
+    if before is not None and before.processes:
+        problems.append(f"other processes on the GPU: {', '.join(map(str, before.processes))}")
+    if problems:
+        env["untrusted"] = "; ".join(problems)
+    return env
 
 
 # -- the GPU stage -------------------------------------------------------------------
@@ -202,18 +310,29 @@ def _run_on_gpu(manifest: Manifest, lesson: Lesson, work: _Work, gpu: Gpu, toolc
     build = work.builds[f"{arch}/plain"]
     env = {"CUDA_VISIBLE_DEVICES": gpu.uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     with gpu_lock(gpu.uuid, lambda msg: emit(Event(lesson=lesson.id, stage="waiting", detail=msg))):
-        emit(Event(lesson=lesson.id, stage="running", detail=f"GPU {gpu.index}"))
-        command = runner([str(build.binary), *lesson.args],
-                         timeout=manifest.timeout(lesson) * options.timeout_scale, env=env,
-                         cwd=build.binary.parent)
-        result = after_run(lesson, command, gpu, build, work, env)
+        runs: list[CommandResult] = []
+        before = state_of(gpu)
+        for index in range(max(1, options.repeat)):
+            emit(Event(lesson=lesson.id, stage="running",
+                       detail=f"GPU {gpu.index}" + (f", run {index + 1}/{options.repeat}" if options.repeat > 1 else "")))
+            runs.append(runner([str(build.binary), *lesson.args],
+                               timeout=manifest.timeout(lesson) * options.timeout_scale, env=env,
+                               cwd=build.binary.parent))
+            if runs[-1].timed_out or runs[-1].signal:
+                break
+        after = state_of(gpu)
+        environment = describe_environment(before, after)
+        result = after_run(lesson, runs, gpu, build, work, env, environment)
     result.builds = list(work.builds.values())
     result.seconds = time.monotonic() - started
     return result
 
 
 def _builds_needed(manifest: Manifest, lesson: Lesson, archs: list[str], options: Options) -> list[tuple[str, str]]:
-    needed = [(arch, "plain") for arch in archs]
+    plain = list(archs)
+    if options.all_archs:
+        plain += [a for a in manifest.architectures if a not in plain]
+    needed = [(arch, "plain") for arch in plain]
     if options.sanitize and (options.sanitize_tools or manifest.sanitizers(lesson)):
         needed += [(arch, "lineinfo") for arch in archs]
     return needed
@@ -291,9 +410,10 @@ def execute(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
 # -- verify and record ---------------------------------------------------------------
 def verify(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, options: Options,
            emit: Emit = _quiet, runner=run_command, sanitize_step=None) -> list[LessonResult]:
-    def after_run(lesson, command, gpu, build, work, env):
+    def after_run(lesson, runs, gpu, build, work, env, environment):
         emit(Event(lesson=lesson.id, stage="comparing"))
-        result = judge_run(manifest, lesson, command, gpu.slug, build.arch)
+        result, _ = judge_runs(manifest, lesson, runs, gpu, build.arch, True, build.resources, environment)
+        compare_build_evidence(manifest, lesson, build, toolchain, result)
         if sanitize_step is not None and options.sanitize:
             sanitize_step(lesson, gpu, work, env, result)
         return result
@@ -303,8 +423,11 @@ def verify(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opti
 def record(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, options: Options,
            emit: Emit = _quiet, runner=run_command, sanitize_step=None) -> list[LessonResult]:
     """Run each lesson and store its evidence only if it passed every gate."""
-    def after_run(lesson, command, gpu, build, work, env):
-        result = judge_run(manifest, lesson, command, gpu.slug, build.arch, compare=False)
+    options = options.model_copy(update={"all_archs": True})
+
+    def after_run(lesson, runs, gpu, build, work, env, environment):
+        result, chosen = judge_runs(manifest, lesson, runs, gpu, build.arch, False, build.resources, environment)
+        command = runs[chosen]
         extra: dict[str, bytes] = {}
         if sanitize_step is not None and options.sanitize:
             extra = sanitize_step(lesson, gpu, work, env, result) or {}
@@ -330,10 +453,18 @@ def record(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opti
             gpu_name=gpu.name, gpu_slug=gpu.slug, compute_capability=gpu.compute_capability,
             driver_version=toolchain.driver_version, cuda_version=toolchain.cuda_version,
             nvcc_version=toolchain.nvcc_version, arch=build.arch, flags=manifest.flags(lesson),
-            source_sha256=sha256_file(manifest.source_path(lesson)), transcript_sha256="",
+            source_sha256=lesson_digest(manifest.source_path(lesson)), transcript_sha256="",
             wall_seconds=round(command.seconds, 3), exit_status=command.returncode or 0,
-            coursectl_version=__version__, sanitizer_version=toolchain.sanitizer_version)
+            coursectl_version=__version__, sanitizer_version=toolchain.sanitizer_version,
+            peak_gbps=gpu.peak_gbps, peak_fp32_gflops=gpu.peak_fp32_gflops, sm_count=gpu.sm_count,
+            max_sm_clock_mhz=gpu.max_sm_clock_mhz, environment=result.environment,
+            repeat={"runs": len(runs), "spread": result.spread} if len(runs) > 1 else {})
         write_evidence(manifest.root, meta, result.transcript or "", extra)
+        for key, built in work.builds.items():
+            if key.endswith("/plain"):
+                write_build_evidence(manifest.root, BuildEvidence(
+                    lesson=lesson.id, arch=built.arch, nvcc_version=toolchain.nvcc_version,
+                    flags=manifest.flags(lesson), kernels=built.resources))
         result.recorded = True
         result.status = Status.PASS
         return result
@@ -361,6 +492,8 @@ def verify_offline(manifest: Manifest, lessons: list[Lesson], toolchain: Toolcha
                         out.reasons.append(str(exc))
                 emit(Event(lesson=lesson.id, stage="comparing"))
                 _judge_evidence(manifest, lesson, out)
+                for build in out.builds:
+                    compare_build_evidence(manifest, lesson, build, toolchain, out)
                 if out.reasons:
                     out.status = Status.FAIL
                 elif out.evidence is None:
@@ -372,6 +505,28 @@ def verify_offline(manifest: Manifest, lessons: list[Lesson], toolchain: Toolcha
             kill_all()
             raise Interrupted("interrupted: builds were stopped; no cache entry is half-written")
     return [results[lesson.id] for lesson in lessons]
+
+
+def compare_build_evidence(manifest: Manifest, lesson: Lesson, build: BuildResult, toolchain: Toolchain,
+                           out: LessonResult) -> None:
+    """A kernel that now spills, or whose shared memory moved, fails before any GPU is involved."""
+    try:
+        old = load_build_evidence(manifest.root, lesson.id, build.arch)
+    except EvidenceError as exc:
+        out.reasons.append(str(exc))
+        return
+    if old is None:
+        return
+    new = BuildEvidence(lesson=lesson.id, arch=build.arch, nvcc_version=toolchain.nvcc_version,
+                        flags=manifest.flags(lesson), kernels=build.resources)
+    if old.flags != new.flags:
+        out.notes.append(f"{build.arch}: flags changed since the build evidence; resources not compared")
+        return
+    failures, notes = compare_resources(old, new)
+    if failures:
+        out.reasons.append("build evidence: " + "; ".join(failures))
+    if notes:
+        out.notes.append(f"build evidence (nvcc {old.nvcc_version} -> {new.nvcc_version}): " + "; ".join(notes))
 
 
 def _judge_evidence(manifest: Manifest, lesson: Lesson, out: LessonResult) -> None:
@@ -387,10 +542,14 @@ def _judge_evidence(manifest: Manifest, lesson: Lesson, out: LessonResult) -> No
             out.reasons.append(f"evidence for {slug}: {exc}")
             continue
         out.evidence = out.evidence or slug
-        if evidence.meta.source_sha256 != sha256_file(manifest.source_path(lesson)):
+        if evidence.meta.source_sha256 != lesson_digest(manifest.source_path(lesson)):
             out.notes.append(f"{slug}: the source changed since this evidence was recorded "
                              f"({evidence.meta.date}); re-record it on that GPU")
         claims = evaluate_claims(lesson.output, transcript, lesson.claims)
+        for build in out.builds:  # claims over the build evidence, once per architecture
+            claims += [c.model_copy(update={"id": f"{c.id} [{build.arch}]"}) for c in
+                       evaluate_claims(lesson.output, transcript, lesson.claims, build.resources)
+                       if c.id not in {x.id for x in claims}]
         out.claims = out.claims or claims
         for claim in claims:
             if not claim.held:

@@ -131,6 +131,8 @@ def run_command(argv: Sequence[str | os.PathLike], *, timeout: float,
         _kill_group(proc)
     except BaseException:
         _kill_group(proc)
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
         raise
     # A grandchild may still hold the pipes open; the group kill above ends it,
     # and for a clean exit we give the readers a bounded moment.

@@ -24,6 +24,9 @@ class Gpu(BaseModel):
     pci_bus_id: str = ""
     memory_mib: int | None = None
     max_sm_clock_mhz: int | None = None
+    sm_count: int | None = None
+    peak_gbps: float | None = None          # DRAM bandwidth: 2 x memory clock x bus width
+    peak_fp32_gflops: float | None = None   # SMs x FP32 lanes per SM x 2 (FMA) x max SM clock
 
     @property
     def slug(self) -> str:
@@ -103,6 +106,18 @@ def sanitizer_version(sanitizer: str, runner=run_command) -> str | None:
     return m.group(1) if m else None
 
 
+# FP32 lanes per SM by compute capability (the CUDA programming guide's throughput table).
+FP32_LANES = {"7.0": 64, "7.5": 64, "8.0": 64, "8.6": 128, "8.7": 128, "8.9": 128, "9.0": 128,
+              "10.0": 128, "10.3": 128, "11.0": 128, "12.0": 128, "12.1": 128}
+
+
+def peak_fp32(compute_capability: str, sm_count: int | None, max_sm_clock_mhz: int | None) -> float | None:
+    lanes = FP32_LANES.get(compute_capability)
+    if not lanes or not sm_count or not max_sm_clock_mhz:
+        return None
+    return round(sm_count * lanes * 2 * max_sm_clock_mhz / 1000.0, 1)
+
+
 def _gpus_from_nvml() -> tuple[list[Gpu], str | None, str | None]:
     import pynvml  # noqa: PLC0415  (optional dependency)
 
@@ -119,12 +134,24 @@ def _gpus_from_nvml() -> tuple[list[Gpu], str | None, str | None]:
                 clock = int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM))
             except pynvml.NVMLError:
                 clock = None
-            gpus.append(Gpu(index=index, name=text(pynvml.nvmlDeviceGetName(handle)),
-                            uuid=text(pynvml.nvmlDeviceGetUUID(handle)),
-                            compute_capability=f"{major}.{minor}",
-                            pci_bus_id=text(pynvml.nvmlDeviceGetPciInfo(handle).busId),
-                            memory_mib=int(pynvml.nvmlDeviceGetMemoryInfo(handle).total) // (1024 * 1024),
-                            max_sm_clock_mhz=clock))
+            gpu = Gpu(index=index, name=text(pynvml.nvmlDeviceGetName(handle)),
+                      uuid=text(pynvml.nvmlDeviceGetUUID(handle)),
+                      compute_capability=f"{major}.{minor}",
+                      pci_bus_id=text(pynvml.nvmlDeviceGetPciInfo(handle).busId),
+                      memory_mib=int(pynvml.nvmlDeviceGetMemoryInfo(handle).total) // (1024 * 1024),
+                      max_sm_clock_mhz=clock)
+            try:
+                bus_bits = int(pynvml.nvmlDeviceGetMemoryBusWidth(handle))
+                mem_mhz = int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM))
+                gpu.peak_gbps = round(2 * mem_mhz * 1e6 * bus_bits / 8 / 1e9, 1)
+            except (pynvml.NVMLError, AttributeError):
+                pass
+            try:
+                gpu.sm_count = int(pynvml.nvmlDeviceGetAttributes_v2(handle).multiprocessorCount)
+            except (pynvml.NVMLError, AttributeError):
+                pass
+            gpu.peak_fp32_gflops = peak_fp32(gpu.compute_capability, gpu.sm_count, clock)
+            gpus.append(gpu)
         driver = text(pynvml.nvmlSystemGetDriverVersion())
         cuda = pynvml.nvmlSystemGetCudaDriverVersion()
         return gpus, driver, f"{cuda // 1000}.{(cuda % 1000) // 10}"
@@ -207,3 +234,63 @@ def select_gpus(toolchain: Toolchain, spec: str | None) -> list[Gpu]:
                                  f"{', '.join(str(g.index) for g in gpus)}")
         chosen.extend(m for m in match if m not in chosen)
     return chosen
+
+
+# Throttle reasons that slow a run (NVML's clocks event reasons): software power
+# cap, hardware slowdown, software and hardware thermal slowdown, power brake.
+# GPU idle (0x1) and application clock settings are not.
+SLOWDOWN_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+
+
+class GpuState(BaseModel):
+    """The GPU's clocks, throttling and other users at one moment."""
+
+    sm_clock_mhz: int | None = None
+    max_sm_clock_mhz: int | None = None
+    throttle_reasons: int | None = None
+    processes: list[int] = []
+
+    @property
+    def throttled(self) -> bool:
+        return bool((self.throttle_reasons or 0) & SLOWDOWN_MASK)
+
+
+def gpu_state(gpu: Gpu, runner=run_command) -> GpuState | None:
+    """Read the GPU's state through NVML, else nvidia-smi; None if neither answers."""
+    if not os.environ.get("COURSECTL_NO_NVML"):
+        try:
+            import pynvml  # noqa: PLC0415
+
+            pynvml.nvmlInit()
+            try:
+                handle = pynvml.nvmlDeviceGetHandleByUUID(gpu.uuid)
+                state = GpuState(
+                    sm_clock_mhz=int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+                    max_sm_clock_mhz=int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+                    throttle_reasons=int(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)),
+                    processes=[p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)])
+                return state
+            finally:
+                pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001 - fall back to nvidia-smi
+            pass
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    result = runner([smi, f"--id={gpu.uuid}", "--query-gpu=clocks.sm,clocks.max.sm,clocks_event_reasons.active",
+                     "--format=csv,noheader,nounits"], timeout=30)
+    if not result.ok:
+        return None
+    cells = [c.strip() for c in result.stdout.decode(errors="replace").strip().split(",")]
+    state = GpuState()
+    if len(cells) >= 3:
+        state.sm_clock_mhz = _int_or_none(cells[0])
+        state.max_sm_clock_mhz = _int_or_none(cells[1])
+        try:
+            state.throttle_reasons = int(cells[2], 16)
+        except ValueError:
+            pass
+    apps = runner([smi, f"--id={gpu.uuid}", "--query-compute-apps=pid", "--format=csv,noheader"], timeout=30)
+    if apps.ok:
+        state.processes = [int(x) for x in apps.stdout.decode(errors="replace").split() if x.isdigit()]
+    return state

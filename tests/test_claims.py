@@ -268,7 +268,7 @@ def test_check_claims_unknown_field_in_each(lessons):
     assert str(info.value) == (
         "'mismatch == 0' names unknown field 'mismatch'; known here: all_gated_matched, block, block_sizes, "
         "blocks, cc, failures, first_bad, gpu, kernel, mismatches, n, prefix_bad, prefix_n, prefix_reach, "
-        "prefix_returned, prefix_threads, read_warp, wrote_warp")
+        "prefix_returned, prefix_threads, read_warp, resources, wrote_warp")
 
 
 def test_check_claims_unknown_field_in_where(lessons):
@@ -282,13 +282,13 @@ def test_check_claims_columns_are_only_known_inside_each(lessons):
         check_claims(lessons[DAY71].output, Claim(id="probe", gate="kernels > 0"))
     assert str(info.value) == (
         "'kernels > 0' names unknown field 'kernels'; known here: bf16_300k, bf16_near_one, cases, cases_passed, "
-        "cc, failures, gpu, half_300k, half_300k_isinf, half_65520_isinf, half_max, half_near_one, support_cc, "
-        "tensor_cores")
+        "cc, failures, gpu, half_300k, half_300k_isinf, half_65520_isinf, half_max, half_near_one, resources, "
+        "support_cc, tensor_cores")
     with pytest.raises(ValueError) as info:
         check_claims(lessons[DAY16].output, Claim(id="probe", each="speedups", gate="speedup > 1 and loads > 0"))
     assert str(info.value) == (
         "'speedup > 1 and loads > 0' names unknown field 'loads'; known here: cases, cases_matched, cc, failures, "
-        "fewer_loads, gpu, smem_bytes, speedup, speedups, threads, tile, tile_cols")
+        "fewer_loads, gpu, resources, smem_bytes, speedup, speedups, threads, tile, tile_cols")
 
 
 def test_check_claims_each_naming_a_column(lessons):

@@ -303,7 +303,7 @@ def test_new_device_field_against_another_gpu_is_other_gpu():
 def test_which_statuses_are_failures():
     assert {status.value: status.is_failure for status in FieldStatus} == {
         "same": False, "within": False, "moved": True, "missing": True, "new": True,
-        "volatile": False, "other-gpu": False}
+        "volatile": False, "other-gpu": False, "ambiguous": False, "untrusted": False}
 
 
 # --- describe_rule ----------------------------------------------------------------

@@ -101,7 +101,7 @@ def test_the_course_manifest_loads():
     assert [manifest.timeout(lesson) for lesson in manifest.lessons] == [30.0, 30.0, 30.0, 60.0]
     assert [list(manifest.sanitizers(lesson)) for lesson in manifest.lessons] == [
         ["memcheck"], ["memcheck", "racecheck"], ["memcheck"], ["memcheck"]]
-    assert [len(lesson.claims) for lesson in manifest.lessons] == [6, 5, 4, 4]
+    assert [len(lesson.claims) for lesson in manifest.lessons] == [8, 6, 6, 5]
     racecheck = manifest.sanitizers(manifest.lesson("day14-syncthreads"))["racecheck"]
     assert [finding.kernel for finding in racecheck.findings] == ["reverseTileRacy"]
 
@@ -280,14 +280,14 @@ def test_tolerance_without_bounds(tmp_path):
 def test_claim_naming_a_field_that_does_not_exist(tmp_path):
     path, error = manifest_error(tmp_path, edited("gate: n > 0", "gate: m > 0"))
     assert str(error) == (f"{path}:17: lesson 'hello': claims[0].gate: "
-                          "'m > 0' names unknown field 'm'; known here: n, rows")
+                          "'m > 0' names unknown field 'm'; known here: n, resources, rows")
 
 
 def test_claim_where_naming_a_field_that_does_not_exist(tmp_path):
     path, error = manifest_error(tmp_path, edited(
         "        gate: n > 0", "        each: rows\n        where: nme == 'a'\n        gate: gbps > 0"))
     assert str(error) == (f"{path}:18: lesson 'hello': claims[0].where: "
-                          "\"nme == 'a'\" names unknown field 'nme'; known here: gbps, n, name, rows")
+                          "\"nme == 'a'\" names unknown field 'nme'; known here: gbps, n, name, resources, rows")
 
 
 def test_claim_with_a_syntax_error(tmp_path):

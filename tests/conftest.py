@@ -1,0 +1,291 @@
+"""Shared fixtures: the GPU tools stood in for, a build cache shared by the session,
+the stand-in lessons built once, and a factory for course trees.
+
+Everything a test needs a GPU for is stood in for: nvidia-smi and
+compute-sanitizer by the scripts in tests/data/fakes/, the lessons by the host
+programs in tests/data/standins/ (nvcc builds them for real and the CPU runs
+them), printing transcripts recorded on an H200 (tests/data/seeds/).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+STANDINS = DATA / "standins"
+FAKES = DATA / "fakes"
+SEEDS = DATA / "seeds"
+SANITIZER_DATA = DATA / "sanitizer"
+
+GPU_UUID = "GPU-00000000-test"
+GPU_SLUG = "nvidia-h200"
+FLAGS = ["-std=c++17", "-O3"]
+
+# The lessons a test course can hold: which stand-in plays the lesson, whose
+# output schema and claims (from the real lessons.yaml) it is judged by, and
+# which recorded transcript the replaying stand-in prints.
+LESSONS = {
+    "day13-shared-memory": dict(day=13, standin="replay", schema="day13-shared-memory",
+                                transcript="shared_memory.txt"),
+    "day14-syncthreads": dict(day=14, standin="replay", schema="day14-syncthreads",
+                              transcript="syncthreads.txt"),
+    "day16-tiled-matmul": dict(day=16, standin="replay", schema="day16-tiled-matmul",
+                               transcript="tiled_matmul.txt"),
+    "hang": dict(day=91, standin="hang", schema="day13-shared-memory", timeout=0.5),
+    "crash": dict(day=92, standin="crash", schema="day13-shared-memory"),
+    "garbage": dict(day=93, standin="garbage", schema="day13-shared-memory"),
+    "fail": dict(day=94, standin="fail", schema="day13-shared-memory"),
+    "flood": dict(day=95, standin="flood", schema="day13-shared-memory"),
+}
+
+# Built once per session (plain, sm_90) into the session's cache, which every
+# course tree shares: the cache key holds the source, flags, arch and nvcc
+# version, not the course's folder.
+PREBUILT = list(LESSONS)
+
+
+def is_gone(pid: int, within: float = 5.0) -> bool:
+    """Whether `pid` has ended (a zombie waiting for init to reap it counts as ended)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, IndexError):
+            return True
+        if state == "Z":
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU; skipped where there is none")
+
+
+def has_gpu() -> bool:
+    """Whether the real `nvidia-smi -L` lists a GPU."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return False
+    try:
+        listed = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return listed.returncode == 0 and any(line.startswith("GPU ") for line in listed.stdout.splitlines())
+
+
+def pytest_collection_modifyitems(config, items):
+    marked = [item for item in items if "gpu" in item.keywords]
+    if marked and not has_gpu():
+        skip = pytest.mark.skip(reason="needs an NVIDIA GPU: `nvidia-smi -L` lists none")
+        for item in marked:
+            item.add_marker(skip)
+
+
+# -- the environment -------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def session_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("session")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_env(session_dir):
+    """The session's own build cache and GPU locks; NVML never asked (nvidia-smi answers)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COURSECTL_CACHE", str(session_dir / "cache"))
+        mp.setenv("COURSECTL_LOCK_DIR", str(session_dir / "locks"))
+        mp.setenv("COURSECTL_NO_NVML", "1")
+        for name in list(os.environ):
+            if name.startswith("FAKE_SANITIZER_"):
+                mp.delenv(name)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def real_gpu_env(request, monkeypatch):
+    """Tests marked gpu ask the machine's NVML as a user's coursectl would."""
+    if request.node.get_closest_marker("gpu") is not None:
+        monkeypatch.delenv("COURSECTL_NO_NVML", raising=False)
+
+
+def _install(source: Path, target: Path, shebang: str | None = None) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = source.read_text()
+    target.write_text(f"#!{shebang}\n{text}" if shebang else text)
+    target.chmod(0o755)
+    return target
+
+
+@pytest.fixture(scope="session")
+def gpu_bin(session_dir) -> Path:
+    """A folder holding only the fake nvidia-smi."""
+    folder = session_dir / "bin-gpu"
+    _install(FAKES / "nvidia-smi", folder / "nvidia-smi")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def sanitizer_bin(session_dir) -> Path:
+    """A folder holding only the fake compute-sanitizer."""
+    folder = session_dir / "bin-sanitizer"
+    _install(FAKES / "compute_sanitizer.py", folder / "compute-sanitizer", shebang=sys.executable)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def nvcc_bin(session_dir) -> Path:
+    """A folder holding only nvcc (a link to the real one), for a PATH without any GPU tool."""
+    nvcc = shutil.which("nvcc")
+    assert nvcc is not None, "nvcc must be on PATH to run the tests"
+    folder = session_dir / "bin-nvcc"
+    folder.mkdir()
+    (folder / "nvcc").symlink_to(nvcc)
+    return folder
+
+
+def prepend_path(monkeypatch, *folders: Path) -> None:
+    monkeypatch.setenv("PATH", os.pathsep.join([*map(str, folders), os.environ["PATH"]]))
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch, gpu_bin) -> Path:
+    """The fake nvidia-smi first on PATH: one NVIDIA H200, GPU-00000000-test."""
+    prepend_path(monkeypatch, gpu_bin)
+    return gpu_bin
+
+
+@pytest.fixture
+def fake_sanitizer(monkeypatch, fake_gpu, sanitizer_bin) -> Path:
+    """The fake compute-sanitizer first on PATH too, writing clean logs unless told otherwise."""
+    prepend_path(monkeypatch, sanitizer_bin)
+    return sanitizer_bin
+
+
+# -- course trees ----------------------------------------------------------------------
+def real_lessons() -> dict[str, dict]:
+    data = yaml.safe_load((ROOT / "lessons.yaml").read_text(encoding="utf-8"))
+    return {lesson["id"]: lesson for lesson in data["lessons"]}
+
+
+@dataclass
+class Course:
+    root: Path
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "lessons.yaml"
+
+    def transcript(self, lesson_id: str) -> Path:
+        """The transcript the lesson's stand-in replays (edit it to change what the lesson prints)."""
+        return self.root / "transcripts" / f"{lesson_id}.txt"
+
+    def evidence(self, lesson_id: str, slug: str = GPU_SLUG) -> Path:
+        return self.root / "evidence" / lesson_id / slug
+
+    def load(self):
+        from orchestrator.manifest import load_manifest
+        return load_manifest(self.manifest)
+
+
+def uses_build_resources(claim: dict) -> bool:
+    """Whether a claim is about ptxas' report of the lesson's kernels, which the host-only stand-ins lack."""
+    return any(re.search(r"\bresources\b", str(claim.get(key) or ""))
+               for key in ("gate", "expect", "each", "where"))
+
+
+def write_course(root: Path, lesson_ids: list[str], architectures: list[str] = ("sm_90", "sm_75"),
+                 sanitizers: dict[str, dict] | None = None, edit=None) -> Course:
+    """A course tree: lessons.yaml, the stand-ins' sources and the transcripts they replay.
+
+    Each lesson takes the output schema and claims of a real lesson, less the
+    claims about ptxas' report of its kernels: the stand-ins have none.
+
+    `sanitizers` maps a lesson id to its `sanitizers:` entry; every other lesson
+    declares none (the default is none too). `edit(manifest_dict)` may change
+    the manifest before it is written.
+    """
+    real = real_lessons()
+    course = Course(root)
+    (root / "standins").mkdir(parents=True, exist_ok=True)
+    (root / "transcripts").mkdir(exist_ok=True)
+    entries = []
+    for lesson_id in lesson_ids:
+        spec = LESSONS[lesson_id]
+        source = root / "standins" / f"{spec['standin']}.cu"
+        if not source.exists():
+            shutil.copyfile(STANDINS / source.name, source)
+        entry = {"id": lesson_id, "day": spec["day"], "title": f"{lesson_id} (stand-in)",
+                 "source": f"standins/{source.name}"}
+        if "transcript" in spec:
+            shutil.copyfile(SEEDS / spec["transcript"], course.transcript(lesson_id))
+            entry["args"] = [str(course.transcript(lesson_id))]
+        if "timeout" in spec:
+            entry["timeout"] = spec["timeout"]
+        if sanitizers and lesson_id in sanitizers:
+            entry["sanitizers"] = sanitizers[lesson_id]
+        schema = real[spec["schema"]]
+        entry["output"] = schema["output"]
+        entry["claims"] = [claim for claim in schema.get("claims", []) if not uses_build_resources(claim)]
+        entries.append(entry)
+    manifest = {"version": 1, "course": "coursectl tests", "architectures": list(architectures),
+                "defaults": {"flags": FLAGS, "timeout": 30, "sanitizers": {}}, "lessons": entries}
+    if edit is not None:
+        edit(manifest)
+    course.manifest.write_text(yaml.safe_dump(manifest, sort_keys=False, width=1000), encoding="utf-8")
+    return course
+
+
+@pytest.fixture
+def make_course(tmp_path):
+    """make_course(lesson ids, ...) -> Course in this test's tmp_path (see write_course)."""
+    def make(lesson_ids: list[str], **kwargs) -> Course:
+        return write_course(tmp_path / "course", lesson_ids, **kwargs)
+    return make
+
+
+# -- built stand-ins -------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def nvcc_version() -> str:
+    from orchestrator.toolchain import nvcc_version as version_of
+    version = version_of(shutil.which("nvcc"))
+    assert version is not None
+    return version
+
+
+@pytest.fixture(scope="session")
+def prebuilt(session_dir, isolated_env, nvcc_version) -> dict[str, Path]:
+    """Every lesson of LESSONS built once (plain, sm_90) into the session's cache: id -> binary."""
+    from orchestrator.build import build_lesson
+
+    course = write_course(session_dir / "template", PREBUILT)
+    manifest = course.load()
+    nvcc = shutil.which("nvcc")
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        futures = {lesson.id: pool.submit(build_lesson, manifest, lesson, "sm_90", nvcc, nvcc_version)
+                   for lesson in manifest.lessons}
+        return {lesson_id: future.result().binary for lesson_id, future in futures.items()}
+
+
+@pytest.fixture(scope="session")
+def standin(prebuilt) -> dict[str, Path]:
+    """The stand-in programs by name: replay, hang, crash, flood, garbage, fail."""
+    return {"replay": prebuilt["day13-shared-memory"], "hang": prebuilt["hang"],
+            "crash": prebuilt["crash"], "flood": prebuilt["flood"],
+            "garbage": prebuilt["garbage"], "fail": prebuilt["fail"]}

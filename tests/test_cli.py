@@ -1,0 +1,594 @@
+"""The command line through typer's CliRunner, on stand-in lessons and a stood-in H200.
+
+Each test builds a course tree in tmp_path (conftest.write_course) whose lessons
+are the stand-ins of tests/data/standins/, judged by the real day-13, day-14 and
+day-16 output schemas and claims, and runs coursectl in it. Builds are real and
+shared through the session's cache; the GPU, nvidia-smi and compute-sanitizer
+are stood in for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import GPU_SLUG, GPU_UUID, SANITIZER_DATA, SEEDS, is_gone, real_lessons
+from orchestrator import __version__
+from orchestrator.cli import app
+
+H = "\u2502"   # the column rule of a table row
+HH = "\u2503"  # the column rule of a table header
+
+
+def coursectl(*args, columns: int = 200):
+    result = CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": str(columns)})
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result
+
+
+def lines(text: str) -> list[str]:
+    return [line.rstrip() for line in text.splitlines()]
+
+
+def table(text: str, title: str) -> list[list[str]]:
+    """The header and rows (cells stripped) of the table printed under `title`."""
+    out = lines(text)
+    start = out.index(title)
+    rows = [[cell.strip() for cell in out[start + 1].split(HH)]]
+    for line in out[start + 3:]:
+        if H not in line:
+            break
+        rows.append([cell.strip() for cell in line.split(H)])
+    return rows
+
+
+def after(text: str, title: str) -> list[str]:
+    """The lines after the table printed under `title`: the reasons and notes."""
+    out = lines(text)
+    index = out.index(title) + 3
+    while index < len(out) and H in out[index]:
+        index += 1
+    return out[index:]
+
+
+def statuses(text: str, title: str = "verify") -> dict[str, str]:
+    return {row[0]: row[1] for row in table(text, title)[1:]}
+
+
+def seconds_masked(text: str) -> str:
+    return re.sub(r"\d+\.\d+ s\b", "T s", text)
+
+
+def claim(lesson: str, claim_id: str) -> dict:
+    return next(c for c in real_lessons()[lesson]["claims"] if c["id"] == claim_id)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert text.count(old) == 1, old
+    path.write_text(text.replace(old, new))
+
+
+@pytest.fixture
+def course(make_course, monkeypatch):
+    """make_course, then change into the course's root as a user would."""
+    def make(lesson_ids, **kwargs):
+        made = make_course(lesson_ids, **kwargs)
+        monkeypatch.chdir(made.root)
+        return made
+    return make
+
+
+SUMMARY_HEADER = ["lesson", "status", "gpu", "evidence", "run", "sanitizers", "total"]
+GPU_LINE = "GPU: NVIDIA H200 (compute capability 9.0)"
+
+
+# -- version, help, doctor ---------------------------------------------------------------
+def test_version():
+    result = coursectl("--version")
+    assert (result.exit_code, result.stdout) == (0, f"coursectl {__version__}\n")
+
+
+def test_help_lists_the_commands():
+    result = coursectl("--help")
+    assert result.exit_code == 0
+    out = lines(result.stdout)
+    commands = [line.split()[0] for line in out[out.index("Commands:") + 1:] if line.strip()]
+    expected = ["doctor", "build", "run", "verify", "record", "sanitize", "report"]
+    assert [c for c in commands if c in expected] == expected  # later commands may join them
+
+
+def test_doctor_shows_the_gpu_and_the_evidence(course, fake_sanitizer, sanitizer_bin, nvcc_version, prebuilt):
+    course(["day13-shared-memory", "day16-tiled-matmul"])
+    assert coursectl("record", "day13-shared-memory", "-q").exit_code == 0
+    result = coursectl("doctor")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert lines(result.stdout) == [
+        f" nvcc              {H} {shutil.which('nvcc')} ({nvcc_version})",
+        f" compute-sanitizer {H} {sanitizer_bin / 'compute-sanitizer'} (2025.3.1.0)",
+        f" driver            {H} 580.159.04",
+        f" CUDA (driver)     {H} 13.0",
+        f" GPUs via          {H} nvidia-smi",
+        f" GPU 0             {H} NVIDIA H200, compute capability 9.0, 143771 MiB, 00000000:19:00.0, {GPU_UUID}",
+        "evidence",
+        f" lesson              {HH} recorded on {HH} this nvidia-h200",
+        "━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━",
+        f" day13-shared-memory {H} nvidia-h200 {H} yes",
+        f" day16-tiled-matmul  {H} none        {H} NO",
+    ]
+
+
+def test_doctor_without_compute_sanitizer_exits_3(course, monkeypatch, nvcc_bin, gpu_bin, nvcc_version):
+    from orchestrator import toolchain
+
+    course(["day13-shared-memory"])
+    monkeypatch.setenv("PATH", os.pathsep.join([str(nvcc_bin), str(gpu_bin)]))
+    monkeypatch.setattr(toolchain, "_cuda_dirs", lambda: [])  # not /usr/local/cuda/bin of this machine
+    result = coursectl("doctor")
+    assert result.exit_code == 3
+    assert lines(result.stdout)[:2] == [f" nvcc              {H} {nvcc_bin / 'nvcc'} ({nvcc_version})",
+                                        f" compute-sanitizer {H} NOT FOUND"]
+    assert result.stderr == ("coursectl: error: compute-sanitizer not found on PATH, beside nvcc or in "
+                             "$CUDA_HOME/bin\n"
+                             "hint: install the CUDA toolkit's compute-sanitizer, or use --no-sanitize\n")
+
+
+@pytest.mark.gpu
+def test_doctor_finds_the_real_gpu(course):
+    course(["day13-shared-memory"])
+    result = coursectl("doctor")
+    rows = {line.split(H)[0].strip(): line.split(H)[1].strip() for line in lines(result.stdout) if H in line}
+    assert rows["GPUs via"] in ("nvml", "nvidia-smi")
+    assert re.fullmatch(r"NVIDIA .+, compute capability \d+\.\d+, \d+ MiB, \S+, GPU-[0-9a-f-]+", rows["GPU 0"])
+
+
+# -- build and run -------------------------------------------------------------------------
+def test_build_reuses_the_cached_binary(course, fake_gpu, prebuilt):
+    course(["day13-shared-memory"])
+    result = coursectl("build", "--all")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout == f"day13-shared-memory (sm_90): cached: {prebuilt['day13-shared-memory']}\n"
+
+
+def test_run_prints_the_transcript(course, fake_gpu, prebuilt):
+    course(["day16-tiled-matmul"])
+    result = coursectl("run", "day16-tiled-matmul")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, (SEEDS / "tiled_matmul.txt").read_text(), "")
+
+
+def test_unknown_lesson_is_a_usage_error(course, fake_gpu):
+    course(["day13-shared-memory"])
+    result = coursectl("verify", "day99-nothing")
+    assert result.exit_code == 2
+    assert result.stderr == ("coursectl: error: no lesson 'day99-nothing' in lessons.yaml\n"
+                             "hint: lessons: day13-shared-memory\n")
+
+
+# -- verify and record ---------------------------------------------------------------------
+def test_verify_without_evidence(course, fake_gpu, prebuilt):
+    course(["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul"])
+    result = coursectl("verify", "--all", "-q")
+    assert result.exit_code == 0
+    assert table(seconds_masked(result.stdout), "verify") == [
+        SUMMARY_HEADER,
+        ["day13-shared-memory", "NO_EVIDENCE", GPU_SLUG, "-", "T s", "-", "T s"],
+        ["day14-syncthreads", "NO_EVIDENCE", GPU_SLUG, "-", "T s", "-", "T s"],
+        ["day16-tiled-matmul", "NO_EVIDENCE", GPU_SLUG, "-", "T s", "-", "T s"]]
+    assert after(result.stdout, "verify") == []
+
+
+FIELDS_DAY16 = [
+    ["gpu", "device", "NVIDIA H200", "NVIDIA H200", "", "same"],
+    ["cc", "device", "9.0", "9.0", "", "same"],
+    ["tile", "exact", "16", "16", "1.000", "same"],
+    ["tile_cols", "exact", "16", "16", "1.000", "same"],
+    ["threads", "exact", "256", "256", "1.000", "same"],
+    ["smem_bytes", "exact", "2048", "2048", "1.000", "same"],
+] + [
+    row
+    for case, kernel, ms, gflops, loads in [
+        ("256x256x256", "naive", "0.025", "1344", "512"), ("256x256x256", "tiled", "0.01", "3350.1", "32"),
+        ("512x512x512", "naive", "0.062", "4297", "1024"), ("512x512x512", "tiled", "0.041", "6608.3", "64"),
+        ("611x613x617", "naive", "0.113", "4088.6", "1234"), ("611x613x617", "tiled", "0.07", "6589.1", "78")]
+    for row in ([f"cases[{case}/{kernel}].ms", "tolerance ±25% + ±0.003", ms, ms, "1.000", "same"],
+                [f"cases[{case}/{kernel}].gflops", "tolerance ±25%", gflops, gflops, "1.000", "same"],
+                [f"cases[{case}/{kernel}].loads", "exact", loads, loads, "1.000", "same"])
+] + [
+    row
+    for case, speedup, fewer in [("256x256x256", "2.49", "16"), ("512x512x512", "1.54", "16"),
+                                 ("611x613x617", "1.61", "15.8")]
+    for row in ([f"speedups[{case}].speedup", "tolerance ±30%", speedup, speedup, "1.000", "same"],
+                [f"speedups[{case}].fewer_loads", "exact", fewer, fewer, "1.000", "same"])
+] + [["cases_matched", "exact", "3", "3", "1.000", "same"]]
+
+
+def test_record_then_verify_passes_with_the_field_table(course, fake_sanitizer, prebuilt, nvcc_version):
+    made = course(["day16-tiled-matmul"])
+    recorded = coursectl("record", "--all")
+    assert (recorded.exit_code, recorded.stderr) == (0, "")
+    assert statuses(recorded.stdout, "record") == {"day16-tiled-matmul": "PASS (recorded)"}
+    evidence = made.evidence("day16-tiled-matmul")
+    assert sorted(p.name for p in evidence.iterdir()) == ["meta.json", "transcript.txt"]
+    assert (evidence / "transcript.txt").read_bytes() == (SEEDS / "tiled_matmul.txt").read_bytes()
+    meta = json.loads((evidence / "meta.json").read_text())
+    source = (made.root / "standins" / "replay.cu").read_bytes()
+    assert {k: meta[k] for k in ("lesson", "gpu_name", "gpu_slug", "compute_capability", "driver_version",
+                                 "cuda_version", "nvcc_version", "arch", "flags", "source_sha256",
+                                 "exit_status", "coursectl_version", "sanitizer_version", "files")} == {
+        "lesson": "day16-tiled-matmul", "gpu_name": "NVIDIA H200", "gpu_slug": GPU_SLUG,
+        "compute_capability": "9.0", "driver_version": "580.159.04", "cuda_version": "13.0",
+        "nvcc_version": nvcc_version, "arch": "sm_90", "flags": ["-std=c++17", "-O3"],
+        "source_sha256": hashlib.sha256(source).hexdigest(), "exit_status": 0,
+        "coursectl_version": __version__, "sanitizer_version": "2025.3.1.0", "files": {}}
+
+    result = coursectl("verify", "--all")
+    assert (result.exit_code, result.stderr) == (0, "")
+    title = "day16-tiled-matmul: 31 fields against nvidia-h200 evidence (31 same)"
+    assert table(result.stdout, title) == [["field", "rule", "evidence", "now", "ratio", "result"], *FIELDS_DAY16]
+    assert table(result.stdout, "day16-tiled-matmul: claims") == [
+        ["claim", "kind", "checked", "held"],
+        ["every-case-matches", "gate", "1", "yes"],
+        ["loads-per-thread", "gate", "6", "yes"],
+        ["shared-memory-is-two-tiles", "gate", "1", "yes"],
+        ["tiled-is-faster", "expect", "3", "yes"]]
+    assert table(seconds_masked(result.stdout), "verify")[1] == [
+        "day16-tiled-matmul", "PASS", GPU_SLUG, GPU_SLUG, "T s", "-", "T s"]
+    assert after(result.stdout, "verify") == []
+
+
+def test_field_table_names_table_rows_by_key(course, fake_gpu, prebuilt):
+    """A row key such as [copyRowMajor] is printed as it is, not taken for rich markup."""
+    course(["day13-shared-memory"])
+    assert coursectl("record", "--all", "-q").exit_code == 0
+    result = coursectl("verify", "--all")
+    fields = [row[0] for row in table(result.stdout, "day13-shared-memory: 29 fields against nvidia-h200 "
+                                                     "evidence (29 same)")[1:]]
+    assert fields[11:14] == ["kernels[copyRowMajor].ms", "kernels[copyRowMajor].gbps",
+                             "kernels[copyRowMajor].vs_copy"]
+
+
+def test_verify_names_a_timing_that_moved(course, fake_gpu, prebuilt):
+    made = course(["day16-tiled-matmul"])
+    assert coursectl("record", "--all", "-q").exit_code == 0
+    edit(made.transcript("day16-tiled-matmul"), "naive         0.025", "naive         0.100")
+    result = coursectl("verify", "--all", "-q")
+    assert result.exit_code == 1
+    assert statuses(result.stdout) == {"day16-tiled-matmul": "FAIL"}
+    assert after(result.stdout, "verify") == [
+        "day16-tiled-matmul: 1 field(s) differ from the nvidia-h200 evidence:",
+        "  cases[256x256x256/naive].ms [tolerance ±25% + ±0.003]: moved: evidence 0.025, now 0.1"]
+
+
+def test_verify_accepts_a_timing_within_tolerance(course, fake_gpu, prebuilt):
+    made = course(["day16-tiled-matmul"])
+    assert coursectl("record", "--all", "-q").exit_code == 0
+    edit(made.transcript("day16-tiled-matmul"), "naive         0.025", "naive         0.030")
+    result = coursectl("verify", "--all")
+    assert result.exit_code == 0
+    assert statuses(result.stdout) == {"day16-tiled-matmul": "PASS"}
+    title = "day16-tiled-matmul: 31 fields against nvidia-h200 evidence (30 same, 1 within)"
+    assert table(result.stdout, title)[7] == [
+        "cases[256x256x256/naive].ms", "tolerance ±25% + ±0.003", "0.025", "0.03", "1.200", "within"]
+
+
+def test_record_refuses_when_a_gate_fails(course, fake_gpu, prebuilt):
+    made = course(["day13-shared-memory"])
+    assert coursectl("record", "--all", "-q").exit_code == 0
+    before = snapshot(made.evidence("day13-shared-memory"))
+    edit(made.transcript("day13-shared-memory"), "cudaFuncSetAttribute:         no error",
+         "cudaFuncSetAttribute:         invalid argument")
+    result = coursectl("record", "--all")
+    assert result.exit_code == 1
+    assert statuses(result.stdout, "record") == {"day13-shared-memory": "FAIL"}
+    gate = claim("day13-shared-memory", "optin-lifts-the-cap")
+    assert after(result.stdout, "record") == [
+        "day13-shared-memory: not recorded: the previous evidence is untouched",
+        f"day13-shared-memory: gate 'optin-lifts-the-cap' failed ({gate['says']})",
+        f"  {gate['gate']} is false (after_optin = 'invalid argument', optin_bytes = 53248, "
+        "smem_default = 49152)"]
+    assert snapshot(made.evidence("day13-shared-memory")) == before
+    assert [p.name for p in made.evidence("day13-shared-memory").parent.iterdir() if p.name.startswith(".")] == []
+
+
+# -- lessons that misbehave ------------------------------------------------------------------
+def test_hang_times_out_and_the_other_lessons_still_run(course, fake_gpu, prebuilt, tmp_path):
+    course(["day13-shared-memory", "hang", "day16-tiled-matmul"])
+    report = tmp_path / "report.json"
+    result = coursectl("verify", "--all", "-q", "--json", report)
+    assert result.exit_code == 1
+    assert statuses(result.stdout) == {"day13-shared-memory": "NO_EVIDENCE", "hang": "TIMEOUT",
+                                       "day16-tiled-matmul": "NO_EVIDENCE"}
+    reasons = after(result.stdout, "verify")
+    reasons[0] = re.sub(r"^hang: killed after \d+\.\d s", "hang: killed after T s", reasons[0])
+    assert reasons == ["hang: killed after T s (timeout 0.5 s) with its process group; last output:",
+                       GPU_LINE,
+                       "Matrix: 2003 x 3001 floats, 22.9 MiB"]
+    run = json.loads(report.read_text())["results"][1]["run"]
+    assert (run["timed_out"], run["exit_status"], run["signal"]) == (True, None, 15)
+    child = int(run["stderr_tail"].split()[1])
+    assert run["stderr_tail"] == f"child {child}"
+    assert is_gone(child)
+
+
+def test_crash_reports_the_signal(course, fake_gpu, prebuilt):
+    course(["crash"])
+    result = coursectl("verify", "--all", "-q")
+    assert result.exit_code == 1
+    assert statuses(result.stdout) == {"crash": "CRASH"}
+    assert after(result.stdout, "verify") == [f"crash: $ {prebuilt['crash']}",
+                                              "killed by signal 6 (SIGABRT)",
+                                              "stdout (last lines):",
+                                              GPU_LINE]
+
+
+def test_garbage_is_a_parse_error_naming_the_line(course, fake_gpu, prebuilt):
+    course(["garbage"])
+    result = coursectl("verify", "--all", "-q")
+    assert result.exit_code == 1
+    assert statuses(result.stdout) == {"garbage": "FAIL"}
+    assert after(result.stdout, "verify") == [
+        "garbage: garbage stdout:2: binary output (a NUL byte) where text was expected"]
+
+
+FAIL_REASONS = [
+    "fail: fail stdout:1: expected a line matching 'Matrix: {rows:int} x {cols:int} floats, "
+    "{buffer_mib:float} MiB per buffer'; the transcript ends at line 1",
+    "fail: $ {binary}",
+    "exit status 1",
+    "stdout (last lines):",
+    GPU_LINE,
+    "stderr (last lines):",
+    "CUDA error at shared_memory.cu:142: cudaMalloc(&d_in, bytes): out of memory (cudaErrorMemoryAllocation)",
+]
+
+
+def test_failing_lesson_reports_its_exit_status_and_stderr(course, fake_gpu, prebuilt):
+    course(["fail"])
+    result = coursectl("verify", "--all", "-q")
+    assert result.exit_code == 1
+    assert after(result.stdout, "verify") == [line.replace("{binary}", str(prebuilt["fail"]))
+                                              for line in FAIL_REASONS]
+
+
+def test_failing_lesson_is_fail_not_crash(course, fake_gpu, prebuilt):
+    course(["fail"])
+    result = coursectl("verify", "--all", "-q")
+    assert statuses(result.stdout) == {"fail": "FAIL"}
+
+
+# -- errors before anything runs ---------------------------------------------------------------
+def break_comparison(manifest: dict) -> None:
+    manifest["lessons"][0]["output"]["items"][1]["fields"] = {"rows": {"compare": "aprox"}}
+
+
+def test_manifest_error_names_file_and_line(course, fake_gpu):
+    made = course(["day13-shared-memory"], edit=break_comparison)
+    line = made.manifest.read_text().splitlines().index("          compare: aprox") + 1
+    result = coursectl("verify", "--all")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (f"coursectl: error: lessons.yaml:{line}: lesson 'day13-shared-memory': "
+                             "output.items[1].fields.rows.compare: unknown comparison 'aprox'; expected "
+                             "'exact', 'tolerance', 'device' or 'volatile'\n"
+                             "hint: fix lessons.yaml; docs/schema.md describes every key\n")
+
+
+def test_manifest_error_stays_on_one_line_in_a_narrow_terminal(course, fake_gpu):
+    made = course(["day13-shared-memory"], edit=break_comparison)
+    line = made.manifest.read_text().splitlines().index("          compare: aprox") + 1
+    result = coursectl("verify", "--all", columns=80)
+    assert result.stderr.splitlines()[0] == (
+        f"coursectl: error: lessons.yaml:{line}: lesson 'day13-shared-memory': "
+        "output.items[1].fields.rows.compare: unknown comparison 'aprox'; expected "
+        "'exact', 'tolerance', 'device' or 'volatile'")
+
+
+def test_no_gpu_exits_3(course, monkeypatch, nvcc_bin):
+    course(["day13-shared-memory"])
+    monkeypatch.setenv("PATH", str(nvcc_bin))
+    result = coursectl("verify", "--all")
+    assert (result.exit_code, result.stdout) == (3, "")
+    assert result.stderr == ("coursectl: error: no NVIDIA GPU found (nvidia-smi not on PATH)\n"
+                             "hint: on a machine without a GPU use --offline\n")
+
+
+# -- offline -----------------------------------------------------------------------------------
+def record_then_unplug(made, monkeypatch, gpu_bin, *lesson_ids) -> None:
+    """Record with the stood-in GPU, then take nvidia-smi off PATH again."""
+    path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", os.pathsep.join([str(gpu_bin), path]))
+    assert coursectl("record", *lesson_ids, "-q").exit_code == 0
+    monkeypatch.setenv("PATH", path)
+
+
+def test_verify_offline_builds_every_architecture_and_passes(course, monkeypatch, gpu_bin, prebuilt, tmp_path):
+    made = course(["day16-tiled-matmul"])
+    record_then_unplug(made, monkeypatch, gpu_bin, "day16-tiled-matmul")
+    report = tmp_path / "offline.json"
+    result = coursectl("verify", "--all", "--offline", "--json", report)
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert table(seconds_masked(result.stdout), "verify --offline") == [
+        SUMMARY_HEADER, ["day16-tiled-matmul", "PASS", "-", GPU_SLUG, "-", "-", "T s"]]
+    [lesson] = json.loads(report.read_text())["results"]
+    assert [(b["arch"], b["command"][3], Path(b["binary"]).is_file()) for b in lesson["builds"]] == [
+        ("sm_90", "-arch=sm_90", True), ("sm_75", "-arch=sm_75", True)]
+    assert lesson["builds"][0]["binary"] == str(prebuilt["day16-tiled-matmul"])
+    assert (lesson["status"], lesson["reasons"], lesson["evidence"]) == ("PASS", [], GPU_SLUG)
+
+
+def test_verify_offline_fails_on_an_edited_evidence_transcript(course, monkeypatch, gpu_bin, prebuilt, tmp_path):
+    made = course(["day16-tiled-matmul"])
+    record_then_unplug(made, monkeypatch, gpu_bin, "day16-tiled-matmul")
+    transcript = made.evidence("day16-tiled-matmul") / "transcript.txt"
+    edit(transcript, "naive         0.025", "naive         0.020")
+    report = tmp_path / "offline.json"
+    result = coursectl("verify", "--all", "--offline", "-q", "--json", report)
+    assert result.exit_code == 1
+    assert statuses(result.stdout, "verify --offline") == {"day16-tiled-matmul": "FAIL"}
+    [lesson] = json.loads(report.read_text())["results"]
+    assert lesson["reasons"] == [f"evidence for nvidia-h200: {transcript}: transcript does not match the "
+                                 "sha256 in meta.json: it was edited after recording"]
+
+
+# -- reports -----------------------------------------------------------------------------------
+def test_json_and_junit_reports(course, fake_gpu, prebuilt, tmp_path):
+    made = course(["day13-shared-memory", "day16-tiled-matmul", "crash"])
+    assert coursectl("record", "day13-shared-memory", "day16-tiled-matmul", "-q").exit_code == 0
+    edit(made.transcript("day16-tiled-matmul"), "naive         0.025", "naive         0.100")
+    json_path, junit_path = tmp_path / "out" / "report.json", tmp_path / "out" / "report.xml"
+    result = coursectl("verify", "--all", "-q", "--json", json_path, "--junit", junit_path)
+    assert result.exit_code == 1
+
+    report = json.loads(json_path.read_text())
+    assert (report["command"], report["offline"], report["shard"]) == ("verify", False, None)
+    assert [(r["lesson"], r["status"], r["gpu"], r["evidence"]) for r in report["results"]] == [
+        ("day13-shared-memory", "PASS", GPU_SLUG, GPU_SLUG),
+        ("day16-tiled-matmul", "FAIL", GPU_SLUG, GPU_SLUG),
+        ("crash", "CRASH", GPU_SLUG, None)]
+    assert report["toolchain"]["gpus"][0]["uuid"] == GPU_UUID
+
+    suite = ET.parse(junit_path).getroot()
+    assert (suite.tag, suite.get("name"), suite.get("tests"), suite.get("failures"), suite.get("skipped")) == (
+        "testsuite", "coursectl verify", "3", "2", "0")
+    cases = suite.findall("testcase")
+    assert [(c.get("classname"), c.get("name")) for c in cases] == [
+        ("coursectl.nvidia-h200", "day13-shared-memory"), ("coursectl.nvidia-h200", "day16-tiled-matmul"),
+        ("coursectl.nvidia-h200", "crash")]
+    assert cases[0].find("failure") is None
+    assert cases[0].findtext("system-out") == (SEEDS / "shared_memory.txt").read_text()
+    failure = cases[1].find("failure")
+    moved = "1 field(s) differ from the nvidia-h200 evidence:"
+    assert (failure.get("type"), failure.get("message")) == ("FAIL", moved)
+    assert failure.text == (f"{moved}\n"
+                            "  cases[256x256x256/naive].ms [tolerance ±25% + ±0.003]: moved: evidence 0.025, "
+                            "now 0.1")
+    crash = cases[2].find("failure")
+    assert (crash.get("type"), crash.get("message")) == ("CRASH", f"$ {prebuilt['crash']}")
+
+
+def test_shards_partition_the_lessons_and_merge(course, fake_gpu, prebuilt, tmp_path):
+    course(["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul"])
+    first, second, merged = tmp_path / "1.json", tmp_path / "2.json", tmp_path / "merged.json"
+    assert coursectl("verify", "--all", "-q", "--shard", "1/2", "--json", first).exit_code == 0
+    assert coursectl("verify", "--all", "-q", "--shard", "2/2", "--json", second).exit_code == 0
+    one = json.loads(first.read_text())
+    two = json.loads(second.read_text())
+    assert (one["shard"], [r["lesson"] for r in one["results"]]) == ("1/2", ["day13-shared-memory",
+                                                                            "day16-tiled-matmul"])
+    assert (two["shard"], [r["lesson"] for r in two["results"]]) == ("2/2", ["day14-syncthreads"])
+
+    result = coursectl("report", "merge", first, second, "--json", merged)
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert statuses(result.stdout, "merged 2 reports") == {"day13-shared-memory": "NO_EVIDENCE",
+                                                           "day16-tiled-matmul": "NO_EVIDENCE",
+                                                           "day14-syncthreads": "NO_EVIDENCE"}
+    report = json.loads(merged.read_text())
+    assert (report["command"], sorted(r["lesson"] for r in report["results"])) == (
+        "report merge", ["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul"])
+
+
+def test_merging_a_report_with_itself_is_an_error(course, fake_gpu, prebuilt, tmp_path):
+    course(["day13-shared-memory"])
+    report = tmp_path / "1.json"
+    assert coursectl("verify", "--all", "-q", "--json", report).exit_code == 0
+    result = coursectl("report", "merge", report, report)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == ("coursectl: error: lesson 'day13-shared-memory' on nvidia-h200 appears in "
+                             "reports 1 and 2\n")
+
+
+def test_merging_a_file_that_is_not_a_report(tmp_path):
+    bogus = tmp_path / "bogus.json"
+    bogus.write_text('{"command": "verify"}')
+    result = coursectl("report", "merge", bogus)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (f"coursectl: error: {bogus}: not a coursectl JSON report: "
+                             "2 validation errors for VerifyReport\n")
+
+
+@pytest.mark.parametrize("shard, message", [("3/2", "--shard '3/2': K must be between 1 and N"),
+                                            ("half", "--shard 'half' must look like 2/4")])
+def test_bad_shard(course, fake_gpu, shard, message):
+    course(["day13-shared-memory"])
+    result = coursectl("verify", "--all", "--shard", shard)
+    assert (result.exit_code, result.stderr) == (2, f"coursectl: error: {message}\n")
+
+
+# -- compute-sanitizer passes --------------------------------------------------------------------
+DAY14_SANITIZERS = {"day14-syncthreads": {"memcheck": {},
+                                          "racecheck": {"findings": [{"kernel": "reverseTileRacy"}]}}}
+
+
+def test_sanitize_passes_on_the_recorded_race(course, fake_sanitizer, monkeypatch, prebuilt):
+    course(["day14-syncthreads"], sanitizers=DAY14_SANITIZERS)
+    monkeypatch.setenv("FAKE_SANITIZER_RACECHECK_LOG", str(SANITIZER_DATA / "syncthreads.racecheck.txt"))
+    result = coursectl("sanitize", "day14-syncthreads")
+    assert (result.exit_code, result.stderr) == (0, "")
+    out = lines(seconds_masked(result.stdout))
+    passes = [line for line in out if line.startswith("day14-syncthreads ")]
+    assert passes == ["day14-syncthreads memcheck: 0 finding(s) in no kernel, errors 0, T s: ok",
+                      "day14-syncthreads racecheck: 4 finding(s) in reverseTileRacy, errors 3, T s: ok"]
+    assert table(seconds_masked(result.stdout), "sanitize")[1] == [
+        "day14-syncthreads", "PASS", GPU_SLUG, "-", "-", "memcheck ok T s, racecheck ok T s", "T s"]
+    assert after(result.stdout, "sanitize") == []
+
+
+def test_sanitize_fails_when_the_race_is_not_found(course, fake_sanitizer, prebuilt):
+    course(["day14-syncthreads"], sanitizers=DAY14_SANITIZERS)
+    result = coursectl("sanitize", "day14-syncthreads")
+    assert result.exit_code == 1
+    passes = [line for line in lines(seconds_masked(result.stdout)) if line.startswith("day14-syncthreads ")]
+    assert passes[1] == "day14-syncthreads racecheck: 0 finding(s) in no kernel, errors 0, T s: FAIL"
+    assert statuses(result.stdout, "sanitize") == {"day14-syncthreads": "FAIL"}
+    assert after(result.stdout, "sanitize") == [
+        "day14-syncthreads: racecheck: expected a finding in reverseTileRacy, none reported"]
+
+
+def test_verify_memcheck_names_the_out_of_bounds_kernel(course, fake_sanitizer, monkeypatch, prebuilt, tmp_path):
+    course(["day16-tiled-matmul"], sanitizers={"day16-tiled-matmul": {"memcheck": {}}})
+    log = tmp_path / "oob.log"
+    log.write_text("========= ERROR SUMMARY: 29 errors\n")  # the last line of that run's log
+    monkeypatch.setenv("FAKE_SANITIZER_MEMCHECK_LOG", str(log))
+    monkeypatch.setenv("FAKE_SANITIZER_MEMCHECK_XML", str(SANITIZER_DATA / "oob.xml"))
+    result = coursectl("verify", "day16-tiled-matmul", "-q")
+    assert result.exit_code == 1
+    assert table(seconds_masked(result.stdout), "verify")[1] == [
+        "day16-tiled-matmul", "FAIL", GPU_SLUG, "-", "T s", "memcheck FAIL T s", "T s"]
+    assert after(result.stdout, "verify") == [
+        "day16-tiled-matmul: memcheck: unexpected error in wr at oob.cu:2 (28 reports): "
+        "Invalid __global__ write of size 4 bytes is out of bounds",
+        "day16-tiled-matmul: memcheck: unexpected API error: Program hit cudaErrorLaunchFailure (error 719) "
+        'due to "unspecified launch failure" on CUDA API call to cudaDeviceSynchronize.']
+
+
+def test_record_keeps_the_sanitizer_logs_with_the_evidence(course, fake_sanitizer, monkeypatch, prebuilt):
+    made = course(["day14-syncthreads"], sanitizers=DAY14_SANITIZERS)
+    recording = SANITIZER_DATA / "syncthreads.racecheck.txt"
+    monkeypatch.setenv("FAKE_SANITIZER_RACECHECK_LOG", str(recording))
+    result = coursectl("record", "--all", "-q")
+    assert result.exit_code == 0
+    evidence = made.evidence("day14-syncthreads")
+    assert sorted(p.name for p in evidence.iterdir()) == ["memcheck.log", "meta.json", "racecheck.log",
+                                                           "transcript.txt"]
+    clean = b"========= ERROR SUMMARY: 0 errors\n"
+    assert (evidence / "racecheck.log").read_bytes() == recording.read_bytes()
+    assert (evidence / "memcheck.log").read_bytes() == clean
+    assert json.loads((evidence / "meta.json").read_text())["files"] == {
+        "memcheck.log": hashlib.sha256(clean).hexdigest(),
+        "racecheck.log": hashlib.sha256(recording.read_bytes()).hexdigest()}
+
+    verified = coursectl("verify", "--all", "-q")
+    assert verified.exit_code == 0
+    assert statuses(verified.stdout) == {"day14-syncthreads": "PASS"}

@@ -1,0 +1,233 @@
+"""orchestrator.evidence: the store under evidence/<lesson>/<gpu>/, its checks and its atomic replace."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import SANITIZER_DATA, SEEDS
+from orchestrator import evidence as evidence_module
+from orchestrator.errors import EvidenceError
+from orchestrator.evidence import (
+    Evidence,
+    EvidenceMeta,
+    evidence_dir,
+    list_gpus,
+    load_evidence,
+    write_evidence,
+)
+from orchestrator.files import sha256_bytes
+
+LESSON = "day13-shared-memory"
+SLUG = "nvidia-h200"
+TRANSCRIPT = (SEEDS / "shared_memory.txt").read_text(encoding="utf-8")
+RACECHECK_LOG = (SANITIZER_DATA / "syncthreads.racecheck.txt").read_bytes()
+
+
+def make_meta(lesson: str = LESSON, slug: str = SLUG) -> EvidenceMeta:
+    return EvidenceMeta(
+        lesson=lesson, date="2026-11-29T14:00:00+00:00", gpu_name="NVIDIA H200", gpu_slug=slug,
+        compute_capability="9.0", driver_version="580.159.04", cuda_version="13.0",
+        nvcc_version="13.0.88", arch="sm_90", flags=["-std=c++17", "-O3"],
+        source_sha256="f" * 64, transcript_sha256="", wall_seconds=0.412, exit_status=0,
+        coursectl_version="0.1.0", sanitizer_version="2025.3.1.0")
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder`, by relative path, with its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_round_trip(tmp_path):
+    written = write_evidence(tmp_path, make_meta(), TRANSCRIPT, {"racecheck.log": RACECHECK_LOG})
+    directory = tmp_path / "evidence" / LESSON / SLUG
+    assert written == directory == evidence_dir(tmp_path, LESSON, SLUG)
+    assert sorted(p.name for p in directory.iterdir()) == ["meta.json", "racecheck.log", "transcript.txt"]
+    assert (directory / "transcript.txt").read_bytes() == TRANSCRIPT.encode()
+    assert (directory / "racecheck.log").read_bytes() == RACECHECK_LOG
+
+    expected = make_meta().model_copy(update={
+        "transcript_sha256": sha256_bytes(TRANSCRIPT.encode()),
+        "files": {"racecheck.log": sha256_bytes(RACECHECK_LOG)}})
+    assert json.loads((directory / "meta.json").read_text()) == expected.model_dump(mode="json")
+
+    loaded = load_evidence(tmp_path, LESSON, SLUG)
+    assert loaded == Evidence(meta=expected, transcript=TRANSCRIPT, directory=directory)
+    assert loaded.extra("racecheck.log") == RACECHECK_LOG.decode()
+    assert list_gpus(tmp_path, LESSON) == [SLUG]
+
+
+def test_nothing_recorded_is_none(tmp_path):
+    assert load_evidence(tmp_path, LESSON, SLUG) is None
+    assert list_gpus(tmp_path, LESSON) == []
+
+
+def test_list_gpus_only_counts_folders_with_metadata(tmp_path):
+    write_evidence(tmp_path, make_meta(slug="nvidia-h200"), TRANSCRIPT)
+    write_evidence(tmp_path, make_meta(slug="tesla-t4"), TRANSCRIPT)
+    (tmp_path / "evidence" / LESSON / "empty-gpu").mkdir()
+    assert list_gpus(tmp_path, LESSON) == ["nvidia-h200", "tesla-t4"]
+
+
+def test_rewrite_replaces_the_whole_set(tmp_path):
+    write_evidence(tmp_path, make_meta(), TRANSCRIPT, {"racecheck.log": RACECHECK_LOG})
+    directory = write_evidence(tmp_path, make_meta(), "second\n")
+    assert snapshot(directory).keys() == {"meta.json", "transcript.txt"}
+    assert load_evidence(tmp_path, LESSON, SLUG).transcript == "second\n"
+    assert sorted(p.name for p in directory.parent.iterdir()) == [SLUG]
+
+
+def test_hand_edited_transcript_is_refused(tmp_path):
+    directory = write_evidence(tmp_path, make_meta(), TRANSCRIPT)
+    transcript = directory / "transcript.txt"
+    transcript.write_text(TRANSCRIPT.replace("0.017", "0.016"))
+    with pytest.raises(EvidenceError) as caught:
+        load_evidence(tmp_path, LESSON, SLUG)
+    assert str(caught.value) == (f"{transcript}: transcript does not match the sha256 in meta.json: "
+                                 "it was edited after recording")
+    assert (caught.value.path, caught.value.line) == (str(transcript), None)
+    assert caught.value.hint == "re-record it on the GPU it names with `coursectl record LESSON`"
+
+
+def test_missing_transcript(tmp_path):
+    directory = write_evidence(tmp_path, make_meta(), TRANSCRIPT)
+    (directory / "transcript.txt").unlink()
+    with pytest.raises(EvidenceError) as caught:
+        load_evidence(tmp_path, LESSON, SLUG)
+    assert str(caught.value) == f"{directory / 'transcript.txt'}: metadata without its transcript"
+
+
+def test_edited_extra_file_is_refused(tmp_path):
+    directory = write_evidence(tmp_path, make_meta(), TRANSCRIPT, {"racecheck.log": RACECHECK_LOG})
+    (directory / "racecheck.log").write_bytes(RACECHECK_LOG + b"========= one more line\n")
+    with pytest.raises(EvidenceError) as caught:
+        load_evidence(tmp_path, LESSON, SLUG)
+    assert str(caught.value) == (f"{directory / 'racecheck.log'}: racecheck.log is missing or does not "
+                                 "match its sha256 in meta.json")
+
+
+def test_metadata_missing_a_field(tmp_path):
+    directory = write_evidence(tmp_path, make_meta(), TRANSCRIPT)
+    meta = json.loads((directory / "meta.json").read_text())
+    del meta["gpu_slug"]
+    (directory / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(EvidenceError) as caught:
+        load_evidence(tmp_path, LESSON, SLUG)
+    assert str(caught.value) == f"{directory / 'meta.json'}: corrupt metadata: gpu_slug: Field required"
+
+
+def test_metadata_with_a_wrong_type(tmp_path):
+    directory = write_evidence(tmp_path, make_meta(), TRANSCRIPT)
+    meta = json.loads((directory / "meta.json").read_text())
+    meta["wall_seconds"] = "fast"
+    (directory / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(EvidenceError) as caught:
+        load_evidence(tmp_path, LESSON, SLUG)
+    assert str(caught.value) == (f"{directory / 'meta.json'}: corrupt metadata: wall_seconds: "
+                                 "Input should be a valid number, unable to parse string as a number")
+
+
+def test_metadata_that_is_not_json_is_refused(tmp_path):
+    directory = write_evidence(tmp_path, make_meta(), TRANSCRIPT)
+    (directory / "meta.json").write_text("{not json")
+    with pytest.raises(EvidenceError) as caught:
+        load_evidence(tmp_path, LESSON, SLUG)
+    assert caught.value.path == str(directory / "meta.json")
+    assert caught.value.message.startswith("corrupt metadata: ")
+    assert "Invalid JSON: key must be a string at line 1 column 2" in caught.value.message
+
+
+def test_metadata_that_is_not_json_reads_cleanly(tmp_path):
+    directory = write_evidence(tmp_path, make_meta(), TRANSCRIPT)
+    (directory / "meta.json").write_text("{not json")
+    with pytest.raises(EvidenceError) as caught:
+        load_evidence(tmp_path, LESSON, SLUG)
+    assert str(caught.value) == (f"{directory / 'meta.json'}: corrupt metadata: "
+                                 "Invalid JSON: key must be a string at line 1 column 2")
+
+
+def test_metadata_for_another_lesson(tmp_path):
+    write_evidence(tmp_path, make_meta(lesson="day14-syncthreads"), TRANSCRIPT)
+    source = tmp_path / "evidence" / "day14-syncthreads" / SLUG
+    target = tmp_path / "evidence" / LESSON / SLUG
+    target.parent.mkdir(parents=True)
+    os.rename(source, target)
+    with pytest.raises(EvidenceError) as caught:
+        load_evidence(tmp_path, LESSON, SLUG)
+    assert str(caught.value) == (f"{target / 'meta.json'}: meta.json says lesson 'day14-syncthreads' on "
+                                 f"'nvidia-h200' but lies in {LESSON}/{SLUG}")
+
+
+def test_metadata_for_another_gpu(tmp_path):
+    write_evidence(tmp_path, make_meta(slug="tesla-t4"), TRANSCRIPT)
+    base = tmp_path / "evidence" / LESSON
+    os.rename(base / "tesla-t4", base / SLUG)
+    with pytest.raises(EvidenceError) as caught:
+        load_evidence(tmp_path, LESSON, SLUG)
+    assert str(caught.value) == (f"{base / SLUG / 'meta.json'}: meta.json says lesson {LESSON!r} on "
+                                 f"'tesla-t4' but lies in {LESSON}/{SLUG}")
+
+
+# -- interrupted writes ----------------------------------------------------------------
+@pytest.mark.parametrize("fail_at", [1, 2, 3])
+def test_interrupted_write_leaves_the_old_evidence(tmp_path, monkeypatch, fail_at):
+    """Ctrl-C while the new set is being staged (transcript, extra file, metadata)."""
+    directory = write_evidence(tmp_path, make_meta(), TRANSCRIPT, {"racecheck.log": RACECHECK_LOG})
+    before = snapshot(tmp_path)
+    real_write = evidence_module.atomic_write
+    calls = []
+
+    def failing_write(path, data):
+        calls.append(Path(path).name)
+        if len(calls) == fail_at:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_bytes(b"half")  # a half-written file the interrupt leaves behind
+            raise KeyboardInterrupt
+        real_write(path, data)
+
+    monkeypatch.setattr(evidence_module, "atomic_write", failing_write)
+    with pytest.raises(KeyboardInterrupt):
+        write_evidence(tmp_path, make_meta(), "new transcript\n", {"racecheck.log": b"new log\n"})
+    assert calls == ["transcript.txt", "racecheck.log", "meta.json"][:fail_at]
+    assert snapshot(tmp_path) == before
+    assert sorted(p.name for p in directory.parent.iterdir()) == [SLUG]
+    assert load_evidence(tmp_path, LESSON, SLUG).transcript == TRANSCRIPT
+
+
+def test_interrupt_between_the_renames_is_recovered_on_load(tmp_path, monkeypatch):
+    """Old set moved aside, new one not yet in place: load_evidence puts the old one back."""
+    directory = write_evidence(tmp_path, make_meta(), TRANSCRIPT, {"racecheck.log": RACECHECK_LOG})
+    before = snapshot(directory)
+    real_rename = os.rename
+    renames = []
+
+    def failing_rename(source, target):
+        renames.append((Path(source).name, Path(target).name))
+        if len(renames) == 2:
+            raise KeyboardInterrupt
+        real_rename(source, target)
+
+    monkeypatch.setattr(evidence_module.os, "rename", failing_rename)
+    with pytest.raises(KeyboardInterrupt):
+        write_evidence(tmp_path, make_meta(), "new transcript\n")
+    monkeypatch.undo()
+    assert renames == [(SLUG, f".{SLUG}.old"), (f".{SLUG}.new-{os.getpid()}", SLUG)]
+    assert sorted(p.name for p in directory.parent.iterdir()) == [f".{SLUG}.old"]
+
+    loaded = load_evidence(tmp_path, LESSON, SLUG)
+    assert loaded.transcript == TRANSCRIPT
+    assert snapshot(directory) == before
+    assert sorted(p.name for p in directory.parent.iterdir()) == [SLUG]
+
+
+def test_a_stale_staging_folder_is_replaced(tmp_path):
+    """A staging folder an earlier killed process left (same pid) does not leak into the new set."""
+    stale = tmp_path / "evidence" / LESSON / f".{SLUG}.new-{os.getpid()}"
+    stale.mkdir(parents=True)
+    (stale / "leftover.txt").write_text("from a killed run\n")
+    directory = write_evidence(tmp_path, make_meta(), TRANSCRIPT)
+    assert snapshot(directory).keys() == {"meta.json", "transcript.txt"}
+    assert sorted(p.name for p in directory.parent.iterdir()) == [SLUG]

@@ -1,0 +1,205 @@
+"""orchestrator.process.run_command against stand-in lessons that exit, fail, hang, crash and flood."""
+
+from __future__ import annotations
+
+import _thread
+import os
+import shlex
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import SEEDS, is_gone
+from orchestrator.process import DEFAULT_OUTPUT_LIMIT, CommandResult, run_command, tail_lines
+
+GPU_LINE = b"GPU: NVIDIA H200 (compute capability 9.0)\n"
+CUDA_ERROR = (b"CUDA error at shared_memory.cu:142: cudaMalloc(&d_in, bytes): "
+              b"out of memory (cudaErrorMemoryAllocation)\n")
+HANG_OUTPUT = b"GPU: NVIDIA H200 (compute capability 9.0)\nMatrix: 2003 x 3001 floats, 22.9 MiB"
+
+
+def test_exit_status_and_stdout(standin):
+    seed = SEEDS / "syncthreads.txt"
+    result = run_command([standin["replay"], seed, "3"], timeout=30)
+    assert result.argv == [str(standin["replay"]), str(seed), "3"]
+    assert (result.returncode, result.signal, result.timed_out, result.ok) == (3, None, False, False)
+    assert result.stdout == seed.read_bytes()
+    assert result.stderr == b""
+    assert (result.stdout_truncated, result.stderr_truncated) == (False, False)
+
+
+def test_exit_zero_is_ok(standin):
+    seed = SEEDS / "shared_memory.txt"
+    result = run_command([standin["replay"], seed], timeout=30)
+    assert (result.returncode, result.signal, result.timed_out, result.ok) == (0, None, False, True)
+    assert result.stdout == seed.read_bytes()
+
+
+def test_stdout_and_stderr_are_kept_apart(standin):
+    result = run_command([standin["fail"]], timeout=30)
+    assert (result.returncode, result.ok) == (1, False)
+    assert result.stdout == GPU_LINE
+    assert result.stderr == CUDA_ERROR
+
+
+def test_environment_is_added_to_the_callers(monkeypatch):
+    monkeypatch.setenv("COURSECTL_TEST_INHERITED", "kept")
+    code = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], os.environ['COURSECTL_TEST_INHERITED'])"
+    result = run_command([sys.executable, "-c", code], timeout=30,
+                         env={"CUDA_VISIBLE_DEVICES": "GPU-00000000-test"})
+    assert result.stdout == b"GPU-00000000-test kept\n"
+
+
+def test_cwd(tmp_path):
+    result = run_command([sys.executable, "-c", "import os; print(os.getcwd())"], timeout=30, cwd=tmp_path)
+    assert result.stdout == f"{tmp_path.resolve()}\n".encode()
+
+
+def test_no_shell_arguments_arrive_intact(standin, tmp_path):
+    """Spaces, quotes and `$(...)` reach the program as they are; nothing is run by a shell."""
+    awkward = tmp_path / "a b $(touch X) 'single' \"double\" `touch Y`; | & *.txt"
+    awkward.write_bytes(b"replayed\n")
+    result = run_command([standin["replay"], awkward], timeout=30, cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (0, b"replayed\n", b"")
+
+    args = ["$(touch X)", "a b", "it's \"quoted\"", "`touch Y`", ";", "|", "*"]
+    echo = [sys.executable, "-c", "import sys; print(repr(sys.argv[1:]))"]
+    result = run_command([*echo, *args], timeout=30, cwd=tmp_path)
+    assert result.stdout.decode() == repr(args) + "\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [awkward.name]
+
+
+def test_command_is_shell_quoted_for_pasting():
+    argv = ["nvcc", '-DGREETING="a b $(touch X)"', "-o", "out dir/bin", "x.cu"]
+    result = CommandResult(argv=argv, returncode=0)
+    assert result.command == """nvcc '-DGREETING="a b $(touch X)"' -o 'out dir/bin' x.cu"""
+    assert shlex.split(result.command) == argv
+
+
+def test_timeout_kills_the_whole_group_and_keeps_partial_output(standin, tmp_path):
+    pid_file = tmp_path / "child.pid"
+    started = time.monotonic()
+    result = run_command([standin["hang"], pid_file], timeout=0.5)
+    elapsed = time.monotonic() - started
+    child = int(pid_file.read_text())
+    assert (result.timed_out, result.returncode, result.signal, result.ok) == (True, None, signal.SIGTERM, False)
+    assert result.stdout == HANG_OUTPUT
+    assert result.stderr == f"child {child}\n".encode()
+    assert 0.5 <= result.seconds <= elapsed < 5
+    assert is_gone(child), f"the forked child {child} outlived the timeout"
+
+
+def interrupt_run(hang: Path, pid_file: Path) -> float:
+    """Run the hang stand-in and press Ctrl-C once it has started; return the seconds it took."""
+    def interrupt_when_started():
+        deadline = time.monotonic() + 10
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.1)
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupt_when_started, daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_command([hang, pid_file], timeout=30)
+    return time.monotonic() - started
+
+
+def test_ctrl_c_stops_the_group_and_is_raised_again(standin, tmp_path):
+    pid_file = tmp_path / "child.pid"
+    assert interrupt_run(standin["hang"], pid_file) < 10
+    assert is_gone(int(pid_file.read_text()))
+
+
+def test_ctrl_c_forgets_the_stopped_child(standin, tmp_path):
+    from orchestrator import process
+
+    interrupt_run(standin["hang"], tmp_path / "child.pid")
+    assert process._LIVE == set()
+
+
+def test_signal_is_reported(standin):
+    result = run_command([standin["crash"]], timeout=30)
+    assert (result.returncode, result.signal, result.timed_out, result.ok) == (-6, signal.SIGABRT, False, False)
+    assert result.stdout == GPU_LINE
+
+
+@pytest.mark.parametrize("limit", [1 << 20, DEFAULT_OUTPUT_LIMIT])
+def test_output_is_bounded(standin, limit):
+    result = run_command([standin["flood"]], timeout=60, output_limit=limit)
+    line = b"x" * 63 + b"\n"
+    assert (result.returncode, result.stdout_truncated, result.stderr_truncated) == (0, True, False)
+    assert len(result.stdout) == limit
+    assert result.stdout == line * (limit // 64)
+
+
+def test_output_under_the_limit_is_not_marked_cut(standin):
+    seed = SEEDS / "shared_memory.txt"
+    size = len(seed.read_bytes())
+    result = run_command([standin["replay"], seed], timeout=30, output_limit=size)
+    assert (result.stdout, result.stdout_truncated) == (seed.read_bytes(), False)
+
+
+def test_garbage_bytes_are_kept_as_bytes(standin):
+    result = run_command([standin["garbage"]], timeout=30)
+    assert result.returncode == 0
+    assert result.stdout == (GPU_LINE + bytes(range(256))
+                             + b"\xc3\x28 \xa0\xa1 \xe2\x28\xa1 \xf0\x28\x8c\xbc \xff\xfe\n")
+
+
+# -- describe(): the one shape of a failed command -------------------------------------
+def test_describe_exit_status_with_both_tails(standin):
+    result = run_command([standin["fail"]], timeout=30)
+    assert result.describe() == (
+        f"$ {standin['fail']}\n"
+        "exit status 1\n"
+        "stdout (last lines):\n"
+        "GPU: NVIDIA H200 (compute capability 9.0)\n"
+        "stderr (last lines):\n"
+        "CUDA error at shared_memory.cu:142: cudaMalloc(&d_in, bytes): "
+        "out of memory (cudaErrorMemoryAllocation)")
+
+
+def test_describe_signal(standin):
+    result = run_command([standin["crash"]], timeout=30)
+    assert result.describe() == (f"$ {standin['crash']}\n"
+                                 "killed by signal 6 (SIGABRT)\n"
+                                 "stdout (last lines):\n"
+                                 "GPU: NVIDIA H200 (compute capability 9.0)")
+
+
+def test_describe_timeout(standin):
+    result = run_command([standin["hang"]], timeout=0.3)
+    child = result.stderr.decode().split()[1]
+    assert result.describe() == (f"$ {standin['hang']}\n"
+                                 "timed out\n"
+                                 "stdout (last lines):\n"
+                                 "GPU: NVIDIA H200 (compute capability 9.0)\n"
+                                 "Matrix: 2003 x 3001 floats, 22.9 MiB\n"
+                                 "stderr (last lines):\n"
+                                 f"child {child}")
+
+
+def test_describe_keeps_the_last_twelve_lines_and_quotes_the_command(standin, tmp_path):
+    seed = tmp_path / "syncthreads transcript.txt"
+    seed.write_bytes((SEEDS / "syncthreads.txt").read_bytes())
+    result = run_command([standin["replay"], seed, "2"], timeout=30)
+    lines = (SEEDS / "syncthreads.txt").read_text().rstrip("\n").splitlines()
+    assert result.describe() == "\n".join([
+        f"$ {standin['replay']} '{seed}' 2",
+        "exit status 2",
+        "stdout (last lines):",
+        *lines[-12:]])
+
+
+def test_describe_without_output():
+    result = CommandResult(argv=["true"], returncode=0)
+    assert result.describe() == "$ true\nexit status 0"
+
+
+def test_tail_lines_replaces_bytes_that_are_not_utf8():
+    assert tail_lines(b"one\ntwo\xff\nthree\n", count=2) == "two\ufffd\nthree"
