@@ -354,6 +354,31 @@ def _skip_plain_runner():
     return runner
 
 
+@app.command()
+@handle_errors
+def render(check: bool = typer.Option(False, "--check", help="Write nothing; print a diff of every file that "
+                                      "would change and exit 1 if any would (for CI)."),
+           manifest_path: Path = ManifestOpt) -> None:
+    """Regenerate the lesson pages, the README's lessons table and the sources' Build/Run/Verified lines."""
+    from .render import diff_pages, render_all, write_pages
+
+    pages = render_all(load_manifest(manifest_path))
+    if check:
+        diff = diff_pages(pages)
+        if diff:
+            typer.echo(diff, nl=False)
+            err_console.print(f"coursectl: {sum(p.changed for p in pages)} page(s) are stale; "
+                              f"run `coursectl render`", markup=False)
+            raise typer.Exit(1)
+        console.print("every page is up to date")
+        return
+    written = write_pages(pages)
+    for page in written:
+        console.print(f"wrote {page.name}", markup=False)
+    if not written:
+        console.print("every page is up to date")
+
+
 @report_app.command("merge")
 @handle_errors
 def report_merge(reports: List[Path] = typer.Argument(..., help="JSON reports of the shards."),

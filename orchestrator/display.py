@@ -121,14 +121,16 @@ def print_claims(console: Console, result: LessonResult) -> None:
 def print_summary(console: Console, results: list[LessonResult], title: str) -> None:
     table = Table(title=title, title_justify="left", show_edge=False)
     for column in ("lesson", "status", "gpu", "evidence", "run", "sanitizers", "total"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=column in ("lesson", "status"))
     for r in results:
-        passes = ", ".join(f"{p['tool']} {'ok' if not p['problems'] else 'FAIL'} {p['seconds']:.1f} s"
+        passes = ", ".join(f"{p['tool']} {'ok' if not p['problems'] else 'FAIL'} "
+                           + (f"{p['seconds']:.1f} s" if p["command"] else "(recorded)")
                            for p in r.sanitizers)
         run = f"{r.run.seconds:.2f} s" if r.run else "-"
+        total = f"{r.seconds:.2f} s" if r.seconds else "-"
         status = r.status.value + (" (recorded)" if r.recorded else "")
         table.add_row(Text(r.lesson), Text(status, style=STATUS_STYLE[r.status]), r.gpu or "-",
-                      r.evidence or "-", run, passes or "-", f"{r.seconds:.2f} s")
+                      r.evidence or "-", run, passes or "-", total)
     console.print(table)
     for r in results:
         for reason in r.reasons:

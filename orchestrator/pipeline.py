@@ -529,6 +529,36 @@ def compare_build_evidence(manifest: Manifest, lesson: Lesson, build: BuildResul
         out.notes.append(f"build evidence (nvcc {old.nvcc_version} -> {new.nvcc_version}): " + "; ".join(notes))
 
 
+def judge_recorded_passes(manifest: Manifest, lesson: Lesson, evidence, out: LessonResult) -> list[dict]:
+    """Re-judge the sanitizer reports recorded with the evidence against today's expectations."""
+    from .sanitizer import Expectation, Tool, build_report, judge
+
+    passes = []
+    slug = evidence.meta.gpu_slug
+    for tool, spec in manifest.sanitizers(lesson).items():
+        log = evidence.directory / f"{tool}.log"
+        if not log.exists():
+            out.notes.append(f"{slug}: no recorded {tool} report; record on a GPU to add one")
+            continue
+        xml = evidence.directory / f"{tool}.xml"
+        try:
+            report = build_report(Tool(tool), 0, log.read_text(errors="replace"),
+                                  xml.read_text(errors="replace") if xml.exists() else None,
+                                  version=evidence.meta.sanitizer_version, log_path=log, xml_path=xml)
+            expectation = Expectation(tool=Tool(tool), findings=resolve_snippets(manifest, lesson, spec.findings),
+                                      allow_other=spec.allow_other)
+            problems = judge(report, expectation)
+        except CoursectlError as exc:
+            problems = [str(exc)]
+        out.reasons += [f"{slug}: recorded {p}" for p in problems]
+        passes.append(PassResult(tool=tool, command=[], seconds=0.0, exit_status=None,
+                                 errors=report.summary.errors if not problems or 'report' in dir() else None,
+                                 findings=len(report.findings),
+                                 kernels=sorted({f.kernel for f in report.findings if f.kernel}),
+                                 problems=problems).model_dump(mode="json"))
+    return passes
+
+
 def _judge_evidence(manifest: Manifest, lesson: Lesson, out: LessonResult) -> None:
     """Parse each GPU's evidence, check its gates, and check exact fields agree across GPUs."""
     parsed: dict[str, list] = {}
@@ -556,6 +586,9 @@ def _judge_evidence(manifest: Manifest, lesson: Lesson, out: LessonResult) -> No
                 text = f"{slug}: {claim.kind} {claim.id!r} failed: " + "; ".join(claim.failures[:3])
                 (out.reasons if claim.kind == "gate" else out.notes).append(text)
         parsed[slug] = list(flatten(lesson.output.items, transcript.scope))
+        out.sanitizers += judge_recorded_passes(manifest, lesson, evidence, out)
+        out.reasons += [f"{slug}: {problem}" for problem in check_plausibility(
+            parsed[slug], evidence.meta.peak_gbps, evidence.meta.peak_fp32_gflops)]
     slugs = list(parsed)
     for other in slugs[1:]:
         fields = compare_fields(parsed[other], parsed[slugs[0]], same_gpu=False)

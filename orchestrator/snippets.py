@@ -28,10 +28,14 @@ class Snippet(BaseModel):
     text: str
 
 
-def extract_snippets(path: Path, display: str | None = None) -> dict[str, Snippet]:
-    """Every snippet of a source file; TemplateError names file:line of a bad marker."""
+def extract_snippets(path: Path, display: str | None = None, text: str | None = None) -> dict[str, Snippet]:
+    """Every snippet of a source file; TemplateError names file:line of a bad marker.
+
+    `text`, when given, is read instead of the file: render passes the source
+    as it will be once its header lines are rewritten, so line numbers agree.
+    """
     shown = display or str(path)
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    lines = (Path(path).read_text(encoding="utf-8") if text is None else text).splitlines()
     open_: list[tuple[str, int]] = []
     found: dict[str, Snippet] = {}
     for number, line in enumerate(lines, 1):

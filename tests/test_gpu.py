@@ -19,3 +19,46 @@ def test_every_lesson_passes_verify():
                      sanitize_step=make_sanitize_step(manifest, tc, options))
     assert {r.lesson: r.status for r in results} == {l.id: Status.PASS for l in manifest.lessons}, \
         "\n".join(f"{r.lesson}: {x}" for r in results for x in r.reasons)
+
+
+def _fault_course(tmp_path, name: str, timeout: float):
+    import shutil
+
+    import yaml
+
+    source = ROOT / "tests" / "data" / "gpu" / f"{name}.cu"
+    shutil.copy(source, tmp_path / source.name)
+    (tmp_path / "lessons.yaml").write_text(yaml.safe_dump({
+        "version": 1, "architectures": ["sm_90"], "defaults": {"sanitizers": {}},
+        "lessons": [{"id": name.replace("_", "-"), "day": 0, "title": name, "source": source.name,
+                     "timeout": timeout,
+                     "output": {"items": [{"line": "launching {what}"},
+                                          {"line": "returned{rest}", "optional": True}]}}]}))
+    return load_manifest(tmp_path / "lessons.yaml")
+
+
+@pytest.mark.gpu
+def test_a_kernel_that_never_ends_is_killed_at_its_timeout(tmp_path, monkeypatch):
+    import subprocess
+
+    monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
+    manifest = _fault_course(tmp_path, "spin_forever", timeout=5)
+    [result] = verify(manifest, manifest.lessons, discover(), Options(jobs=1))
+    print(result.status.value, result.reasons)
+    assert result.status is Status.TIMEOUT
+    assert result.reasons[0].startswith("killed after ")
+    assert "launching a kernel that waits for a flag nobody sets" in result.reasons[0]
+    left = subprocess.run(["pgrep", "-f", "spin_forever"], capture_output=True, text=True).stdout.split()
+    assert left == []
+
+
+@pytest.mark.gpu
+def test_a_kernel_that_faults_fails_with_the_cuda_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
+    manifest = _fault_course(tmp_path, "illegal_address", timeout=20)
+    [result] = verify(manifest, manifest.lessons, discover(), Options(jobs=1))
+    text = "\n".join(result.reasons)
+    print(result.status.value, text)
+    assert result.status is Status.FAIL
+    assert "exit status 1" in text
+    assert "CUDA error: an illegal memory access was encountered" in text

@@ -1,0 +1,770 @@
+"""The renderer: lesson pages, the README's lessons table and the sources' header lines.
+
+Everything is computed before anything is written: `render_all` returns every
+page with its old and new text, `diff_pages` shows what would change and
+`write_pages` writes the changed ones, each through `atomic_write`. A page
+depends only on the manifest, the templates, the sources, the prose and the
+evidence (dates come from the evidence), so rendering twice gives the same
+bytes.
+
+Templates are Jinja2 with StrictUndefined. A lesson's page comes from
+templates/lessons/<id>.md.j2 when that exists (it extends lesson.md.j2 and
+names the snippets it shows), otherwise from templates/lesson.md.j2.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import json
+import math
+import os
+import re
+import shlex
+import textwrap
+from pathlib import Path
+from typing import Any, Callable
+
+import jinja2
+from pydantic import BaseModel
+
+from .build import display_command
+from .claims import ClaimResult, evaluate_claims
+from .errors import TemplateError
+from .evidence import Evidence, build_evidence_path, list_gpus, load_build_evidence, load_evidence
+from .files import atomic_write
+from .manifest import Lesson, Manifest, SanitizerPass
+from .sanitizer import Expectation, Finding, Report, Tool, build_report, judge
+from .schema import SectionItem, TableItem
+from .snippets import Snippet, extract_snippets
+from .transcript import flatten, parse_transcript
+
+TEMPLATES = "templates"
+LESSON_TEMPLATE = "lesson.md.j2"
+INDEX_TEMPLATE = "index.md.j2"
+INDEX_FILE = "README.md"
+INDEX_BEGIN = "<!-- lessons:begin -->"
+INDEX_END = "<!-- lessons:end -->"
+
+# Compiler Explorer: the compiler and architecture its links ask for.
+GODBOLT_URL = "https://godbolt.org/clientstate/"
+GODBOLT_COMPILER = "nvcc130"
+GODBOLT_ARCH = "sm_90"
+
+# The source header lines render owns; evidence.lesson_digest leaves out the same lines.
+HEADER_LINE = re.compile(r"^//\s*(Build:|Run:|Verified\b)")
+NO_EVIDENCE_LINE = "// Verified: no evidence recorded yet."
+
+
+class Page(BaseModel):
+    """One file render owns (or owns part of): its text now (None if absent) and as rendered."""
+
+    path: Path        # absolute
+    name: str         # relative to the course root, for diffs and listings
+    old: str | None
+    new: str
+
+    @property
+    def changed(self) -> bool:
+        return self.old != self.new
+
+
+# -- what a page shows -----------------------------------------------------------------
+class GpuEvidence(BaseModel):
+    """One GPU's evidence for a lesson, as a page shows it."""
+
+    slug: str
+    name: str
+    compute_capability: str
+    date: str                 # YYYY-MM-DD, from the evidence
+    arch: str
+    provenance: str           # NVIDIA H200 (compute capability 9.0), driver ..., CUDA ..., nvcc ...
+    transcript: str
+    transcript_path: str      # relative to the course root
+    transcript_link: str      # relative to the page
+    sanitizer_version: str | None = None
+    build_evidence: str = ""  # ptxas' report for `arch`, relative to the course root
+    unchecked: list[str] = [] # claims not judged here: those over ptxas' report, without it
+
+
+class Figure(BaseModel):
+    """A field with a unit (time, GB/s, GFLOP/s), one value per GPU."""
+
+    path: str
+    keys: list[tuple[str, str]]          # (key column, value), outermost first
+    section_keys: list[tuple[str, str]]  # the part of `keys` that names a section block
+    field: str
+    label: str
+    unit: str
+    values: dict[str, float | int | None]
+    shown: dict[str, str] = {}           # as the table prints them, one precision per field
+
+    @property
+    def where(self) -> str:
+        return " / ".join(value for _, value in self.keys)
+
+    @property
+    def what(self) -> str:
+        return f"{self.label} ({self.unit})"
+
+
+class FigureTable(BaseModel):
+    """The figures pivoted: a row per table row (case / kernel), a column per figure and GPU."""
+
+    where_header: str | None
+    header: list[str]
+    rows: list[tuple[str, list[str]]]
+
+
+class Chart(BaseModel):
+    """A Mermaid xychart-beta bar chart."""
+
+    title: str
+    horizontal: bool
+    labels: list[str]
+    axis: str
+    top: str
+    values: list[str]
+
+
+class ClaimRow(BaseModel):
+    id: str
+    kind: str
+    says: str
+    expression: str
+    each: str | None
+    where: str | None
+    results: dict[str, ClaimResult]   # GPU slug -> result
+
+
+class SanitizerRow(BaseModel):
+    tool: str
+    expects: str                      # Markdown
+    gpu: str | None                   # None: no evidence yet
+    recorded: bool = False
+    findings: str = ""
+    kernels: list[str] = []
+    places: list[str] = []            # Markdown, file:line linked to the source
+    verdict: str = ""
+
+
+class LessonModel(BaseModel):
+    """Everything a lesson page and its index row show."""
+
+    lesson: Lesson
+    page: str                         # relative to the course root
+    source_name: str
+    source_link: str                  # relative to the page
+    template: str                     # the template's name under templates/
+    banner: str
+    prose: str | None
+    arch: str
+    arch_from: str | None             # the GPU the architecture comes from, None: lessons.yaml
+    build: str
+    run: str
+    sanitizer_build: str | None
+    sanitizer_runs: list[str]
+    godbolt: str
+    godbolt_options: str
+    gpus: list[GpuEvidence]
+    snippets: dict[str, Snippet]
+    figures: list[Figure]
+    figure_table: FigureTable
+    charts: list[Chart]
+    claims: list[ClaimRow]
+    sanitizers: list[SanitizerRow]
+    source_new: str
+    source_old: str
+
+
+# -- the API ---------------------------------------------------------------------------
+def render_all(manifest: Manifest, templates: Path | None = None) -> list[Page]:
+    """Every page render owns, old and new text, in a fixed order; nothing is written.
+
+    Per lesson: its README.md and its source (whose Build/Run/Verified lines
+    follow the manifest and the evidence); then the top README.md, whose text
+    between the lessons markers is the course index.
+    """
+    root = manifest.root
+    folder = Path(templates) if templates is not None else root / TEMPLATES
+    env = _environment(folder)
+    pages: list[Page] = []
+    models: list[LessonModel] = []
+    for lesson in manifest.lessons:
+        model = _lesson_model(manifest, lesson, folder)
+        text = _render(env, folder, root, model.template, _lesson_context(model))
+        page_path = root / model.page
+        pages.append(Page(path=page_path, name=model.page, old=_read(page_path),
+                          new=_with_banner(model.banner, text)))
+        source = manifest.source_path(lesson)
+        pages.append(Page(path=source, name=lesson.source.as_posix(), old=model.source_old,
+                          new=model.source_new))
+        models.append(model)
+    pages.append(_index_page(manifest, env, folder, models))
+    return pages
+
+
+def diff_pages(pages: list[Page]) -> str:
+    """A unified diff of every page that would change; empty when all are up to date."""
+    out: list[str] = []
+    for page in pages:
+        if not page.changed:
+            continue
+        before = "/dev/null" if page.old is None else f"a/{page.name}"
+        for line in difflib.unified_diff((page.old or "").splitlines(keepends=True),
+                                         page.new.splitlines(keepends=True), before, f"b/{page.name}"):
+            out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def write_pages(pages: list[Page]) -> list[Page]:
+    """Write the pages that changed, each atomically; return them."""
+    written = [page for page in pages if page.changed]
+    for page in written:
+        atomic_write(page.path, page.new)
+    return written
+
+
+# -- one lesson ------------------------------------------------------------------------
+def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> LessonModel:
+    root = manifest.root
+    page_rel = f"lessons/{lesson.id}/README.md"
+    page_dir = (root / page_rel).parent
+    source_path = manifest.source_path(lesson)
+    source_rel = lesson.source.as_posix()
+
+    evidence = [e for e in (load_evidence(root, lesson.id, slug) for slug in list_gpus(root, lesson.id))
+                if e is not None]
+    gpus = [_gpu(root, page_dir, e) for e in evidence]
+    arch = gpus[0].arch if gpus else manifest.architectures[0]
+
+    build = shlex.join(display_command(manifest, lesson, arch))
+    run = shlex.join([f"./{lesson.binary_name}", *lesson.args])
+    verified = [f"// Verified {g.date} on {g.provenance}. Transcript: {g.transcript_path}" for g in gpus]
+    source_old = source_path.read_text(encoding="utf-8")
+    source_new = rewrite_header(source_old, [f"// Build: {build}", f"// Run:   {run}",
+                                             *(verified or [NO_EVIDENCE_LINE])])
+    snippets = extract_snippets(source_path, source_rel, text=source_new)
+
+    passes = manifest.sanitizers(lesson)
+    sanitizer_build = shlex.join(display_command(manifest, lesson, arch, "lineinfo")) if passes else None
+    sanitizer_runs = [shlex.join(["compute-sanitizer", "--tool", tool, *spec.args,
+                                  f"./{lesson.binary_name}", *lesson.args])
+                      for tool, spec in passes.items()]
+
+    options = " ".join([*manifest.flags(lesson), f"-arch={GODBOLT_ARCH}"])
+    godbolt = godbolt_link(_without_verified(source_new), options)
+
+    parsed = {e.meta.gpu_slug: parse_transcript(lesson.output, e.transcript,
+                                                _relative(e.directory / "transcript.txt", root))
+              for e in evidence}
+    figures = _figures(lesson, parsed)
+    claims = [ClaimRow(id=c.id, kind=c.kind, says=c.says, expression=c.expression, each=c.each,
+                       where=c.where, results={}) for c in lesson.claims]
+    for item in evidence:
+        # Claims over ptxas' report are judged only where build evidence for that architecture exists.
+        built = load_build_evidence(root, lesson.id, item.meta.arch)
+        resources = built.kernels if built is not None else None
+        results = evaluate_claims(lesson.output, parsed[item.meta.gpu_slug], lesson.claims, resources)
+        by_id = {result.id: result for result in results}
+        for row in claims:
+            if row.id in by_id:
+                row.results[item.meta.gpu_slug] = by_id[row.id]
+    for gpu in gpus:
+        gpu.unchecked = [row.id for row in claims if gpu.slug not in row.results]
+
+    own = f"lessons/{lesson.id}.md.j2"
+    template = own if (templates / own).is_file() else LESSON_TEMPLATE
+    used = [f"{TEMPLATES}/{own}"] if template == own else []
+    inputs = [*used, f"{TEMPLATES}/{LESSON_TEMPLATE}", _relative(manifest.path.resolve(), root)]
+    if lesson.prose is not None:
+        inputs.append(lesson.prose.as_posix())
+    inputs += [source_rel, f"evidence/{lesson.id}/"]
+
+    return LessonModel(
+        lesson=lesson, page=page_rel, source_name=source_path.name,
+        source_link=_link(source_path, page_dir), template=template,
+        banner=banner(inputs, "this file"),
+        prose=(root / lesson.prose).read_text(encoding="utf-8").strip() if lesson.prose else None,
+        arch=arch, arch_from=gpus[0].name if gpus else None, build=build, run=run,
+        sanitizer_build=sanitizer_build, sanitizer_runs=sanitizer_runs,
+        godbolt=godbolt, godbolt_options=options, gpus=gpus, snippets=snippets, figures=figures,
+        figure_table=_figure_table(figures, gpus), charts=_charts(figures, gpus),
+        claims=claims, sanitizers=_sanitizer_rows(manifest, lesson, passes, evidence, snippets,
+                                                   source_path.name, _link(source_path, page_dir)),
+        source_new=source_new, source_old=source_old)
+
+
+def _gpu(root: Path, page_dir: Path, evidence: Evidence) -> GpuEvidence:
+    meta = evidence.meta
+    parts = [f"{meta.gpu_name} (compute capability {meta.compute_capability})"]
+    for what, value in (("driver", meta.driver_version), ("CUDA", meta.cuda_version),
+                        ("nvcc", meta.nvcc_version)):
+        if value:
+            parts.append(f"{what} {value}")
+    transcript = evidence.directory / "transcript.txt"
+    build = build_evidence_path(root, meta.lesson, meta.arch)
+    return GpuEvidence(slug=meta.gpu_slug, name=meta.gpu_name, compute_capability=meta.compute_capability,
+                       date=meta.date[:10], arch=meta.arch, provenance=", ".join(parts),
+                       transcript=evidence.transcript, transcript_path=_relative(transcript, root),
+                       transcript_link=_link(transcript, page_dir), sanitizer_version=meta.sanitizer_version,
+                       build_evidence=_relative(build, root))
+
+
+def rewrite_header(text: str, lines: list[str]) -> str:
+    """The source with the Build/Run/Verified lines of its leading comment replaced by `lines`.
+
+    Each kind stays where it stands; a kind the header lacks is added after
+    the others (or, with none, at the end of the leading comment).
+    """
+    old = text.splitlines(keepends=True)
+    newline = "\r\n" if old and old[0].endswith("\r\n") else "\n"
+    end = 0
+    while end < len(old) and old[end].startswith("//"):
+        end += 1
+    wanted: dict[str, list[str]] = {}
+    for line in lines:
+        wanted.setdefault(_header_kind(line), []).append(line + newline)
+    kinds = [_header_kind(line) for line in old[:end]]
+    present = [k for k in kinds if k is not None]
+    if set(present) == set(wanted):
+        out: list[str] = []
+        done: set[str] = set()
+        for line, kind in zip(old[:end], kinds):
+            if kind is None:
+                out.append(line)
+            elif kind not in done:
+                out.extend(wanted[kind])
+                done.add(kind)
+        return "".join(out + old[end:])
+    generated = [line for kind in ("Build", "Run", "Verified") for line in wanted.get(kind, [])]
+    if present:
+        first = kinds.index(present[0])
+        kept = [line for line, kind in zip(old[:end], kinds) if kind is None]
+        return "".join(kept[:first] + generated + kept[first:] + old[end:])
+    spacer = ["//" + newline] if end else []
+    tail = old[end:] if end else [newline] + old
+    return "".join(old[:end] + spacer + generated + tail)
+
+
+def _header_kind(line: str) -> str | None:
+    match = HEADER_LINE.match(line)
+    return match.group(1).rstrip(":") if match else None
+
+
+def _without_verified(text: str) -> str:
+    # The Verified lines name the evidence; leaving them out of the Compiler
+    # Explorer source keeps its link unchanged when evidence is re-recorded.
+    return "".join(line for line in text.splitlines(keepends=True) if _header_kind(line) != "Verified")
+
+
+def godbolt_link(source: str, options: str) -> str:
+    """A Compiler Explorer link whose editor holds `source`, compiled by nvcc with `options`."""
+    state = {"sessions": [{"id": 1, "language": "cuda", "source": source,
+                           "compilers": [{"id": GODBOLT_COMPILER, "options": options}]}]}
+    payload = json.dumps(state, sort_keys=True, separators=(",", ":"))
+    return GODBOLT_URL + base64.b64encode(payload.encode("utf-8")).decode("ascii")
+
+
+# -- figures and charts ----------------------------------------------------------------
+_SEGMENT = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)\[(?P<key>[^\]]*)\]\.")
+
+
+def _key_columns(items: list) -> dict[str, tuple[bool, list[str]]]:
+    """Table, note and section name -> (is a section, its key columns)."""
+    out: dict[str, tuple[bool, list[str]]] = {}
+    for item in items:
+        if isinstance(item, TableItem):
+            out[item.table] = (False, item.key_columns)
+            for note in item.notes:
+                out[note.name] = (False, item.key_columns[:1])
+        elif isinstance(item, SectionItem):
+            out[item.section] = (True, item.key_columns)
+            out.update(_key_columns(item.items))
+    return out
+
+
+def _split_path(path: str, columns: dict[str, tuple[bool, list[str]]]):
+    """`cases[256x256x256/naive].ms` -> ([(case, 256x256x256), (kernel, naive)], [], 'ms')."""
+    keys: list[tuple[str, str]] = []
+    section: list[tuple[str, str]] = []
+    pos = 0
+    while (match := _SEGMENT.match(path, pos)) is not None:
+        name, key = match["name"], match["key"]
+        is_section, names = columns.get(name, (False, []))
+        values = key.split("/") if len(names) > 1 and key.count("/") == len(names) - 1 else [key]
+        pairs = list(zip(names, values)) if len(values) == len(names) else [(name, key)]
+        keys += pairs
+        if is_section:
+            section += pairs
+        pos = match.end()
+    return keys, section, path[pos:]
+
+
+def _figures(lesson: Lesson, parsed: dict) -> list[Figure]:
+    columns = _key_columns(lesson.output.items)
+    figures: dict[str, Figure] = {}
+    for slug, transcript in parsed.items():
+        for flat in flatten(lesson.output.items, transcript.scope):
+            if flat.spec.unit is None:
+                continue
+            figure = figures.get(flat.path)
+            if figure is None:
+                keys, section, field = _split_path(flat.path, columns)
+                figure = figures[flat.path] = Figure(
+                    path=flat.path, keys=keys, section_keys=section, field=field,
+                    label=flat.spec.label or field, unit=flat.spec.unit, values={})
+            figure.values[slug] = flat.value if isinstance(flat.value, (int, float)) else None
+    # A field's values share the precision of its most precise one, as the
+    # program's printf does (0.010 beside 0.025, not 0.01).
+    decimals: dict[str, int] = {}
+    for figure in figures.values():
+        for value in figure.values.values():
+            decimals[figure.field] = max(decimals.get(figure.field, 0), _decimals(value))
+    for figure in figures.values():
+        figure.shown = {slug: format_number(value, decimals[figure.field])
+                        for slug, value in figure.values.items()}
+    return list(figures.values())
+
+
+def _decimals(value: Any) -> int:
+    text = repr(value) if isinstance(value, float) else ""
+    if not math.isfinite(value if isinstance(value, (int, float)) else 0) or "e" in text or "." not in text:
+        return 0
+    return len(text.split(".")[1])
+
+
+def _figure_table(figures: list[Figure], gpus: list[GpuEvidence]) -> FigureTable:
+    shapes = {tuple(column for column, _ in f.keys) for f in figures if f.keys}
+    where_header = (" / ".join(shapes.pop()) if len(shapes) == 1 else "where") if shapes else None
+    whats = list(dict.fromkeys(f.what for f in figures))
+    columns = [(what, gpu) for what in whats for gpu in gpus]
+    header = [what if len(gpus) == 1 else f"{what}, {gpu.name}" for what, gpu in columns]
+    cells: dict[str, dict[tuple[str, str], str]] = {}
+    for figure in figures:
+        row = cells.setdefault(figure.where or "-", {})
+        for gpu in gpus:
+            row[(figure.what, gpu.slug)] = figure.shown.get(gpu.slug, "-")
+    rows = [(where, [row.get((what, gpu.slug), "") for what, gpu in columns]) for where, row in cells.items()]
+    return FigureTable(where_header=where_header, header=header, rows=rows)
+
+
+def _charts(figures: list[Figure], gpus: list[GpuEvidence]) -> list[Chart]:
+    """Bar charts of one unit: a rate (GB/s, GFLOP/s) where there is one, else the first unit.
+
+    One chart per GPU and per block of a repeated section, so that figures of
+    very different sizes (a 256^3 case beside a 2048^3 one) are not drawn to
+    one scale; a chart needs at least two bars.
+    """
+    units = list(dict.fromkeys(f.unit for f in figures))
+    if not units:
+        return []
+    unit = next((u for u in units if u.endswith("/s")), units[0])
+    groups: dict[tuple, list[Figure]] = {}
+    for figure in figures:
+        if figure.unit == unit:
+            groups.setdefault(tuple(figure.section_keys), []).append(figure)
+    charts: list[Chart] = []
+    for gpu in gpus:
+        for section, members in groups.items():
+            fields = {f.field for f in members}
+            labels: list[str] = []
+            values: list[float] = []
+            for figure in members:
+                value = figure.values.get(gpu.slug)
+                if value is None or not math.isfinite(value):
+                    continue
+                parts = [part for column, part in figure.keys if (column, part) not in section]
+                if len(fields) > 1 or not parts:
+                    parts.append(figure.label)
+                labels.append(" ".join(parts))
+                values.append(value)
+            if len(values) < 2:
+                continue
+            names = list(dict.fromkeys(f.label for f in members))
+            title = f"{', '.join(names)} ({unit})"
+            if section:
+                title += ", " + ", ".join(f"{column} {value}" for column, value in section)
+            charts.append(Chart(title=f"{title}, {gpu.name}", horizontal=max(map(len, labels)) > 8,
+                                labels=labels, axis=unit, top=f"{nice_ceiling(max(values)):.12g}",
+                                values=[format_number(v) for v in values]))
+    return charts
+
+
+def nice_ceiling(value: float) -> float:
+    """The smallest of 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8 (times a power of ten) not below `value`."""
+    if value <= 0:
+        return 1.0
+    power = 10.0 ** math.floor(math.log10(value))
+    for step in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
+        candidate = float(f"{step * power:.12g}")
+        if candidate >= value:
+            return candidate
+    return 10 * power
+
+
+def format_number(value: Any, decimals: int | None = None) -> str:
+    """A figure as the reader expects it: ints plain, floats in their shortest exact form
+    or with `decimals` digits after the point."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if decimals is not None and math.isfinite(value) and "e" not in repr(value):
+            return f"{value:.{decimals}f}"
+        return repr(value)
+    return str(value)
+
+
+# -- sanitizers --------------------------------------------------------------------------
+def _sanitizer_rows(manifest: Manifest, lesson: Lesson, passes: dict[str, SanitizerPass],
+                    evidence: list[Evidence], snippets: dict[str, Snippet], source_name: str,
+                    source_link: str) -> list[SanitizerRow]:
+    rows: list[SanitizerRow] = []
+    for tool, spec in passes.items():
+        expected = [f.model_copy(update={"line_range": (snippets[f.snippet].first_line,
+                                                        snippets[f.snippet].last_line)})
+                    if f.snippet and f.snippet in snippets else f for f in spec.findings]
+        expects = "; ".join(f"a finding {f.describe()}" for f in expected) or "nothing"
+        if expected:
+            expects += " (and may find more)" if spec.allow_other else ", and nothing else"
+        if not evidence:
+            rows.append(SanitizerRow(tool=tool, expects=expects, gpu=None))
+            continue
+        for item in evidence:
+            log = item.directory / f"{tool}.log"
+            if not log.is_file():
+                rows.append(SanitizerRow(tool=tool, expects=expects, gpu=item.meta.gpu_name))
+                continue
+            xml = item.directory / f"{tool}.xml"
+            report = build_report(Tool(tool), 0, item.extra(log.name),
+                                  item.extra(xml.name) if xml.is_file() else None,
+                                  version=item.meta.sanitizer_version,
+                                  log_path=_relative(log, manifest.root), xml_path=_relative(xml, manifest.root))
+            problems = judge(report, Expectation(tool=Tool(tool), findings=expected,
+                                                 allow_other=spec.allow_other))
+            rows.append(SanitizerRow(
+                tool=tool, expects=expects, gpu=item.meta.gpu_name, recorded=True,
+                findings=_count_findings(report), kernels=sorted({f.kernel for f in report.findings if f.kernel}),
+                places=_places(report.findings, source_name, source_link),
+                verdict="; ".join(p.removeprefix(f"{tool}: ") for p in problems) or "as expected"))
+    return rows
+
+
+def _count_findings(report: Report) -> str:
+    if not report.findings:
+        return "none"
+    by_severity: dict[str, int] = {}
+    for finding in report.findings:
+        by_severity[finding.severity] = by_severity.get(finding.severity, 0) + 1
+    counts = ", ".join(_plural(n, s) for s, n in sorted(by_severity.items()))
+    return f"{len(report.findings)} ({counts})"
+
+
+def _places(findings: list[Finding], source_name: str, source_link: str) -> list[str]:
+    """Where each distinct finding lies, races as write -> read, with how many reports it stands for."""
+    seen: dict[str, int] = {}
+    for finding in findings:
+        if finding.is_race and finding.source is not None and finding.destination is not None:
+            ends = [finding.source, finding.destination]
+            text = " → ".join(f"{end.direction.lower()} at {_place(end.file, end.line, source_name, source_link)}"
+                              for end in ends)
+            if finding.hazards is not None:
+                text += f" ({finding.hazards:,} hazard{'' if finding.hazards == 1 else 's'})"
+        elif finding.file or finding.line:
+            text = _place(finding.file, finding.line, source_name, source_link)
+        else:
+            text = md(finding.text)
+        seen[text] = seen.get(text, 0) + 1
+    return [text + (f", reported {count} times" if count > 1 else "") for text, count in seen.items()]
+
+
+def _place(file: str | None, line: int | None, source_name: str, source_link: str) -> str:
+    name = Path(file.replace("\\", "/")).name if file else "?"
+    shown = f"{name}:{line}" if line is not None else name
+    if name == source_name and line is not None:
+        return f"[{shown}]({source_link}#L{line})"
+    return md(shown)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+# -- the index -------------------------------------------------------------------------
+def _index_page(manifest: Manifest, env: jinja2.Environment, templates: Path,
+                models: list[LessonModel]) -> Page:
+    root = manifest.root
+    path = root / INDEX_FILE
+    old = _read(path)
+    if old is None:
+        raise TemplateError(f"no {INDEX_FILE} to hold the lessons table", path=INDEX_FILE,
+                            hint=f"add a '## Lessons' section holding {INDEX_BEGIN} and {INDEX_END}")
+    lines = old.splitlines(keepends=True)
+    begins = [n for n, line in enumerate(lines) if line.strip() == INDEX_BEGIN]
+    ends = [n for n, line in enumerate(lines) if line.strip() == INDEX_END]
+    hint = f"{INDEX_FILE} needs one {INDEX_BEGIN} line and, after it, one {INDEX_END} line"
+    if len(begins) != 1 or len(ends) != 1:
+        marker, found = (INDEX_BEGIN, begins) if len(begins) != 1 else (INDEX_END, ends)
+        what = "is missing" if not found else f"appears {len(found)} times"
+        raise TemplateError(f"the marker {marker} {what}", path=INDEX_FILE,
+                            line=found[1] + 1 if len(found) > 1 else None, hint=hint)
+    if ends[0] < begins[0]:
+        raise TemplateError(f"{INDEX_END} comes before {INDEX_BEGIN}", path=INDEX_FILE,
+                            line=ends[0] + 1, hint=hint)
+    rows = []
+    for model in models:
+        verified = []
+        for gpu in model.gpus:
+            gates = [c.results[gpu.slug] for c in model.claims if c.kind == "gate" and gpu.slug in c.results]
+            expects = [c.results[gpu.slug] for c in model.claims
+                       if c.kind == "expect" and gpu.slug in c.results]
+            verified.append({"gpu": gpu, "gates_held": sum(r.held for r in gates), "gates": len(gates),
+                             "expects_held": sum(r.held for r in expects), "expects": len(expects),
+                             "unchecked": len(gpu.unchecked)})
+        rows.append({"lesson": model.lesson, "page": model.page, "verified": verified})
+    context = {"course": manifest.course, "lessons": rows}
+    text = _render(env, templates, root, INDEX_TEMPLATE, context)
+    inputs = [f"{TEMPLATES}/{INDEX_TEMPLATE}", _relative(manifest.path.resolve(), root), "evidence/"]
+    region = _with_banner(banner(inputs, "this table"), text)
+    new = "".join(lines[:begins[0] + 1]) + region + "".join(lines[ends[0]:])
+    return Page(path=path, name=INDEX_FILE, old=old, new=new)
+
+
+# -- templates ---------------------------------------------------------------------------
+class _Problem(Exception):
+    """Raised inside a template call; the renderer adds the template's file and line."""
+
+
+def _environment(templates: Path) -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates)), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
+                             autoescape=False)
+    env.filters.update(md=md, cell=cell, code=code, mq=mermaid_string, number=format_number)
+    env.globals.update(fence=fence)
+    return env
+
+
+def _render(env: jinja2.Environment, templates: Path, root: Path, name: str, context: dict) -> str:
+    """Render one template; every failure becomes one TemplateError naming template:line."""
+    try:
+        return env.get_template(name).render(**context)
+    except jinja2.TemplateSyntaxError as exc:
+        where = _relative(Path(exc.filename), root) if exc.filename else f"{TEMPLATES}/{name}"
+        raise TemplateError(f"template syntax error: {exc.message}", path=where, line=exc.lineno) from None
+    except jinja2.TemplateNotFound as exc:
+        path, line = _template_location(exc, templates, root)
+        raise TemplateError(f"no template {exc.name!r} in {_relative(templates, root)}/",
+                            path=path or _relative(templates / name, root), line=line) from None
+    except (jinja2.UndefinedError, _Problem, TypeError, ValueError, KeyError, AttributeError,
+            ArithmeticError) as exc:
+        path, line = _template_location(exc, templates, root)
+        message = exc.message if isinstance(exc, jinja2.UndefinedError) and exc.message else str(exc)
+        raise TemplateError(message, path=path or _relative(templates / name, root), line=line) from None
+
+
+def _template_location(exc: BaseException, templates: Path, root: Path) -> tuple[str | None, int | None]:
+    """The innermost template frame of a rendering error's traceback: (file, line)."""
+    found: tuple[str | None, int | None] = (None, None)
+    folder = templates.resolve()
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        template = tb.tb_frame.f_globals.get("__jinja_template__")
+        if template is not None and template.filename:
+            found = (_relative(Path(template.filename), root), template.get_corresponding_lineno(tb.tb_lineno))
+        elif filename and Path(filename).resolve().is_relative_to(folder):
+            found = (_relative(Path(filename), root), tb.tb_lineno)
+        tb = tb.tb_next
+    return found
+
+
+def _lesson_context(model: LessonModel) -> dict[str, Any]:
+    ordered = sorted(model.snippets.values(), key=lambda s: s.first_line)
+    return {
+        "lesson": model.lesson, "prose": model.prose, "arch": model.arch, "arch_from": model.arch_from,
+        "build": model.build, "run": model.run, "sanitizer_build": model.sanitizer_build,
+        "sanitizer_runs": model.sanitizer_runs, "godbolt": model.godbolt,
+        "godbolt_options": model.godbolt_options, "gpus": model.gpus, "figures": model.figures,
+        "figure_table": model.figure_table, "charts": model.charts, "claims": model.claims,
+        "sanitizers": model.sanitizers, "source_name": model.source_name,
+        "snippet_names": [s.name for s in ordered],
+        "snippet": _snippet_function(model),
+    }
+
+
+def _snippet_function(model: LessonModel) -> Callable[[str], str]:
+    def snippet(name: str) -> str:
+        """A snippet of the lesson's source: a link to its lines, then its code."""
+        found = model.snippets.get(name)
+        if found is None:
+            have = ", ".join(sorted(model.snippets)) or "none"
+            raise _Problem(f"no snippet {name!r} in {model.lesson.source.as_posix()} (it has {have})")
+        span = f"#L{found.first_line}-L{found.last_line}"
+        caption = f"[{code(model.source_name)}, lines {found.first_line}-{found.last_line}]({model.source_link}{span})"
+        return f"{caption}\n\n{fence(textwrap.dedent(found.text), 'cuda')}"
+    return snippet
+
+
+# -- Markdown helpers ----------------------------------------------------------------------
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|])")
+
+
+def md(value: Any) -> str:
+    """Text shown as itself in Markdown, table cells included."""
+    return _MD_SPECIAL.sub(r"\\\1", str(value))
+
+
+def cell(value: Any) -> str:
+    """Markdown already formed, made safe for a table cell."""
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def code(value: Any) -> str:
+    """An inline code span holding `value` exactly, safe in a table cell."""
+    text = str(value)
+    ticks = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}".replace("|", "\\|")
+
+
+def fence(text: str, language: str = "") -> str:
+    """A fenced code block holding `text`, its fence longer than any backtick run inside."""
+    ticks = "`" * max(3, max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    body = text if text.endswith("\n") else text + "\n"
+    return f"{ticks}{language}\n{body}{ticks}"
+
+
+def mermaid_string(value: Any) -> str:
+    """A double-quoted Mermaid string (Mermaid has no escape for a double quote)."""
+    return '"' + str(value).replace('"', "'") + '"'
+
+
+def banner(inputs: list[str], what: str) -> str:
+    listed = ", ".join(inputs[:-1]) + f" and {inputs[-1]}" if len(inputs) > 1 else inputs[0]
+    return f"<!-- Generated by coursectl render from {listed}: edit those, not {what}. -->"
+
+
+def _with_banner(line: str, text: str) -> str:
+    return line + "\n" + text.lstrip("\n").rstrip("\n") + "\n"
+
+
+# -- paths ---------------------------------------------------------------------------------
+def _relative(path: Path, root: Path) -> str:
+    path = Path(path)
+    try:
+        return path.resolve().relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def _link(target: Path, page_dir: Path) -> str:
+    return Path(os.path.relpath(Path(target).resolve(), Path(page_dir).resolve())).as_posix()
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None

@@ -1,0 +1,722 @@
+"""orchestrator.render: lesson pages, the README's lessons table and the sources' header lines.
+
+Each test renders a small course of its own in tmp_path with the repository's
+templates: day01-scale has evidence recorded on an H200, day02-sum has none.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import EvidenceError, TemplateError
+from orchestrator.evidence import EvidenceMeta, lesson_digest, write_evidence
+from orchestrator.manifest import load_manifest
+from orchestrator.render import (
+    Page,
+    diff_pages,
+    format_number,
+    godbolt_link,
+    nice_ceiling,
+    render_all,
+    rewrite_header,
+    write_pages,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+
+MANIFEST = """\
+version: 1
+course: A small course
+architectures: [sm_75, sm_90]
+defaults:
+  flags: [-std=c++17, -O3]
+  sanitizers: {}
+lessons:
+  - id: day01-scale
+    day: 1
+    title: Scaling a vector
+    source: lessons/day01-scale/scale.cu
+    prose: lessons/day01-scale/prose.md
+    sanitizers:
+      memcheck: {}
+    output:
+      items:
+        - line: "GPU: {gpu} (compute capability {cc:word})"
+          fields: {gpu: {compare: device}, cc: {compare: device}}
+        - table: kernels
+          header: "kernel time (ms) GB/s"
+          key: kernel
+          keys: [scale, copy]
+          columns:
+            kernel: word
+            ms: {type: float, compare: tolerance, rel: 0.25, unit: ms, label: time}
+            gbps: {type: float, compare: tolerance, rel: 0.25, unit: GB/s, label: bandwidth}
+        - line: "all {n:int} elements match"
+    claims:
+      - id: all-match
+        gate: n == 1024
+        says: every element matches
+      - id: scale-keeps-up
+        expect: kernels['scale'].gbps >= kernels['copy'].gbps * 0.5
+        says: scaling runs at least half as fast as a copy
+  - id: day02-sum
+    day: 2
+    title: Summing a vector
+    source: lessons/day02-sum/sum.cu
+    output:
+      items:
+        - line: "sum = {sum:int}"
+    claims:
+      - id: right-sum
+        gate: sum == 523776
+        says: the sum is right
+"""
+
+SCALE_CU = """\
+// SPDX-License-Identifier: MIT
+//
+// Day 1: scaling a vector.
+//
+// Build: nvcc -arch=sm_75 -o scale scale.cu
+// Run:   ./scale
+// Verified: no evidence recorded yet.
+
+#include <cstdio>
+
+// snippet: kernel
+__global__ void scale(float* x, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        x[i] *= 2.0f;
+    }
+}
+// end snippet
+
+int main() { return 0; }
+"""
+
+SUM_CU = """\
+// Day 2: summing a vector.
+
+int main() { return 0; }
+"""
+
+README = """\
+# A small course
+
+Hand-written text.
+
+## Lessons
+
+<!-- lessons:begin -->
+an old table
+<!-- lessons:end -->
+
+## More
+
+Also hand-written.
+"""
+
+TRANSCRIPT = """\
+GPU: NVIDIA H200 (compute capability 9.0)
+
+kernel   time (ms)    GB/s
+scale        0.020   400.0
+copy         0.015   533.3
+
+all 1024 elements match
+"""
+
+MEMCHECK_LOG = b"========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
+MEMCHECK_XML = b'<?xml version="1.0" encoding="utf-8"?>\n<ComputeSanitizerOutput/>\n'
+
+VERIFIED = ("// Verified 2026-11-29 on NVIDIA H200 (compute capability 9.0), driver 580.159.04, "
+            "CUDA 13.0, nvcc 13.0.88. Transcript: evidence/day01-scale/nvidia-h200/transcript.txt")
+
+
+def make_meta(date: str = "2026-11-29T14:30:58+00:00") -> EvidenceMeta:
+    return EvidenceMeta(
+        lesson="day01-scale", date=date, gpu_name="NVIDIA H200", gpu_slug="nvidia-h200",
+        compute_capability="9.0", driver_version="580.159.04", cuda_version="13.0",
+        nvcc_version="13.0.88", arch="sm_90", flags=["-std=c++17", "-O3"], source_sha256="0" * 64,
+        transcript_sha256="", wall_seconds=0.3, exit_status=0, coursectl_version="0.1.0",
+        sanitizer_version="2025.3.1.0")
+
+
+def record(root: Path, transcript: str = TRANSCRIPT, date: str = "2026-11-29T14:30:58+00:00") -> None:
+    write_evidence(root, make_meta(date), transcript,
+                   {"memcheck.log": MEMCHECK_LOG, "memcheck.xml": MEMCHECK_XML})
+
+
+@pytest.fixture
+def course(tmp_path) -> Path:
+    root = tmp_path / "course"
+    files = {
+        "lessons.yaml": MANIFEST,
+        "README.md": README,
+        "lessons/day01-scale/scale.cu": SCALE_CU,
+        "lessons/day01-scale/prose.md": "Each thread scales one element.\n",
+        "lessons/day02-sum/sum.cu": SUM_CU,
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    for name in ("lesson.md.j2", "index.md.j2"):
+        (root / "templates").mkdir(exist_ok=True)
+        shutil.copyfile(REPO / "templates" / name, root / "templates" / name)
+    record(root)
+    return root
+
+
+def render(root: Path) -> list[Page]:
+    return render_all(load_manifest(root / "lessons.yaml"))
+
+
+def by_name(pages: list[Page]) -> dict[str, Page]:
+    return {page.name: page for page in pages}
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def set_template(root: Path, name: str, text: str) -> None:
+    path = root / "templates" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+# -- the pages -----------------------------------------------------------------------------------
+SCALE_SOURCE_RENDERED = SCALE_CU.replace(
+    "// Build: nvcc -arch=sm_75 -o scale scale.cu",
+    "// Build: nvcc -std=c++17 -O3 -arch=sm_90 -o scale scale.cu").replace(
+    "// Verified: no evidence recorded yet.", VERIFIED)
+
+SCALE_PAGE = """\
+<!-- Generated by coursectl render from templates/lesson.md.j2, lessons.yaml, lessons/day01-scale/prose.md, lessons/day01-scale/scale.cu and evidence/day01-scale/: edit those, not this file. -->
+# Day 1: Scaling a vector
+
+Each thread scales one element.
+
+## Build and run
+
+In this folder:
+
+```sh
+nvcc -std=c++17 -O3 -arch=sm_90 -o scale scale.cu
+./scale
+```
+
+`-arch=sm_90` is the architecture of the NVIDIA H200 the output below was recorded on; on another GPU give its own, or `-arch=native`.
+
+Under compute-sanitizer, built with `-lineinfo` so that its reports name source lines:
+
+```sh
+nvcc -std=c++17 -O3 -lineinfo -arch=sm_90 -o scale scale.cu
+compute-sanitizer --tool memcheck ./scale
+```
+
+[Open in Compiler Explorer](GODBOLT) (the whole of `scale.cu`, nvcc 13.0, `-std=c++17 -O3 -arch=sm_90`)
+
+## The code
+
+### kernel
+
+[`scale.cu`, lines 12-17](scale.cu#L12-L17)
+
+```cuda
+__global__ void scale(float* x, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        x[i] *= 2.0f;
+    }
+}
+```
+
+## Expected output
+
+Recorded 2026-11-29 on NVIDIA H200 (compute capability 9.0), driver 580.159.04, CUDA 13.0, nvcc 13.0.88 ([transcript](../../evidence/day01-scale/nvidia-h200/transcript.txt)):
+
+```text
+GPU: NVIDIA H200 (compute capability 9.0)
+
+kernel   time (ms)    GB/s
+scale        0.020   400.0
+copy         0.015   533.3
+
+all 1024 elements match
+```
+
+## Key figures
+
+From the transcript recorded on NVIDIA H200:
+
+| kernel | time (ms) | bandwidth (GB/s) |
+| --- | ---: | ---: |
+| scale | 0.020 | 400.0 |
+| copy | 0.015 | 533.3 |
+
+```mermaid
+xychart-beta
+    title "bandwidth (GB/s), NVIDIA H200"
+    x-axis ["scale", "copy"]
+    y-axis "GB/s" 0 --> 600
+    bar [400.0, 533.3]
+```
+
+## Claims
+
+A gate must hold for `coursectl verify` to pass; a prediction is reported and never enforced.
+
+| claim | kind | checks | NVIDIA H200 |
+| --- | --- | --- | --- |
+| every element matches | gate | `n == 1024` | held |
+| scaling runs at least half as fast as a copy | prediction | `kernels['scale'].gbps >= kernels['copy'].gbps * 0.5` | held |
+
+## Sanitizers
+
+Recorded on NVIDIA H200 with compute-sanitizer 2025.3.1.0:
+
+| tool | must find | findings | kernels | at | verdict |
+| --- | --- | --- | --- | --- | --- |
+| memcheck | nothing | none | - | - | as expected |
+"""
+
+SUM_PAGE = """\
+<!-- Generated by coursectl render from templates/lesson.md.j2, lessons.yaml, lessons/day02-sum/sum.cu and evidence/day02-sum/: edit those, not this file. -->
+# Day 2: Summing a vector
+
+## Build and run
+
+In this folder:
+
+```sh
+nvcc -std=c++17 -O3 -arch=sm_75 -o sum sum.cu
+./sum
+```
+
+`-arch=sm_75` is the first architecture lessons.yaml names; give your GPU's own, or `-arch=native`.
+
+[Open in Compiler Explorer](GODBOLT) (the whole of `sum.cu`, nvcc 13.0, `-std=c++17 -O3 -arch=sm_90`)
+
+## The code
+
+## Expected output
+
+No evidence has been recorded for this lesson yet. `coursectl record day02-sum` on a GPU records it; until then this page has no expected output, figures or claim results.
+
+## Claims
+
+A gate must hold for `coursectl verify` to pass; a prediction is reported and never enforced.
+
+| claim | kind | checks |
+| --- | --- | --- |
+| the sum is right | gate | `sum == 523776` |
+"""
+
+INDEX = """\
+<!-- lessons:begin -->
+<!-- Generated by coursectl render from templates/index.md.j2, lessons.yaml and evidence/: edit those, not this table. -->
+| Day | Lesson | Verified on |
+| ---: | --- | --- |
+| 1 | [Scaling a vector](lessons/day01-scale/README.md) | NVIDIA H200, 2026-11-29: 1 of 1 gates held, 1 of 1 predictions |
+| 2 | [Summing a vector](lessons/day02-sum/README.md) | no evidence yet |
+<!-- lessons:end -->
+"""
+
+
+def decode_godbolt(link: str) -> dict:
+    assert link.startswith("https://godbolt.org/clientstate/")
+    return json.loads(base64.b64decode(link.removeprefix("https://godbolt.org/clientstate/")))
+
+
+def godbolt_of(page: str) -> str:
+    start = page.index("](https://godbolt.org/clientstate/") + 2
+    return page[start:page.index(")", start)]
+
+
+def test_a_small_course(course):
+    pages = render(course)
+    assert [(p.name, p.old is None, p.changed) for p in pages] == [
+        ("lessons/day01-scale/README.md", True, True),
+        ("lessons/day01-scale/scale.cu", False, True),
+        ("lessons/day02-sum/README.md", True, True),
+        ("lessons/day02-sum/sum.cu", False, True),
+        ("README.md", False, True),
+    ]
+    scale_page, scale_source, sum_page, sum_source, index = pages
+
+    assert scale_source.new == SCALE_SOURCE_RENDERED
+    assert sum_source.new == ("// Day 2: summing a vector.\n"
+                              "//\n"
+                              "// Build: nvcc -std=c++17 -O3 -arch=sm_75 -o sum sum.cu\n"
+                              "// Run:   ./sum\n"
+                              "// Verified: no evidence recorded yet.\n"
+                              "\n"
+                              "int main() { return 0; }\n")
+
+    link = godbolt_of(scale_page.new)
+    assert scale_page.new == SCALE_PAGE.replace("GODBOLT", link)
+    assert sum_page.new == SUM_PAGE.replace("GODBOLT", godbolt_of(sum_page.new))
+    assert index.new == README.replace("<!-- lessons:begin -->\nan old table\n<!-- lessons:end -->\n", INDEX)
+
+
+def test_the_compiler_explorer_link(course):
+    scale_page = render(course)[0]
+    # The whole source without its Verified lines, so that re-recording evidence keeps the link.
+    source = SCALE_SOURCE_RENDERED.replace(VERIFIED + "\n", "")
+    assert decode_godbolt(godbolt_of(scale_page.new)) == {"sessions": [{
+        "id": 1, "language": "cuda", "source": source,
+        "compilers": [{"id": "nvcc130", "options": "-std=c++17 -O3 -arch=sm_90"}]}]}
+    payload = ('{"sessions":[{"compilers":[{"id":"nvcc130","options":"-O3"}],"id":1,'
+               '"language":"cuda","source":"int main() {}\\n"}]}')
+    assert godbolt_link("int main() {}\n", "-O3") == (
+        "https://godbolt.org/clientstate/" + base64.b64encode(payload.encode()).decode())
+
+
+def test_render_writes_the_pages_and_then_has_nothing_to_do(course):
+    pages = render(course)
+    written = write_pages(pages)
+    assert [p.name for p in written] == [p.name for p in pages]
+    for page in pages:
+        assert page.path.read_text(encoding="utf-8") == page.new
+    again = render(course)
+    assert [p.changed for p in again] == [False] * 5
+    assert diff_pages(again) == ""
+    assert write_pages(again) == []
+
+
+def test_rendering_twice_gives_identical_bytes(course):
+    first = render(course)
+    second = render(course)
+    assert [(p.name, p.new.encode()) for p in first] == [(p.name, p.new.encode()) for p in second]
+    assert diff_pages(first) == diff_pages(second)
+
+
+def test_header_lines_never_make_evidence_look_stale(course):
+    source = course / "lessons/day01-scale/scale.cu"
+    before = lesson_digest(source)
+    write_pages(render(course))
+    assert source.read_text(encoding="utf-8") == SCALE_SOURCE_RENDERED
+    assert lesson_digest(source) == before
+
+
+def test_the_readme_outside_the_markers_is_left_alone(course):
+    write_pages(render(course))
+    text = (course / "README.md").read_text(encoding="utf-8")
+    before, rest = text.split("<!-- lessons:begin -->\n")
+    _, after = rest.split("<!-- lessons:end -->\n")
+    assert before == README.split("<!-- lessons:begin -->\n")[0]
+    assert after == README.split("<!-- lessons:end -->\n")[1]
+
+
+# -- check: what would change --------------------------------------------------------------------
+def test_check_names_exactly_the_page_whose_snippet_changed(course):
+    write_pages(render(course))
+    source = course / "lessons/day01-scale/scale.cu"
+    source.write_text(source.read_text().replace("x[i] *= 2.0f;", "x[i] *= 3.0f;"), encoding="utf-8")
+    before = snapshot(course)
+
+    pages = render(course)
+    diff = diff_pages(pages)
+
+    assert snapshot(course) == before   # rendering writes nothing
+    assert [p.name for p in pages if p.changed] == ["lessons/day01-scale/README.md"]
+    headers = [line for line in diff.splitlines() if line.startswith(("--- ", "+++ "))]
+    assert headers == ["--- a/lessons/day01-scale/README.md", "+++ b/lessons/day01-scale/README.md"]
+    changed = [line for line in diff.splitlines()
+               if line.startswith(("-", "+")) and not line.startswith(("--- ", "+++ "))]
+    assert [line[:40] for line in changed] == [
+        "-[Open in Compiler Explorer](https://god",
+        "+[Open in Compiler Explorer](https://god",
+        "-        x[i] *= 2.0f;",
+        "+        x[i] *= 3.0f;",
+    ]
+
+
+def test_diff_of_a_new_page_and_of_a_file_without_final_newline(tmp_path):
+    pages = [Page(path=tmp_path / "a.md", name="a.md", old=None, new="one\n"),
+             Page(path=tmp_path / "b.md", name="b.md", old="x\ny", new="x\nz\n"),
+             Page(path=tmp_path / "c.md", name="c.md", old="same\n", new="same\n")]
+    assert diff_pages(pages) == (
+        "--- /dev/null\n+++ b/a.md\n@@ -0,0 +1 @@\n+one\n"
+        "--- a/b.md\n+++ b/b.md\n@@ -1,2 +1,2 @@\n x\n-y\n\\ No newline at end of file\n+z\n")
+    assert [p.name for p in write_pages(pages)] == ["a.md", "b.md"]
+    assert (tmp_path / "b.md").read_text() == "x\nz\n"
+    assert not (tmp_path / "c.md").exists()
+
+
+def sections_changed(old: str, new: str) -> set[str]:
+    """The `## ` sections of a page in which any line differs."""
+    def headings(lines: list[str]) -> list[str]:
+        out, current, fenced = [], "(top)", False
+        for line in lines:
+            fenced ^= line.startswith("```")
+            if line.startswith("## ") and not fenced:
+                current = line.strip()
+            out.append(current)
+        return out
+
+    a, b = old.splitlines(), new.splitlines()
+    ha, hb = headings(a), headings(b)
+    found: set[str] = set()
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag != "equal":
+            found |= set(ha[i1:i2]) | set(hb[j1:j2])
+    return found
+
+
+def test_new_evidence_changes_only_the_output_the_figures_and_the_verified_line(course):
+    write_pages(render(course))
+    record(course, TRANSCRIPT.replace("0.020   400.0", "0.016   500.0"), date="2026-12-03T09:00:00+00:00")
+
+    pages = by_name(render(course))
+
+    assert [name for name, p in pages.items() if p.changed] == [
+        "lessons/day01-scale/README.md", "lessons/day01-scale/scale.cu", "README.md"]
+    page = pages["lessons/day01-scale/README.md"]
+    assert sections_changed(page.old, page.new) == {"## Expected output", "## Key figures"}
+    assert "| scale | 0.016 | 500.0 |" in page.new
+    assert "    bar [500.0, 533.3]" in page.new
+    assert "Recorded 2026-12-03 on NVIDIA H200" in page.new
+
+    source = pages["lessons/day01-scale/scale.cu"]
+    assert [line for line in difflib.ndiff(source.old.splitlines(), source.new.splitlines())
+            if line.startswith(("- ", "+ "))] == ["- " + VERIFIED, "+ " + VERIFIED.replace("2026-11-29", "2026-12-03")]
+
+    index = pages["README.md"]
+    assert [line for line in difflib.ndiff(index.old.splitlines(), index.new.splitlines())
+            if line.startswith(("- ", "+ "))] == [
+        "- | 1 | [Scaling a vector](lessons/day01-scale/README.md) | NVIDIA H200, 2026-11-29: 1 of 1 gates held, 1 of 1 predictions |",
+        "+ | 1 | [Scaling a vector](lessons/day01-scale/README.md) | NVIDIA H200, 2026-12-03: 1 of 1 gates held, 1 of 1 predictions |",
+    ]
+
+
+def test_two_gpus_side_by_side(course):
+    t4 = make_meta("2026-08-30T10:00:00+00:00").model_copy(update={
+        "gpu_name": "Tesla T4", "gpu_slug": "tesla-t4", "compute_capability": "7.5",
+        "driver_version": "595.84", "cuda_version": "12.6", "nvcc_version": "12.6.85", "arch": "sm_75"})
+    write_evidence(course, t4, TRANSCRIPT.replace("GPU: NVIDIA H200 (compute capability 9.0)",
+                                                  "GPU: Tesla T4 (compute capability 7.5)")
+                   .replace("0.020   400.0", "0.090    88.9").replace("0.015   533.3", "0.070   114.3"))
+    pages = by_name(render(course))
+    source = pages["lessons/day01-scale/scale.cu"].new
+    assert source.splitlines()[4:9] == [
+        "// Build: nvcc -std=c++17 -O3 -arch=sm_90 -o scale scale.cu",
+        "// Run:   ./scale",
+        VERIFIED,
+        "// Verified 2026-08-30 on Tesla T4 (compute capability 7.5), driver 595.84, CUDA 12.6, nvcc 12.6.85. "
+        "Transcript: evidence/day01-scale/tesla-t4/transcript.txt",
+        "",
+    ]
+    page = pages["lessons/day01-scale/README.md"].new
+    assert ("## Key figures\n\n"
+            "| kernel | time (ms), NVIDIA H200 | time (ms), Tesla T4 | bandwidth (GB/s), NVIDIA H200 "
+            "| bandwidth (GB/s), Tesla T4 |\n"
+            "| --- | ---: | ---: | ---: | ---: |\n"
+            "| scale | 0.020 | 0.090 | 400.0 | 88.9 |\n"
+            "| copy | 0.015 | 0.070 | 533.3 | 114.3 |\n") in page
+    assert page.count("```mermaid") == 2
+    assert '    title "bandwidth (GB/s), Tesla T4"\n    x-axis ["scale", "copy"]\n    y-axis "GB/s" 0 --> 120\n' in page
+    assert "| every element matches | gate | `n == 1024` | held | held |" in page
+    assert "| scaling runs at least half as fast as a copy | prediction |" in page
+    assert "[`scale.cu`, lines 13-18](scale.cu#L13-L18)" in page
+    assert page.endswith("| tool | must find | GPU | findings | kernels | at | verdict |\n"
+                         "| --- | --- | --- | --- | --- | --- | --- |\n"
+                         "| memcheck | nothing | NVIDIA H200 | none | - | - | as expected |\n"
+                         "| memcheck | nothing | Tesla T4 | not recorded | - | - | - |\n")
+    assert ("| 1 | [Scaling a vector](lessons/day01-scale/README.md) | NVIDIA H200, 2026-11-29: 1 of 1 gates held, "
+            "1 of 1 predictions<br>Tesla T4, 2026-08-30: 1 of 1 gates held, 1 of 1 predictions |") in pages["README.md"].new
+
+
+RACE_RECORD = """\
+  <record>
+    <kind>Analysis</kind>
+    <level>{level}</level>
+    <what>
+      <text>Race condition</text>
+      <source>
+        <direction>Write</direction>
+        <where><func>scale</func><path>/gpu/course/lessons/day01-scale/scale.cu</path><line>14</line><pc>0x150</pc></where>
+      </source>
+      <destination>
+        <direction>Read</direction>
+        <where><func>scale</func><path>/gpu/course/lessons/day01-scale/scale.cu</path><line>15</line><pc>0x1a0</pc></where>
+        <count>1234567</count>
+      </destination>
+    </what>
+  </record>
+"""
+RACECHECK_XML = ('<?xml version="1.0" encoding="utf-8"?>\n<ComputeSanitizerOutput>\n'
+                 + RACE_RECORD.format(level="Warning") + RACE_RECORD.format(level="Error")
+                 + "</ComputeSanitizerOutput>\n")
+RACECHECK_LOG = ("========= COMPUTE-SANITIZER\n"
+                 "========= RACECHECK SUMMARY: 2 hazards displayed (1 error, 1 warning)\n")
+
+
+@pytest.mark.parametrize("kernel, verdict", [
+    ("scale", "as expected"),
+    ("other", "unexpected race in scale at /gpu/course/lessons/day01-scale/scale.cu:14 (1234567 hazards, "
+              "2 reports); expected a finding in other inside snippet 'kernel' (lines 12-17), none reported"),
+])
+def test_a_race_names_its_kernel_and_lines(course, kernel, verdict):
+    manifest = course / "lessons.yaml"
+    manifest.write_text(MANIFEST.replace(
+        "      memcheck: {}\n",
+        f"      racecheck:\n        findings:\n          - kernel: {kernel}\n            snippet: kernel\n"),
+        encoding="utf-8")
+    write_evidence(course, make_meta(), TRANSCRIPT, {"racecheck.log": RACECHECK_LOG.encode(),
+                                                     "racecheck.xml": RACECHECK_XML.encode()})
+    page = render(course)[0].new
+    assert "compute-sanitizer --tool racecheck ./scale\n" in page
+    assert page.endswith(
+        "| tool | must find | findings | kernels | at | verdict |\n"
+        "| --- | --- | --- | --- | --- | --- |\n"
+        f"| racecheck | a finding in {kernel} inside snippet 'kernel' (lines 12-17), and nothing else "
+        "| 2 (1 error, 1 warning) | `scale` | write at [scale.cu:14](scale.cu#L14) → read at "
+        f"[scale.cu:15](scale.cu#L15) (1,234,567 hazards), reported 2 times | {verdict} |\n")
+
+
+def test_a_failed_prediction_is_reported_with_its_values(course):
+    record(course, TRANSCRIPT.replace("0.020   400.0", "0.080   100.0"))
+    page = render(course)[0].new
+    assert ("| scaling runs at least half as fast as a copy | prediction | "
+            "`kernels['scale'].gbps >= kernels['copy'].gbps * 0.5` | missed |") in page
+    assert ("\n\nOn NVIDIA H200:\n"
+            "- `scale-keeps-up`: `kernels['scale'].gbps >= kernels['copy'].gbps * 0.5 is false "
+            "(kernels = [scale] kernel=scale, ms=0.08, gbps=100.0; [copy] kernel=copy, ms=0.015, gbps=533.3)`\n"
+            "\n## Sanitizers\n") in page
+
+
+# -- errors: one TemplateError naming file:line, and nothing written -----------------------------
+def render_error(root: Path) -> TemplateError:
+    before = snapshot(root)
+    with pytest.raises(TemplateError) as caught:
+        write_pages(render(root))
+    assert snapshot(root) == before
+    assert caught.value.exit_status == 2
+    return caught.value
+
+
+def test_a_template_naming_a_missing_snippet(course):
+    set_template(course, "lessons/day01-scale.md.j2",
+                 '{% extends "lesson.md.j2" %}\n{% block code %}\n\n{{ snippet("kernel") }}\n'
+                 '{{ snippet("launch") }}\n{% endblock %}\n')
+    assert str(render_error(course)) == ("templates/lessons/day01-scale.md.j2:5: no snippet 'launch' in "
+                                         "lessons/day01-scale/scale.cu (it has kernel)")
+
+
+def test_a_lesson_template_names_its_snippets(course):
+    set_template(course, "lessons/day01-scale.md.j2",
+                 '{% extends "lesson.md.j2" %}\n{% block code %}\n\n### The kernel\n\n{{ snippet("kernel") }}\n'
+                 '{% endblock %}\n')
+    page = render(course)[0].new
+    assert page.startswith("<!-- Generated by coursectl render from templates/lessons/day01-scale.md.j2, "
+                           "templates/lesson.md.j2, lessons.yaml, ")
+    assert "## The code\n\n### The kernel\n\n[`scale.cu`, lines 12-17](scale.cu#L12-L17)\n\n```cuda\n" in page
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda s: s.replace("// end snippet\n", ""),
+     "lessons/day01-scale/scale.cu:11: snippet 'kernel' is never closed"),
+    (lambda s: s.replace("// end snippet\n", "// end snippet\n// snippet: kernel\nint x;\n// end snippet\n"),
+     "lessons/day01-scale/scale.cu:19: snippet 'kernel' is defined twice"),
+    (lambda s: s.replace("int main", "// end snippet: kernel\nint main"),
+     "lessons/day01-scale/scale.cu:20: 'end snippet' with no snippet open"),
+])
+def test_a_bad_snippet_marker(course, edit, message):
+    source = course / "lessons/day01-scale/scale.cu"
+    source.write_text(edit(source.read_text()), encoding="utf-8")
+    assert str(render_error(course)) == message
+
+
+def test_a_missing_variable_is_an_error(course):
+    set_template(course, "lesson.md.j2", "# Day {{ lesson.day }}\n\n{{ lesson.summary }}\n")
+    assert str(render_error(course)) == ("templates/lesson.md.j2:3: 'orchestrator.manifest.Lesson object' "
+                                        "has no attribute 'summary'")
+    set_template(course, "lesson.md.j2", "# Day {{ lesson.day }}\n\n{{ summary }}\n")
+    assert str(render_error(course)) == "templates/lesson.md.j2:3: 'summary' is undefined"
+
+
+def test_a_template_syntax_error(course):
+    set_template(course, "index.md.j2", "| Day |\n{% for row in lessons %}\n| {{ row.lesson.day }} |\n")
+    assert str(render_error(course)) == (
+        "templates/index.md.j2:3: template syntax error: Unexpected end of template. Jinja was looking "
+        "for the following tags: 'endfor' or 'else'. The innermost block that needs to be closed is 'for'.")
+
+
+def test_an_included_template_that_does_not_exist(course):
+    set_template(course, "lesson.md.j2", "# Day {{ lesson.day }}\n{% include 'footer.md.j2' %}\n")
+    assert str(render_error(course)) == "templates/lesson.md.j2:2: no template 'footer.md.j2' in templates/"
+
+
+def test_no_page_is_written_when_the_second_lesson_fails(course):
+    # The first lesson's page and source would change; the second lesson's template fails.
+    set_template(course, "lessons/day02-sum.md.j2",
+                 '{% extends "lesson.md.j2" %}\n{% block code %}\n{{ snippet("total") }}\n{% endblock %}\n')
+    error = render_error(course)
+    assert str(error) == "templates/lessons/day02-sum.md.j2:3: no snippet 'total' in lessons/day02-sum/sum.cu (it has none)"
+    assert not (course / "lessons/day01-scale/README.md").exists()
+    assert (course / "lessons/day01-scale/scale.cu").read_text() == SCALE_CU
+
+
+@pytest.mark.parametrize("readme, message", [
+    ("# Course\n", "README.md: the marker <!-- lessons:begin --> is missing"),
+    ("<!-- lessons:begin -->\n<!-- lessons:end -->\n<!-- lessons:end -->\n",
+     "README.md:3: the marker <!-- lessons:end --> appears 2 times"),
+    ("<!-- lessons:end -->\n<!-- lessons:begin -->\n",
+     "README.md:1: <!-- lessons:end --> comes before <!-- lessons:begin -->"),
+])
+def test_the_readme_needs_its_markers(course, readme, message):
+    (course / "README.md").write_text(readme, encoding="utf-8")
+    error = render_error(course)
+    assert str(error) == message
+    assert error.hint == ("README.md needs one <!-- lessons:begin --> line and, after it, "
+                          "one <!-- lessons:end --> line")
+
+
+def test_edited_evidence_is_refused(course):
+    transcript = course / "evidence/day01-scale/nvidia-h200/transcript.txt"
+    transcript.write_text(TRANSCRIPT.replace("400.0", "900.0"), encoding="utf-8")
+    with pytest.raises(EvidenceError) as caught:
+        render(course)
+    assert str(caught.value) == (f"{transcript}: transcript does not match the sha256 in meta.json: "
+                                 "it was edited after recording")
+
+
+# -- the pieces ----------------------------------------------------------------------------------
+def test_rewrite_header_keeps_each_line_where_it_stands():
+    text = ("// Title\n//\n// Build: old\n// Run:   ./old\n//\n// For the sanitizer: ...\n//\n"
+            "// Verified 2026-01-01 on A.\n// Verified 2026-01-02 on B.\n\nint x;\n// Build: not the header\n")
+    assert rewrite_header(text, ["// Build: new", "// Run:   ./new", "// Verified: no evidence recorded yet."]) == (
+        "// Title\n//\n// Build: new\n// Run:   ./new\n//\n// For the sanitizer: ...\n//\n"
+        "// Verified: no evidence recorded yet.\n\nint x;\n// Build: not the header\n")
+
+
+def test_rewrite_header_adds_what_is_missing():
+    lines = ["// Build: b", "// Run:   ./r", "// Verified: no evidence recorded yet."]
+    assert rewrite_header("// Title\n// Run:   ./old\n// More.\n\nint x;\n", lines) == (
+        "// Title\n// Build: b\n// Run:   ./r\n// Verified: no evidence recorded yet.\n// More.\n\nint x;\n")
+    assert rewrite_header("int x;\n", lines) == (
+        "// Build: b\n// Run:   ./r\n// Verified: no evidence recorded yet.\n\nint x;\n")
+    assert rewrite_header("// Title\r\n// Build: a\r\n// Run: a\r\n// Verified: a\r\nint x;\r\n", lines) == (
+        "// Title\r\n// Build: b\r\n// Run:   ./r\r\n// Verified: no evidence recorded yet.\r\nint x;\r\n")
+
+
+@pytest.mark.parametrize("value, ceiling", [(6726.0, 8000.0), (2.109, 2.5), (0.0102, 0.012), (533.3, 600.0),
+                                            (1.0, 1.0), (0.0, 1.0), (97.0, 100.0)])
+def test_nice_ceiling(value, ceiling):
+    assert nice_ceiling(value) == ceiling
+
+
+@pytest.mark.parametrize("value, decimals, shown", [(0.01, 3, "0.010"), (6726.0, 1, "6726.0"), (2.109, None, "2.109"),
+                                                   (7, 2, "7"), (None, 1, "-"), (float("inf"), 2, "inf"),
+                                                   (1e-07, 3, "1e-07")])
+def test_format_number(value, decimals, shown):
+    assert format_number(value, decimals) == shown

@@ -1,0 +1,101 @@
+"""orchestrator.snippets: `// snippet: NAME` ... `// end snippet[: NAME]` in lesson sources."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import TemplateError
+from orchestrator.snippets import Snippet, extract_snippets
+
+REPO = Path(__file__).resolve().parent.parent
+
+SOURCE = """\
+// A lesson.
+// snippet: outer
+int a = 1;
+    // snippet: inner
+    int b = 2;
+    // end snippet
+int c = 3;
+// end snippet: outer
+
+// snippet: last
+int d = 4;
+// end snippet
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "lesson.cu"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_named_nested_and_unnamed_ends(tmp_path):
+    path = write(tmp_path, SOURCE)
+    assert extract_snippets(path, "lessons/x/lesson.cu") == {
+        "inner": Snippet(name="inner", path="lessons/x/lesson.cu", first_line=5, last_line=5,
+                         text="    int b = 2;\n"),
+        "outer": Snippet(name="outer", path="lessons/x/lesson.cu", first_line=3, last_line=7,
+                         text="int a = 1;\n    int b = 2;\nint c = 3;\n"),
+        "last": Snippet(name="last", path="lessons/x/lesson.cu", first_line=11, last_line=11,
+                        text="int d = 4;\n"),
+    }
+
+
+def test_an_unnamed_end_closes_the_innermost(tmp_path):
+    path = write(tmp_path, "// snippet: a\nx\n// snippet: b\ny\n// end snippet\nz\n// end snippet\n")
+    snippets = extract_snippets(path, "f.cu")
+    assert (snippets["b"].first_line, snippets["b"].last_line, snippets["b"].text) == (4, 4, "y\n")
+    assert (snippets["a"].first_line, snippets["a"].last_line, snippets["a"].text) == (2, 6, "x\ny\nz\n")
+
+
+def test_no_markers_no_snippets(tmp_path):
+    assert extract_snippets(write(tmp_path, "int main() {}\n")) == {}
+
+
+def test_text_is_read_instead_of_the_file(tmp_path):
+    path = write(tmp_path, "// nothing here\n")
+    snippets = extract_snippets(path, "f.cu", text="\n// snippet: k\nk();\n// end snippet: k\n")
+    assert snippets == {"k": Snippet(name="k", path="f.cu", first_line=3, last_line=3, text="k();\n")}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("// snippet: a\n// end snippet\n// snippet: a\n// end snippet\n",
+     "f.cu:3: snippet 'a' is defined twice"),
+    ("// snippet: a\n// snippet: a\n// end snippet\n// end snippet\n",
+     "f.cu:2: snippet 'a' is defined twice"),
+    ("x\n// end snippet\n",
+     "f.cu:2: 'end snippet' with no snippet open"),
+    ("// snippet: a\n// snippet: b\n// end snippet: a\n// end snippet\n",
+     "f.cu:3: 'end snippet: a' closes 'b' (opened at line 2)"),
+    ("x\n// snippet: a\ny\n",
+     "f.cu:2: snippet 'a' is never closed"),
+    ("// snippet: a\n// snippet: b\n// end snippet\n",
+     "f.cu:1: snippet 'a' is never closed"),
+    ("// snippet racy\n",
+     "f.cu:1: malformed snippet marker '// snippet racy'; write '// snippet: NAME' or '// end snippet[: NAME]'"),
+    ("// snippet: a\n// end snippet a\n",
+     "f.cu:2: malformed snippet marker '// end snippet a'; write '// snippet: NAME' or '// end snippet[: NAME]'"),
+])
+def test_marker_errors_name_file_and_line(tmp_path, text, message):
+    with pytest.raises(TemplateError) as caught:
+        extract_snippets(write(tmp_path, text), "f.cu")
+    assert str(caught.value) == message
+    assert caught.value.exit_status == 2
+
+
+def test_the_lessons_snippets():
+    names = {
+        "lessons/day13-shared-memory/shared_memory.cu": ["shared-optin", "tiled-kernel"],
+        "lessons/day14-syncthreads/syncthreads.cu": ["barrier", "early-return", "racy"],
+        "lessons/day16-tiled-matmul/tiled_matmul.cu": ["naive-kernel", "tiled-kernel"],
+        "lessons/day71-matmul-fp16/matmul_fp16.cu": ["f16-accumulate", "f32-accumulate", "k-scaled-gate"],
+    }
+    for source, expected in names.items():
+        snippets = extract_snippets(REPO / source, source)
+        assert sorted(snippets) == expected
+        for snippet in snippets.values():
+            assert snippet.text.strip() and "snippet" not in snippet.text
