@@ -1,0 +1,63 @@
+"""Build evidence and plausibility, judged offline against what was recorded on the H200."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from bugs import ROOT, make_bug_course
+from orchestrator.evidence import load_evidence, write_evidence
+from orchestrator.manifest import load_manifest
+from orchestrator.pipeline import Options, Status, verify_offline
+from orchestrator.toolchain import discover
+
+DAY16 = "day16-tiled-matmul"
+DAY13 = "day13-shared-memory"
+
+
+@pytest.fixture
+def own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
+
+
+def test_recorded_build_evidence_matches_a_fresh_build(own_cache):
+    manifest = load_manifest(ROOT / "lessons.yaml")
+    lesson = manifest.lesson(DAY16)
+    recorded = json.loads((ROOT / "evidence" / DAY16 / "build" / "sm_90.json").read_text())
+    assert recorded["kernels"]["matmulTiled"]["smem"] == 2 * 16 * 16 * 4
+    [result] = verify_offline(manifest, [lesson], discover(), Options(jobs=2, arch="sm_90"))
+    assert result.status is Status.PASS, result.reasons
+
+
+def test_a_bigger_tile_fails_offline_naming_the_kernel_and_resource(tmp_path, own_cache):
+    entry = {"file": "test", "name": "tile-32", "lesson": DAY16,
+             "old": "constexpr int kTileDim = 16;", "new": "constexpr int kTileDim = 32;"}
+    manifest = load_manifest(make_bug_course(entry, tmp_path / "course"))
+    [result] = verify_offline(manifest, manifest.lessons, discover(), Options(jobs=2, arch="sm_90"))
+    text = "\n".join(result.reasons)
+    assert result.status is Status.FAIL
+    assert "build evidence: sm_90: matmulTiled: smem 2048 -> 8192" in text
+
+
+def test_a_figure_above_the_recorded_peak_fails_plausibility(tmp_path, own_cache):
+    manifest = load_manifest(ROOT / "lessons.yaml")
+    evidence = load_evidence(ROOT, DAY13, "nvidia-h200")
+    assert evidence.meta.peak_gbps and evidence.meta.peak_gbps > 1000
+    course = tmp_path / "course"
+    shutil.copytree(ROOT / "lessons" / DAY13, course / "lessons" / DAY13)
+    shutil.copy(ROOT / "lessons.yaml", course / "lessons.yaml")
+    for other in manifest.lessons:
+        if other.id != DAY13:
+            shutil.copytree(ROOT / "lessons" / other.id, course / "lessons" / other.id)
+    row = next(line for line in evidence.transcript.splitlines() if line.startswith("copyRowMajor"))
+    gbps = row.split()[2]
+    inflated = evidence.transcript.replace(row, row.replace(gbps, "9999.9"))
+    write_evidence(course, evidence.meta, inflated)
+    copy = load_manifest(course / "lessons.yaml")
+    [result] = verify_offline(copy, [copy.lesson(DAY13)], discover(), Options(jobs=1, arch="sm_90"))
+    text = "\n".join(result.reasons)
+    assert result.status is Status.FAIL
+    assert (f"nvidia-h200: plausibility: kernels[copyRowMajor].gbps = 9999.9 GB/s exceeds the GPU's peak "
+            f"{evidence.meta.peak_gbps:g} GB/s") in text
