@@ -48,6 +48,8 @@ def describe_rule(spec: FieldSpec) -> str:
 
 
 def _ratio(old: Value, new: Value) -> float | None:
+    if isinstance(old, bool) or isinstance(new, bool):
+        return None
     if isinstance(old, (int, float)) and isinstance(new, (int, float)) and old:
         return new / old
     return None

@@ -69,6 +69,8 @@ class Progress:
 def _fmt(value) -> str:
     if value is None:
         return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:.6g}"
     return str(value)

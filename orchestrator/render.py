@@ -31,6 +31,7 @@ from pydantic import BaseModel
 from .build import display_command
 from .claims import ClaimResult, evaluate_claims
 from .errors import TemplateError
+from .comparison import fraction_of_peak
 from .evidence import Evidence, build_evidence_path, list_gpus, load_build_evidence, load_evidence
 from .files import atomic_write
 from .manifest import Lesson, Manifest, SanitizerPass
@@ -85,6 +86,8 @@ class GpuEvidence(BaseModel):
     sanitizer_version: str | None = None
     build_evidence: str = ""  # ptxas' report for `arch`, relative to the course root
     unchecked: list[str] = [] # claims not judged here: those over ptxas' report, without it
+    peak_gbps: float | None = None         # the GPU's peaks, recorded with the evidence
+    peak_fp32_gflops: float | None = None
 
 
 class Figure(BaseModel):
@@ -308,7 +311,8 @@ def _gpu(root: Path, page_dir: Path, evidence: Evidence) -> GpuEvidence:
                        date=meta.date[:10], arch=meta.arch, provenance=", ".join(parts),
                        transcript=evidence.transcript, transcript_path=_relative(transcript, root),
                        transcript_link=_link(transcript, page_dir), sanitizer_version=meta.sanitizer_version,
-                       build_evidence=_relative(build, root))
+                       build_evidence=_relative(build, root), peak_gbps=meta.peak_gbps,
+                       peak_fp32_gflops=meta.peak_fp32_gflops)
 
 
 def rewrite_header(text: str, lines: list[str]) -> str:
@@ -444,7 +448,9 @@ def _figure_table(figures: list[Figure], gpus: list[GpuEvidence]) -> FigureTable
     for figure in figures:
         row = cells.setdefault(figure.where or "-", {})
         for gpu in gpus:
-            row[(figure.what, gpu.slug)] = figure.shown.get(gpu.slug, "-")
+            shown = figure.shown.get(gpu.slug, "-")
+            share = fraction_of_peak(figure.values.get(gpu.slug), figure.unit, gpu.peak_gbps, gpu.peak_fp32_gflops)
+            row[(figure.what, gpu.slug)] = shown if share is None else f"{shown} ({share:.0%})"
     rows = [(where, [row.get((what, gpu.slug), "") for what, gpu in columns]) for where, row in cells.items()]
     return FigureTable(where_header=where_header, header=header, rows=rows)
 

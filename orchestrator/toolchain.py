@@ -149,7 +149,12 @@ def _gpus_from_nvml() -> tuple[list[Gpu], str | None, str | None]:
             try:
                 gpu.sm_count = int(pynvml.nvmlDeviceGetAttributes_v2(handle).multiprocessorCount)
             except (pynvml.NVMLError, AttributeError):
-                pass
+                lanes = FP32_LANES.get(gpu.compute_capability)
+                try:
+                    cores = int(pynvml.nvmlDeviceGetNumGpuCores(handle))
+                    gpu.sm_count = cores // lanes if lanes else None
+                except (pynvml.NVMLError, AttributeError):
+                    pass
             gpu.peak_fp32_gflops = peak_fp32(gpu.compute_capability, gpu.sm_count, clock)
             gpus.append(gpu)
         driver = text(pynvml.nvmlSystemGetDriverVersion())

@@ -31,14 +31,16 @@ def test_recorded_build_evidence_matches_a_fresh_build(own_cache):
     assert result.status is Status.PASS, result.reasons
 
 
-def test_a_bigger_tile_fails_offline_naming_the_kernel_and_resource(tmp_path, own_cache):
-    entry = {"file": "test", "name": "tile-32", "lesson": DAY16,
-             "old": "constexpr int kTileDim = 16;", "new": "constexpr int kTileDim = 32;"}
+def test_a_padded_tile_fails_offline_naming_the_kernel_and_resource(tmp_path, own_cache):
+    entry = {"file": "test", "name": "padded-tile", "lesson": DAY16,
+             "old": "__shared__ float aTile[kTileDim][kTileDim];",
+             "new": "__shared__ float aTile[kTileDim][kTileDim + 1];"}
     manifest = load_manifest(make_bug_course(entry, tmp_path / "course"))
     [result] = verify_offline(manifest, manifest.lessons, discover(), Options(jobs=2, arch="sm_90"))
     text = "\n".join(result.reasons)
     assert result.status is Status.FAIL
-    assert "build evidence: sm_90: matmulTiled: smem 2048 -> 8192" in text
+    assert "sm_90: matmulTiled: smem 2048 -> 2112" in text
+    assert "gate 'tiled-smem-is-two-tiles [sm_90]' failed" in text
 
 
 def test_a_figure_above_the_recorded_peak_fails_plausibility(tmp_path, own_cache):
