@@ -23,8 +23,11 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
 report_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Work with JSON reports.")
 app.add_typer(report_app, name="report", help="Work with JSON reports (merge shards).")
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# In a CI log (no terminal, no COLUMNS) rich would assume 80 columns and fold
+# the tables; logs have room.
+_LOG_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+console = Console(highlight=False, width=_LOG_WIDTH)
+err_console = Console(stderr=True, highlight=False, width=_LOG_WIDTH)
 
 ManifestOpt = typer.Option(Path("lessons.yaml"), "--manifest", "-m", help="The course manifest.")
 LessonsArg = typer.Argument(None, help="Lesson ids (see lessons.yaml).", show_default=False)
@@ -67,6 +70,14 @@ def handle_errors(func: Callable) -> Callable:
             if exc.hint:
                 err_console.print(f"hint: {exc.hint}", markup=False, soft_wrap=True)
             raise typer.Exit(exc.exit_status)
+        except OSError as exc:
+            # A full disk or a read-only folder: one line naming the file, never a traceback.
+            # A failed os.replace names its temp file first and the file being written second.
+            path = exc.filename2 or exc.filename
+            where = f" {path}" if path else ""
+            err_console.print(f"coursectl: error: cannot write/read{where}: {exc.strerror or exc}",
+                              markup=False, soft_wrap=True)
+            raise typer.Exit(1)
         finally:
             signal.signal(signal.SIGTERM, previous)
 

@@ -136,9 +136,9 @@ def print_summary(console: Console, results: list[LessonResult], title: str) -> 
     console.print(table)
     for r in results:
         for reason in r.reasons:
-            console.print(Text(f"{r.lesson}: {reason}", style="red"), highlight=False)
+            console.print(Text(f"{r.lesson}: {reason}", style="red"), highlight=False, soft_wrap=True)
         for note in r.notes:
-            console.print(Text(f"{r.lesson}: note: {note}", style="yellow"), highlight=False)
+            console.print(Text(f"{r.lesson}: note: {note}", style="yellow"), highlight=False, soft_wrap=True)
 
 
 def print_commands(console: Console, results: list[LessonResult]) -> None:
