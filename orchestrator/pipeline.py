@@ -531,7 +531,7 @@ def compare_build_evidence(manifest: Manifest, lesson: Lesson, build: BuildResul
 
 def judge_recorded_passes(manifest: Manifest, lesson: Lesson, evidence, out: LessonResult) -> list[dict]:
     """Re-judge the sanitizer reports recorded with the evidence against today's expectations."""
-    from .sanitizer import Expectation, Tool, build_report, judge
+    from .sanitizer import Expectation, Tool, build_report
 
     passes = []
     slug = evidence.meta.gpu_slug
@@ -541,21 +541,18 @@ def judge_recorded_passes(manifest: Manifest, lesson: Lesson, evidence, out: Les
             out.notes.append(f"{slug}: no recorded {tool} report; record on a GPU to add one")
             continue
         xml = evidence.directory / f"{tool}.xml"
+        outcome = PassResult(tool=tool, command=[], seconds=0.0, exit_status=None)
         try:
             report = build_report(Tool(tool), 0, log.read_text(errors="replace"),
                                   xml.read_text(errors="replace") if xml.exists() else None,
                                   version=evidence.meta.sanitizer_version, log_path=log, xml_path=xml)
             expectation = Expectation(tool=Tool(tool), findings=resolve_snippets(manifest, lesson, spec.findings),
                                       allow_other=spec.allow_other)
-            problems = judge(report, expectation)
+            judge_pass(outcome, report, expectation)
         except CoursectlError as exc:
-            problems = [str(exc)]
-        out.reasons += [f"{slug}: recorded {p}" for p in problems]
-        passes.append(PassResult(tool=tool, command=[], seconds=0.0, exit_status=None,
-                                 errors=report.summary.errors if not problems or 'report' in dir() else None,
-                                 findings=len(report.findings),
-                                 kernels=sorted({f.kernel for f in report.findings if f.kernel}),
-                                 problems=problems).model_dump(mode="json"))
+            outcome.problems = [str(exc)]
+        out.reasons += [f"{slug}: recorded {p}" for p in outcome.problems]
+        passes.append(outcome.model_dump(mode="json"))
     return passes
 
 
@@ -619,6 +616,17 @@ class PassResult(BaseModel):
         return not self.problems
 
 
+def judge_pass(outcome: PassResult, report, expectation) -> None:
+    """Fill a pass's counts from its report and judge it against what the lesson expects."""
+    from .sanitizer import judge
+
+    outcome.problems += judge(report, expectation)
+    outcome.errors = report.summary.errors
+    outcome.warnings = report.summary.warnings
+    outcome.findings = len(report.findings)
+    outcome.kernels = sorted({f.kernel for f in report.findings if f.kernel})
+
+
 def resolve_snippets(manifest: Manifest, lesson: Lesson, findings: list) -> list:
     """Turn `snippet: NAME` in expected findings into the snippet's line range in the source."""
     from .snippets import extract_snippets
@@ -643,7 +651,7 @@ def make_sanitize_step(manifest: Manifest, toolchain: Toolchain, options: Option
     """The step that runs a lesson's declared passes after its plain run, on the same GPU."""
     import tempfile
 
-    from .sanitizer import Expectation, Tool, build_report, judge, sanitizer_command, strip_sanitizer_lines
+    from .sanitizer import Expectation, Tool, build_report, sanitizer_command, strip_sanitizer_lines
 
     def step(lesson: Lesson, gpu: Gpu, work: _Work, env: dict, result: LessonResult) -> dict[str, bytes]:
         passes = manifest.sanitizers(lesson)
@@ -683,11 +691,7 @@ def make_sanitize_step(manifest: Manifest, toolchain: Toolchain, options: Option
                                           log_path=f"{lesson.id} {tool}.log", xml_path=f"{lesson.id} {tool}.xml")
                     expectation = Expectation(tool=Tool(tool), findings=resolve_snippets(manifest, lesson, spec.findings),
                                               allow_other=spec.allow_other)
-                    outcome.problems += judge(report, expectation)
-                    outcome.errors = report.summary.errors
-                    outcome.warnings = report.summary.warnings
-                    outcome.findings = len(report.findings)
-                    outcome.kernels = sorted({f.kernel for f in report.findings if f.kernel})
+                    judge_pass(outcome, report, expectation)
                     outcome.report = report.model_dump(mode="json")
                 except CoursectlError as exc:
                     outcome.problems.append(f"{tool}: {exc}")
