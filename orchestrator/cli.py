@@ -406,3 +406,7 @@ def report_merge(reports: List[Path] = typer.Argument(..., help="JSON reports of
         write_junit(merged, junit_path)
     if merged.failed:
         raise typer.Exit(1)
+
+
+if __name__ == "__main__":
+    app()

@@ -62,3 +62,31 @@ def test_a_kernel_that_faults_fails_with_the_cuda_error(tmp_path, monkeypatch):
     assert result.status is Status.FAIL
     assert "exit status 1" in text
     assert "CUDA error: an illegal memory access was encountered" in text
+
+
+@pytest.mark.gpu
+def test_sigterm_during_a_gpu_run_stops_everything(tmp_path):
+    """SIGTERM while a kernel spins: exit 130, the lesson's process is gone, nothing recorded."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    _fault_course(tmp_path, "spin_forever", timeout=60)
+    env = dict(os.environ, COURSECTL_CACHE=str(tmp_path / "cache"))
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "record", "--all", "--no-sanitize"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if subprocess.run(["pgrep", "-f", "cache/.*/spin_forever"], capture_output=True).returncode == 0:
+            break
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    print(out, err)
+    assert proc.returncode == 130
+    assert "interrupted" in err
+    assert subprocess.run(["pgrep", "-f", "cache/.*/spin_forever"], capture_output=True).returncode == 1
+    assert not (tmp_path / "evidence").exists()
