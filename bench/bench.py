@@ -51,9 +51,9 @@ def plain_script(manifest, arch: str, nvcc: str, sanitizer: str, workdir: Path) 
             ("build", [nvcc, *flags, *variant_flags("lineinfo"), f"-arch={arch}", "-o", str(debug), str(src)]),
             ("run", [str(plain), *lesson.args]),
         ]
-        for tool in manifest.sanitizers(lesson):
-            steps.append(("sanitize", [sanitizer, "--tool", tool, "--error-exitcode", "86", str(debug),
-                                       *lesson.args]))
+        for tool, spec in manifest.sanitizers(lesson).items():
+            steps.append(("sanitize", [sanitizer, "--tool", tool, "--error-exitcode", "86", *spec.args,
+                                       str(debug), *lesson.args, *spec.program_args]))
         for kind, argv in steps:
             lines.append(f"t0=$(stamp); {shlex.join(argv)} >/dev/null 2>&1; "
                          f'echo "STEP {lesson.id} {kind} $t0 $(stamp)"')

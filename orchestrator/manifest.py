@@ -27,7 +27,8 @@ class SanitizerPass(Strict):
     findings: list[ExpectedFinding] = []
     allow_other: bool = False
     timeout: float | None = Field(default=None, gt=0)
-    args: list[str] = []
+    args: list[str] = []          # extra compute-sanitizer arguments
+    program_args: list[str] = []  # the lesson's own arguments under this pass, after its `args`
 
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")

@@ -671,7 +671,8 @@ def make_sanitize_step(manifest: Manifest, toolchain: Toolchain, options: Option
             with tempfile.TemporaryDirectory(prefix="coursectl-") as tmp:
                 log_path = Path(tmp) / f"{tool}.log"
                 xml_path = Path(tmp) / f"{tool}.xml"
-                command = sanitizer_command(sanitizer, Tool(tool), [str(build.binary), *lesson.args],
+                command = sanitizer_command(sanitizer, Tool(tool),
+                                            [str(build.binary), *lesson.args, *spec.program_args],
                                             log_path, xml_path, extra=spec.args)
                 timeout = spec.timeout or manifest.timeout(lesson) * 10
                 run = runner(command, timeout=timeout * options.timeout_scale, env=env,

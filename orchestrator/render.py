@@ -252,7 +252,7 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     passes = manifest.sanitizers(lesson)
     sanitizer_build = shlex.join(display_command(manifest, lesson, arch, "lineinfo")) if passes else None
     sanitizer_runs = [shlex.join(["compute-sanitizer", "--tool", tool, *spec.args,
-                                  f"./{lesson.binary_name}", *lesson.args])
+                                  f"./{lesson.binary_name}", *lesson.args, *spec.program_args])
                       for tool, spec in passes.items()]
 
     options = " ".join([*manifest.flags(lesson), f"-arch={GODBOLT_ARCH}"])

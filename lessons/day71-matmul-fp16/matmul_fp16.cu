@@ -29,6 +29,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -428,23 +429,24 @@ static void launchPath(int path, const DeviceOperands& ops, size_t dim) {
     CUDA_CHECK(cudaGetLastError());
 }
 
-// Mean milliseconds per launch over kTimedLaunches back-to-back launches,
-// bracketed by CUDA events, after kWarmupLaunches untimed ones. Each kernel
-// gets its own warm-up: with lazy module loading, the default on Linux
-// since CUDA 12.2, a kernel's first launch also pays for loading it.
-static float meanLaunchMs(int path, const DeviceOperands& ops, size_t dim) {
+// Mean milliseconds per launch over `timed` back-to-back launches, bracketed
+// by CUDA events, after `warmups` untimed ones. Each kernel gets its own
+// warm-up: with lazy module loading, the default on Linux since CUDA 12.2, a
+// kernel's first launch also pays for loading it.
+static float meanLaunchMs(int path, const DeviceOperands& ops, size_t dim,
+                          int warmups, int timed) {
     cudaEvent_t begin;
     cudaEvent_t end;
     CUDA_CHECK(cudaEventCreate(&begin));
     CUDA_CHECK(cudaEventCreate(&end));
 
-    for (int i = 0; i < kWarmupLaunches; ++i) {
+    for (int i = 0; i < warmups; ++i) {
         launchPath(path, ops, dim);
     }
     CUDA_CHECK(cudaDeviceSynchronize());
 
     CUDA_CHECK(cudaEventRecord(begin));
-    for (int i = 0; i < kTimedLaunches; ++i) {
+    for (int i = 0; i < timed; ++i) {
         launchPath(path, ops, dim);
     }
     CUDA_CHECK(cudaEventRecord(end));
@@ -454,7 +456,7 @@ static float meanLaunchMs(int path, const DeviceOperands& ops, size_t dim) {
     CUDA_CHECK(cudaEventElapsedTime(&totalMs, begin, end));
     CUDA_CHECK(cudaEventDestroy(begin));
     CUDA_CHECK(cudaEventDestroy(end));
-    return totalMs / kTimedLaunches;
+    return totalMs / static_cast<float>(timed);
 }
 
 // Which low-precision tensor-core formats a device of this compute
@@ -518,7 +520,15 @@ struct GateFailure {
     double bound;
 };
 
-int main() {
+int main(int argc, char** argv) {
+    // --check-only launches each kernel once instead of 3 + 10 times. It is
+    // for compute-sanitizer, which checks every access of every launch: the
+    // repeats would only multiply its run time, and times measured under it
+    // mean nothing anyway.
+    const bool checkOnly = argc > 1 && std::string(argv[1]) == "--check-only";
+    const int warmups = checkOnly ? 0 : kWarmupLaunches;
+    const int timed = checkOnly ? 1 : kTimedLaunches;
+
     CUDA_CHECK(cudaSetDevice(0));
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -610,7 +620,7 @@ int main() {
             const Gate& gate = kPaths[path].halfGate ? f16Gate : f32Gate;
             const Verdict v = judge(h_c, h_ref, count, gate);
             maxAbsErr[path] = v.maxAbsErr;
-            meanMs[path] = meanLaunchMs(path, ops, dim);
+            meanMs[path] = meanLaunchMs(path, ops, dim, warmups, timed);
 
             std::printf("  %-22s %13.3e %10.4f %10.4f %8.2f\n",
                         kPaths[path].name, v.maxAbsErr, v.worstFrac,
