@@ -23,11 +23,14 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
 report_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Work with JSON reports.")
 app.add_typer(report_app, name="report", help="Work with JSON reports (merge shards).")
 
-# In a CI log (no terminal, no COLUMNS) rich would assume 80 columns and fold
-# the tables; logs have room.
-_LOG_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
-console = Console(highlight=False, width=_LOG_WIDTH)
-err_console = Console(stderr=True, highlight=False, width=_LOG_WIDTH)
+def _consoles() -> tuple[Console, Console]:
+    """In a CI log (no terminal, no COLUMNS) rich would assume 80 columns and fold
+    the tables; logs have room. Decided when a command starts, not at import."""
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+    return Console(highlight=False, width=width), Console(stderr=True, highlight=False, width=width)
+
+
+console, err_console = _consoles()
 
 ManifestOpt = typer.Option(Path("lessons.yaml"), "--manifest", "-m", help="The course manifest.")
 LessonsArg = typer.Argument(None, help="Lesson ids (see lessons.yaml).", show_default=False)
@@ -59,6 +62,8 @@ def handle_errors(func: Callable) -> Callable:
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        global console, err_console
+        console, err_console = _consoles()
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
             return func(*args, **kwargs)
@@ -159,33 +164,27 @@ def doctor(manifest_path: Path = ManifestOpt) -> None:
 def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, jobs: Optional[int] = JobsOpt,
           arch: Optional[str] = ArchOpt, manifest_path: Path = ManifestOpt, verbose: bool = VerboseOpt) -> None:
     """Build lessons with nvcc, in parallel, reusing cached binaries."""
-    from concurrent.futures import ThreadPoolExecutor
+    import shlex
 
-    from .build import build_lesson
+    from .pipeline import build_many
 
     manifest = load_manifest(manifest_path)
     lessons = _lessons(manifest, lesson_ids, all_)
     tc = _discover()
-    nvcc = tc.require_nvcc()
+    tc.require_nvcc()
     archs = [arch] if arch else (sorted({g.arch for g in tc.gpus}) or list(manifest.architectures))
     failed = 0
-    with ThreadPoolExecutor(max_workers=_jobs(jobs)) as pool:
-        futures = [(lesson, a, pool.submit(build_lesson, manifest, lesson, a, nvcc, tc.nvcc_version))
-                   for lesson in lessons for a in archs]
-        for lesson, a, future in futures:
-            try:
-                result = future.result()
-            except CoursectlError as exc:
-                failed += 1
-                err_console.print(f"coursectl: error: {exc}", markup=False, soft_wrap=True)
-                continue
-            state = "cached" if result.cached else f"built in {result.seconds:.1f} s"
-            console.print(f"{lesson.id} ({a}): {state}: {result.binary}", markup=False)
-            if verbose:
-                import shlex
-                console.print(f"  $ {shlex.join(result.command)}", markup=False)
-            if result.diagnostics.strip() and not result.cached:
-                err_console.print(result.diagnostics.rstrip(), markup=False)
+    for lesson, a, result in build_many(manifest, [(l, a) for l in lessons for a in archs], tc, _jobs(jobs)):
+        if isinstance(result, CoursectlError):
+            failed += 1
+            err_console.print(f"coursectl: error: {result}", markup=False, soft_wrap=True)
+            continue
+        state = "cached" if result.cached else f"built in {result.seconds:.1f} s"
+        console.print(f"{lesson.id} ({a}): {state}: {result.binary}", markup=False, soft_wrap=True)
+        if verbose:
+            console.print(f"  $ {shlex.join(result.command)}", markup=False, soft_wrap=True)
+        if result.diagnostics.strip() and not result.cached:
+            err_console.print(result.diagnostics.rstrip(), markup=False, soft_wrap=True)
     if failed:
         raise typer.Exit(1)
 

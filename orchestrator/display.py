@@ -63,7 +63,7 @@ class Progress:
                 elapsed = time.monotonic() - self.start
                 detail = f" ({event.detail})" if event.detail else ""
                 self.console.print(f"[{elapsed:6.1f} s] {event.lesson}: {event.stage}{detail}",
-                                   highlight=False, markup=False)
+                                   highlight=False, markup=False, soft_wrap=True)
 
 
 def _fmt(value) -> str:
@@ -145,8 +145,8 @@ def print_commands(console: Console, results: list[LessonResult]) -> None:
     for r in results:
         for build in r.builds:
             console.print(f"{r.lesson}: {'(cached) ' if build.cached else ''}{shlex.join(build.command)}",
-                          highlight=False, markup=False)
+                          highlight=False, markup=False, soft_wrap=True)
         if r.run:
-            console.print(f"{r.lesson}: {shlex.join(r.run.command)}", highlight=False, markup=False)
+            console.print(f"{r.lesson}: {shlex.join(r.run.command)}", highlight=False, markup=False, soft_wrap=True)
         for p in r.sanitizers:
-            console.print(f"{r.lesson}: {shlex.join(p['command'])}", highlight=False, markup=False)
+            console.print(f"{r.lesson}: {shlex.join(p['command'])}", highlight=False, markup=False, soft_wrap=True)

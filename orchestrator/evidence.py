@@ -77,7 +77,10 @@ def list_gpus(course_root: Path, lesson_id: str) -> list[str]:
     base = evidence_root(course_root) / lesson_id
     if not base.is_dir():
         return []
-    return sorted(p.name for p in base.iterdir() if p.is_dir() and (p / META).exists())
+    for backup in base.glob(".*.old"):  # an interrupted write_evidence left its old set aside
+        _restore_backup(base / backup.name[1:-len(".old")])
+    return sorted(p.name for p in base.iterdir()
+                  if p.is_dir() and not p.name.startswith(".") and (p / META).exists())
 
 
 def load_evidence(course_root: Path, lesson_id: str, slug: str) -> Evidence | None:

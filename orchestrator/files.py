@@ -24,11 +24,13 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         else:
             os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError) and not exc.filename:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
 
 

@@ -28,7 +28,7 @@ from .evidence import (EvidenceMeta, lesson_digest, list_gpus, load_build_eviden
 from .resources import BuildEvidence, compare_resources
 from .locks import gpu_lock
 from .manifest import Lesson, Manifest, SanitizerPass
-from .process import CommandResult, kill_all, run_command, tail_lines
+from .process import CommandResult, kill_all, resume, run_command, tail_lines
 from .toolchain import Gpu, Toolchain, select_gpus
 from .transcript import Flat, Transcript, decode_output, flatten, parse_transcript
 
@@ -375,11 +375,16 @@ def execute(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
                                      emit, runner, after_run)
             except CoursectlError as exc:
                 result = LessonResult(lesson=lesson.id, status=Status.FAIL, gpu=gpu.slug, reasons=[str(exc)])
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
+                with lock:
+                    crashed.append(exc)
+                return
             with lock:
                 results[lesson.id] = result
             emit(Event(lesson=lesson.id, stage="done", detail=result.status.value))
 
     by_id = {lesson.id: lesson for lesson in lessons}
+    crashed: list[BaseException] = []
     pool = ThreadPoolExecutor(max_workers=max(1, options.jobs))
     workers = [threading.Thread(target=gpu_worker, args=(gpu,), daemon=True) for gpu in gpus]
     try:
@@ -393,6 +398,8 @@ def execute(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
                 future.add_done_callback(lambda f, lesson=lesson, key=f"{arch}/{variant}": built(lesson, key, f))
         while True:
             with lock:
+                if crashed:
+                    raise crashed[0]
                 if len(results) == len(lessons):
                     break
             time.sleep(0.02)
@@ -404,6 +411,7 @@ def execute(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
         for _ in workers:
             ready.put(None)
         pool.shutdown(wait=True, cancel_futures=True)
+        resume()
     return [results[lesson_id] for lesson_id in by_id]
 
 
@@ -474,37 +482,58 @@ def record(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opti
 def verify_offline(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, options: Options,
                    emit: Emit = _quiet, runner=run_command) -> list[LessonResult]:
     """No GPU: build for every listed architecture and re-judge the recorded evidence."""
-    nvcc = toolchain.require_nvcc()
+    toolchain.require_nvcc()
     archs = [options.arch] if options.arch else list(manifest.architectures)
-    results: dict[str, LessonResult] = {}
-    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-        futures = {(lesson.id, arch): pool.submit(build_lesson, manifest, lesson, arch, nvcc,
-                                                  toolchain.nvcc_version, "plain", runner)
-                   for lesson in lessons for arch in archs}
-        try:
-            for lesson in lessons:
-                emit(Event(lesson=lesson.id, stage="building"))
-                out = LessonResult(lesson=lesson.id, status=Status.PASS)
-                for arch in archs:
-                    try:
-                        out.builds.append(futures[(lesson.id, arch)].result())
-                    except BuildError as exc:
-                        out.reasons.append(str(exc))
-                emit(Event(lesson=lesson.id, stage="comparing"))
-                _judge_evidence(manifest, lesson, out)
-                for build in out.builds:
-                    compare_build_evidence(manifest, lesson, build, toolchain, out)
-                if out.reasons:
-                    out.status = Status.FAIL
-                elif out.evidence is None:
-                    out.status = Status.NO_EVIDENCE
-                results[lesson.id] = out
-                emit(Event(lesson=lesson.id, stage="done", detail=out.status.value))
-        except KeyboardInterrupt:
-            pool.shutdown(wait=False, cancel_futures=True)
-            kill_all()
-            raise Interrupted("interrupted: builds were stopped; no cache entry is half-written")
-    return [results[lesson.id] for lesson in lessons]
+    for lesson in lessons:
+        emit(Event(lesson=lesson.id, stage="building"))
+    built: dict[str, list] = {lesson.id: [] for lesson in lessons}
+    for lesson, arch, build in build_many(manifest, [(l, a) for l in lessons for a in archs], toolchain,
+                                          options.jobs, runner):
+        built[lesson.id].append(build)
+    results = []
+    for lesson in lessons:
+        out = LessonResult(lesson=lesson.id, status=Status.PASS)
+        for build in built[lesson.id]:
+            if isinstance(build, CoursectlError):
+                out.reasons.append(str(build))
+            else:
+                out.builds.append(build)
+        emit(Event(lesson=lesson.id, stage="comparing"))
+        _judge_evidence(manifest, lesson, out)
+        for build in out.builds:
+            compare_build_evidence(manifest, lesson, build, toolchain, out)
+        if out.reasons:
+            out.status = Status.FAIL
+        elif out.evidence is None:
+            out.status = Status.NO_EVIDENCE
+        results.append(out)
+        emit(Event(lesson=lesson.id, stage="done", detail=out.status.value))
+    return results
+
+
+def build_many(manifest: Manifest, jobs: list[tuple[Lesson, str]], toolchain: Toolchain, parallel: int,
+               runner=run_command) -> list[tuple[Lesson, str, BuildResult | CoursectlError]]:
+    """Build (lesson, arch) pairs in parallel; on Ctrl-C stop every nvcc and keep no partial entry."""
+    nvcc = toolchain.require_nvcc()
+    pool = ThreadPoolExecutor(max_workers=max(1, parallel))
+    out = []
+    try:
+        futures = [(lesson, arch, pool.submit(build_lesson, manifest, lesson, arch, nvcc,
+                                              toolchain.nvcc_version, "plain", runner))
+                   for lesson, arch in jobs]
+        for lesson, arch, future in futures:
+            try:
+                out.append((lesson, arch, future.result()))
+            except CoursectlError as exc:
+                out.append((lesson, arch, exc))
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        kill_all()
+        raise Interrupted("interrupted: builds were stopped; no cache entry is half-written")
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        resume()
+    return out
 
 
 def compare_build_evidence(manifest: Manifest, lesson: Lesson, build: BuildResult, toolchain: Toolchain,

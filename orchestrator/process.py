@@ -115,6 +115,8 @@ def run_command(argv: Sequence[str | os.PathLike], *, timeout: float,
                             start_new_session=True)
     with _LIVE_LOCK:
         _LIVE.add(proc)
+    if _STOPPING.is_set():  # an interrupt came while this child was being started
+        _kill_group(proc)
     out: list[bytes] = []
     err: list[bytes] = []
     out_cut: list = []
@@ -159,11 +161,18 @@ Runner = Callable[..., CommandResult]
 # worker threads started.
 _LIVE: set = set()
 _LIVE_LOCK = threading.Lock()
+_STOPPING = threading.Event()
 
 
 def kill_all() -> None:
-    """Kill the process group of every child still running."""
+    """Kill the process group of every child still running, and of any started until resume()."""
+    _STOPPING.set()
     with _LIVE_LOCK:
         live = list(_LIVE)
     for proc in live:
         _kill_group(proc)
+
+
+def resume() -> None:
+    """After an interrupt has been handled: children may start again."""
+    _STOPPING.clear()

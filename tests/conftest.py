@@ -1,5 +1,6 @@
 """Shared fixtures: the GPU tools stood in for, a build cache shared by the session,
-the stand-in lessons built once, and a factory for course trees.
+the stand-in lessons built once, a factory for course trees, and the helpers that
+run coursectl and read what it prints.
 
 Everything a test needs a GPU for is stood in for: nvidia-smi and
 compute-sanitizer by the scripts in tests/data/fakes/, the lessons by the host
@@ -30,6 +31,7 @@ SEEDS = DATA / "seeds"
 SANITIZER_DATA = DATA / "sanitizer"
 
 GPU_UUID = "GPU-00000000-test"
+SECOND_GPU_UUID = "GPU-00000001-test"   # with FAKE_GPU_COUNT=2
 GPU_SLUG = "nvidia-h200"
 FLAGS = ["-std=c++17", "-O3"]
 
@@ -43,6 +45,8 @@ LESSONS = {
                               transcript="syncthreads.txt"),
     "day16-tiled-matmul": dict(day=16, standin="replay", schema="day16-tiled-matmul",
                                transcript="tiled_matmul.txt"),
+    "day71-matmul-fp16": dict(day=71, standin="replay", schema="day71-matmul-fp16",
+                              transcript="matmul_fp16.txt"),
     "hang": dict(day=91, standin="hang", schema="day13-shared-memory", timeout=0.5),
     "crash": dict(day=92, standin="crash", schema="day13-shared-memory"),
     "garbage": dict(day=93, standin="garbage", schema="day13-shared-memory"),
@@ -113,7 +117,7 @@ def isolated_env(session_dir):
         mp.setenv("COURSECTL_LOCK_DIR", str(session_dir / "locks"))
         mp.setenv("COURSECTL_NO_NVML", "1")
         for name in list(os.environ):
-            if name.startswith("FAKE_SANITIZER_"):
+            if name.startswith(("FAKE_SANITIZER_", "FAKE_GPU_", "STANDIN_")):
                 mp.delenv(name)
         yield
 
@@ -169,6 +173,13 @@ def fake_gpu(monkeypatch, gpu_bin) -> Path:
     """The fake nvidia-smi first on PATH: one NVIDIA H200, GPU-00000000-test."""
     prepend_path(monkeypatch, gpu_bin)
     return gpu_bin
+
+
+@pytest.fixture
+def two_gpus(monkeypatch, fake_gpu) -> list[str]:
+    """The fake nvidia-smi reporting two H200s; their UUIDs, by index."""
+    monkeypatch.setenv("FAKE_GPU_COUNT", "2")
+    return [GPU_UUID, SECOND_GPU_UUID]
 
 
 @pytest.fixture
@@ -258,6 +269,104 @@ def make_course(tmp_path):
     def make(lesson_ids: list[str], **kwargs) -> Course:
         return write_course(tmp_path / "course", lesson_ids, **kwargs)
     return make
+
+
+@pytest.fixture
+def course(make_course, monkeypatch):
+    """make_course, then change into the course's root as a user would."""
+    def make(lesson_ids, **kwargs):
+        made = make_course(lesson_ids, **kwargs)
+        monkeypatch.chdir(made.root)
+        return made
+    return make
+
+
+# -- what the replaying stand-in logs --------------------------------------------------
+@dataclass
+class StandinRun:
+    """One run of the replaying stand-in, as it logged itself to $STANDIN_LOG."""
+
+    pid: int
+    start: float       # time.monotonic() seconds
+    end: float
+    visible: str       # CUDA_VISIBLE_DEVICES
+    order: str         # CUDA_DEVICE_ORDER
+
+
+def standin_runs(log: Path) -> list[StandinRun]:
+    """The finished runs in $STANDIN_LOG, in order of their start."""
+    starts: dict[int, list[str]] = {}
+    runs = []
+    for line in log.read_text().splitlines():
+        pid, what, seconds, visible, order = line.split(" ")
+        if what == "start":
+            starts[int(pid)] = [seconds, visible, order]
+        else:
+            started, visible, order = starts.pop(int(pid))
+            runs.append(StandinRun(pid=int(pid), start=float(started), end=float(seconds),
+                                   visible=visible, order=order))
+    assert starts == {}, f"runs that never ended: {sorted(starts)}"
+    return sorted(runs, key=lambda run: run.start)
+
+
+# -- the command line and what it prints -----------------------------------------------
+H = "\u2502"   # the column rule of a table row
+HH = "\u2503"  # the column rule of a table header
+
+
+def coursectl(*args, columns: int = 200):
+    """Run coursectl in this process through typer's CliRunner, at a fixed terminal width."""
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    result = CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": str(columns)})
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result
+
+
+def lines(text: str) -> list[str]:
+    return [line.rstrip() for line in text.splitlines()]
+
+
+def table(text: str, title: str) -> list[list[str]]:
+    """The header and rows (cells stripped) of the table printed under `title`."""
+    out = lines(text)
+    start = out.index(title)
+    rows = [[cell.strip() for cell in out[start + 1].split(HH)]]
+    for line in out[start + 3:]:
+        if H not in line:
+            break
+        rows.append([cell.strip() for cell in line.split(H)])
+    return rows
+
+
+def after(text: str, title: str) -> list[str]:
+    """The lines after the table printed under `title`: the reasons and notes."""
+    out = lines(text)
+    index = out.index(title) + 3
+    while index < len(out) and H in out[index]:
+        index += 1
+    return out[index:]
+
+
+def statuses(text: str, title: str = "verify") -> dict[str, str]:
+    return {row[0]: row[1] for row in table(text, title)[1:]}
+
+
+def seconds_masked(text: str) -> str:
+    return re.sub(r"\d+\.\d+ s\b", "T s", text)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert text.count(old) == 1, old
+    path.write_text(text.replace(old, new))
 
 
 # -- built stand-ins -------------------------------------------------------------------

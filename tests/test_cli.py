@@ -18,78 +18,14 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from conftest import GPU_SLUG, GPU_UUID, SANITIZER_DATA, SEEDS, is_gone, real_lessons
+from conftest import (GPU_SLUG, GPU_UUID, HH, SANITIZER_DATA, SEEDS, H, after, coursectl, edit, is_gone, lines,
+                      real_lessons, seconds_masked, snapshot, statuses, table)
 from orchestrator import __version__
-from orchestrator.cli import app
-
-H = "\u2502"   # the column rule of a table row
-HH = "\u2503"  # the column rule of a table header
-
-
-def coursectl(*args, columns: int = 200):
-    result = CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": str(columns)})
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result
-
-
-def lines(text: str) -> list[str]:
-    return [line.rstrip() for line in text.splitlines()]
-
-
-def table(text: str, title: str) -> list[list[str]]:
-    """The header and rows (cells stripped) of the table printed under `title`."""
-    out = lines(text)
-    start = out.index(title)
-    rows = [[cell.strip() for cell in out[start + 1].split(HH)]]
-    for line in out[start + 3:]:
-        if H not in line:
-            break
-        rows.append([cell.strip() for cell in line.split(H)])
-    return rows
-
-
-def after(text: str, title: str) -> list[str]:
-    """The lines after the table printed under `title`: the reasons and notes."""
-    out = lines(text)
-    index = out.index(title) + 3
-    while index < len(out) and H in out[index]:
-        index += 1
-    return out[index:]
-
-
-def statuses(text: str, title: str = "verify") -> dict[str, str]:
-    return {row[0]: row[1] for row in table(text, title)[1:]}
-
-
-def seconds_masked(text: str) -> str:
-    return re.sub(r"\d+\.\d+ s\b", "T s", text)
 
 
 def claim(lesson: str, claim_id: str) -> dict:
     return next(c for c in real_lessons()[lesson]["claims"] if c["id"] == claim_id)
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert text.count(old) == 1, old
-    path.write_text(text.replace(old, new))
-
-
-@pytest.fixture
-def course(make_course, monkeypatch):
-    """make_course, then change into the course's root as a user would."""
-    def make(lesson_ids, **kwargs):
-        made = make_course(lesson_ids, **kwargs)
-        monkeypatch.chdir(made.root)
-        return made
-    return make
 
 
 SUMMARY_HEADER = ["lesson", "status", "gpu", "evidence", "run", "sanitizers", "total"]

@@ -1,0 +1,217 @@
+"""Speed and scale: several GPUs on one host, builds overlapping runs, progress output, shards.
+
+The stood-in nvidia-smi reports two H200s with FAKE_GPU_COUNT=2 (the two_gpus
+fixture); the replaying stand-in logs each run's start, end and
+CUDA_VISIBLE_DEVICES to $STANDIN_LOG and takes $STANDIN_SLEEP seconds, so
+the tests can see which GPU ran what, and when.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shlex
+import shutil
+import threading
+
+import pytest
+from rich.console import Console
+
+from conftest import (GPU_UUID, SECOND_GPU_UUID, H, after, coursectl, lines, standin_runs, statuses, table,
+                      write_course)
+from orchestrator import display
+from orchestrator.cli import shard_lessons
+from orchestrator.pipeline import LessonResult, Options, Status, verify
+from orchestrator.process import run_command
+from orchestrator.toolchain import Gpu, Toolchain
+
+FOUR = ["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul", "day71-matmul-fp16"]
+CLOCK = re.compile(r"^\[ *\d+\.\d s\] ")
+
+
+def progress(text: str) -> list[str]:
+    """The progress lines of a run without a terminal, their clock left out."""
+    return [CLOCK.sub("", line) for line in lines(text) if CLOCK.match(line)]
+
+
+def stages(text: str, lesson: str) -> list[str]:
+    return [line[len(lesson) + 2:] for line in progress(text) if line.startswith(f"{lesson}: ")]
+
+
+# -- several GPUs --------------------------------------------------------------------------------
+def test_four_lessons_share_two_gpus_one_run_per_gpu_at_a_time(course, two_gpus, prebuilt, monkeypatch, tmp_path):
+    course(FOUR)
+    log = tmp_path / "runs.log"
+    monkeypatch.setenv("STANDIN_LOG", str(log))
+    monkeypatch.setenv("STANDIN_SLEEP", "0.4")
+    result = coursectl("verify", "--all", "--gpus", "0,1")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert statuses(result.stdout) == dict.fromkeys(FOUR, "NO_EVIDENCE")
+    runs = standin_runs(log)
+    assert len(runs) == 4
+    assert {run.order for run in runs} == {"PCI_BUS_ID"}   # so that an index means the same GPU to CUDA
+    assert {run.visible for run in runs} == set(two_gpus)
+    for uuid in two_gpus:
+        mine = [run for run in runs if run.visible == uuid]
+        assert all(a.end <= b.start for a, b in zip(mine, mine[1:])), f"two runs at once on {uuid}"
+    first, second = ([run for run in runs if run.visible == uuid] for uuid in two_gpus)
+    assert any(a.start < b.end and b.start < a.end for a in first for b in second), "the GPUs never ran together"
+    running = {line.split(": ", 1)[1] for line in progress(result.stdout) if ": running (" in line}
+    assert running == {"running (GPU 0)", "running (GPU 1)"}
+
+
+@pytest.mark.parametrize("choice", ["1", SECOND_GPU_UUID], ids=["index", "uuid"])
+def test_gpus_picks_the_second_gpu_only(course, two_gpus, prebuilt, monkeypatch, tmp_path, choice):
+    course(["day13-shared-memory", "day16-tiled-matmul"])
+    log = tmp_path / "runs.log"
+    monkeypatch.setenv("STANDIN_LOG", str(log))
+    result = coursectl("verify", "--all", "--gpus", choice)
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert [run.visible for run in standin_runs(log)] == [SECOND_GPU_UUID, SECOND_GPU_UUID]
+    assert sorted(line for line in progress(result.stdout) if ": running (" in line) == [
+        "day13-shared-memory: running (GPU 1)", "day16-tiled-matmul: running (GPU 1)"]
+
+
+def test_gpus_naming_a_gpu_that_is_not_there_exits_3_naming_the_choices(course, two_gpus, prebuilt):
+    course(["day13-shared-memory"])
+    result = coursectl("verify", "--all", "--gpus", "7")
+    assert (result.exit_code, result.stdout) == (3, "")
+    assert result.stderr == ("coursectl: error: --gpus names '7', which is not one of 0, 1\n"
+                             "hint: run `coursectl doctor` to see what was found\n")
+
+
+def test_doctor_lists_both_gpus(course, two_gpus, fake_sanitizer, prebuilt):
+    course(["day13-shared-memory"])
+    result = coursectl("doctor")
+    assert (result.exit_code, result.stderr) == (0, "")
+    rows = [line for line in lines(result.stdout) if line.startswith(" GPU ")]
+    assert rows == [
+        f" GPU 0             {H} NVIDIA H200, compute capability 9.0, 143771 MiB, 00000000:19:00.0, {GPU_UUID}",
+        f" GPU 1             {H} NVIDIA H200, compute capability 9.0, 143771 MiB, 00000000:3B:00.0, {SECOND_GPU_UUID}"]
+
+
+# -- builds overlap runs ---------------------------------------------------------------------------
+def test_a_lesson_runs_while_another_is_still_building(make_course, prebuilt, nvcc_version):
+    """day 13 is cached; day 16's nvcc (a real one) is held back until day 13 has started to run.
+
+    A pipeline that built everything before running anything would hold day 16's
+    build for the 30 s the runner waits, and day 13 would run after it was built.
+    """
+    def own_source(manifest: dict) -> None:
+        manifest["lessons"][0]["source"] = "standins/replay_copy.cu"
+
+    made = make_course(["day16-tiled-matmul", "day13-shared-memory"], edit=own_source)
+    copy = made.root / "standins" / "replay_copy.cu"
+    copy.write_text((made.root / "standins" / "replay.cu").read_text() + "// a copy, so that it is built\n")
+    manifest = made.load()
+    toolchain = Toolchain(nvcc=shutil.which("nvcc"), nvcc_version=nvcc_version,
+                          gpus=[Gpu(index=0, name="NVIDIA H200", uuid=GPU_UUID, compute_capability="9.0")])
+    events: list[tuple[str, str, str]] = []
+    day13_running = threading.Event()
+
+    def emit(event):
+        events.append((event.lesson, event.stage, event.detail))
+        if (event.lesson, event.stage) == ("day13-shared-memory", "running"):
+            day13_running.set()
+
+    def runner(argv, **kwargs):
+        if "--resource-usage" in argv and argv[-1] == str(copy):
+            day13_running.wait(timeout=30)
+        return run_command(argv, **kwargs)
+
+    results = verify(manifest, manifest.lessons, toolchain, Options(jobs=2, sanitize=False), emit, runner)
+    assert [(r.lesson, r.status) for r in results] == [("day16-tiled-matmul", Status.NO_EVIDENCE),
+                                                       ("day13-shared-memory", Status.NO_EVIDENCE)]
+    day13 = [(stage, detail) for lesson, stage, detail in events if lesson == "day13-shared-memory"]
+    assert day13 == [("building", ""), ("built", "cached"), ("running", "GPU 0"), ("comparing", ""),
+                     ("done", "NO_EVIDENCE")]
+    [day16_built] = [e for e in events if e[:2] == ("day16-tiled-matmul", "built")]
+    assert day16_built[2] != "cached"
+    assert events.index(("day13-shared-memory", "running", "GPU 0")) < events.index(day16_built)
+
+
+# -- progress output -------------------------------------------------------------------------------
+def test_without_a_terminal_each_stage_change_is_one_plain_line(course, fake_gpu, prebuilt):
+    course(["day13-shared-memory", "day16-tiled-matmul"])
+    result = coursectl("verify", "--all")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert "\x1b" not in result.stdout   # no colours, no cursor movement
+    out = lines(result.stdout)
+    assert re.fullmatch(r"\[   \d\.\d s\] day13-shared-memory: building", out[0]), out[0]
+    assert all(re.fullmatch(r"\[ {0,3}\d+\.\d s\] [a-z0-9-]+: [a-z]+( \(.+\))?", line) for line in out[:10]), out[:10]
+    for lesson in ("day13-shared-memory", "day16-tiled-matmul"):
+        assert stages(result.stdout, lesson) == ["building", "built (cached)", "running (GPU 0)", "comparing",
+                                                 "done (NO_EVIDENCE)"]
+    assert out[10] == "day13-shared-memory: claims"
+
+
+def test_quiet_prints_no_progress(course, fake_gpu, prebuilt):
+    course(["day13-shared-memory", "day16-tiled-matmul"])
+    result = coursectl("verify", "--all", "--quiet")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert progress(result.stdout) == []
+    assert lines(result.stdout)[0] == "verify"
+    assert after(result.stdout, "verify") == []
+
+
+def verbose_commands(made, prebuilt) -> list[str]:
+    """What --verbose prints for day 16 in a course folder whose name holds a space."""
+    binary, source, transcript = (prebuilt["day16-tiled-matmul"], made.root / "standins" / "replay.cu",
+                                  made.transcript("day16-tiled-matmul"))
+    return [f"day16-tiled-matmul: (cached) {shutil.which('nvcc')} -std=c++17 -O3 -arch=sm_90 --resource-usage "
+            f"-o {binary} '{source}'",
+            f"day16-tiled-matmul: {binary} '{transcript}'"]
+
+
+def test_verbose_commands_are_shell_quoted(tmp_path, monkeypatch, fake_gpu, prebuilt):
+    """The commands of a verify run, as print_commands writes them on a console wide enough for them."""
+    made = write_course(tmp_path / "my course", ["day16-tiled-matmul"])
+    monkeypatch.chdir(made.root)
+    report = tmp_path / "report.json"
+    assert coursectl("verify", "--all", "--quiet", "--json", report).exit_code == 0
+    results = [LessonResult.model_validate(r) for r in json.loads(report.read_text())["results"]]
+    out = io.StringIO()
+    display.print_commands(Console(file=out, width=1000), results)
+    assert out.getvalue().splitlines() == verbose_commands(made, prebuilt)
+    assert [shlex.split(line.split(": ", 1)[1].removeprefix("(cached) ")) for line in out.getvalue().splitlines()] == [
+        results[0].builds[0].command, results[0].run.command]
+
+
+def test_verbose_prints_each_command_whole_on_one_line(tmp_path, monkeypatch, fake_gpu, prebuilt):
+    made = write_course(tmp_path / "my course", ["day16-tiled-matmul"])
+    monkeypatch.chdir(made.root)
+    result = coursectl("verify", "--all", "--verbose", "--quiet")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert lines(result.stdout)[:3] == [*verbose_commands(made, prebuilt), "verify"]
+
+
+def test_the_terminal_width_a_test_pins_is_used(course, fake_gpu, prebuilt):
+    course(["day16-tiled-matmul"])
+    result = coursectl("verify", "--all", "--quiet", columns=60)
+    assert result.exit_code == 0
+    assert max(map(len, lines(result.stdout))) <= 60
+
+
+# -- shards ----------------------------------------------------------------------------------------
+def test_three_shards_take_every_lesson_once(course, fake_gpu, prebuilt, tmp_path):
+    made = course(FOUR)
+    shards = {}
+    for k in (1, 2, 3):
+        report = tmp_path / f"{k}.json"
+        result = coursectl("verify", "--all", "-q", "--shard", f"{k}/3", "--json", report)
+        assert (result.exit_code, result.stderr) == (0, "")
+        shards[k] = [r["lesson"] for r in json.loads(report.read_text())["results"]]
+    # By sorted id, lesson i goes to shard i % 3 + 1.
+    assert shards == {1: ["day13-shared-memory", "day71-matmul-fp16"], 2: ["day14-syncthreads"],
+                      3: ["day16-tiled-matmul"]}
+
+    # The same shares whatever the order of lessons.yaml.
+    manifest = made.load()
+    backwards = list(reversed(manifest.lessons))
+    for k, expected in shards.items():
+        assert [lesson.id for lesson in shard_lessons(backwards, f"{k}/3")] == list(reversed(expected))
+
+    merged = coursectl("report", "merge", *(tmp_path / f"{k}.json" for k in (1, 2, 3)))
+    assert (merged.exit_code, merged.stderr) == (0, "")
+    assert sorted(row[0] for row in table(merged.stdout, "merged 3 reports")[1:]) == FOUR
