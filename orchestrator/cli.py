@@ -224,7 +224,7 @@ def run(lesson_id: str = typer.Argument(..., help="The lesson to run."), arch: O
 
 def _finish(results, title: str, json_path, junit_path, quiet: bool, verbose: bool, tc, offline: bool,
             shard: Optional[str] = None) -> None:
-    from .report import make_report, write_json, write_junit
+    from .report import make_report
 
     if verbose:
         display.print_commands(console, results)
@@ -233,7 +233,13 @@ def _finish(results, title: str, json_path, junit_path, quiet: bool, verbose: bo
             display.print_claims(console, result)
             display.print_fields(console, result, show_all=True if verbose else not offline)
     display.print_summary(console, results, title)
-    report = make_report(title, results, tc, offline=offline, shard=shard)
+    _write_reports(make_report(title, results, tc, offline=offline, shard=shard), json_path, junit_path)
+
+
+def _write_reports(report, json_path, junit_path) -> None:
+    """Write the reports asked for; exit 1 if any lesson failed."""
+    from .report import write_json, write_junit
+
     if json_path:
         write_json(report, json_path)
     if junit_path:
@@ -395,16 +401,11 @@ def report_merge(reports: List[Path] = typer.Argument(..., help="JSON reports of
                  json_path: Optional[Path] = typer.Option(None, "--json", help="Write the merged JSON here."),
                  junit_path: Optional[Path] = typer.Option(None, "--junit", help="Write merged JUnit XML here.")) -> None:
     """Merge the JSON reports of verify shards into one summary."""
-    from .report import merge_reports, read_json, write_json, write_junit
+    from .report import merge_reports, read_json
 
     merged = merge_reports([read_json(p) for p in reports])
     display.print_summary(console, merged.results, f"merged {len(reports)} reports")
-    if json_path:
-        write_json(merged, json_path)
-    if junit_path:
-        write_junit(merged, junit_path)
-    if merged.failed:
-        raise typer.Exit(1)
+    _write_reports(merged, json_path, junit_path)
 
 
 if __name__ == "__main__":

@@ -191,55 +191,9 @@ def _literal(text: str, first: bool = False, last: bool = False) -> str:
     return result
 
 
-class LineItem(Strict):
-    """One line with named, typed fields."""
+class _TemplatedLine(Strict):
+    """A line template (or regex) and its fields, compiled once."""
 
-    line: str
-    regex: bool = False
-    optional: bool = False
-    flag: str | None = None   # a bool field: true when the (optional) line is present
-    fields: dict[str, Annotated[FieldSpec, Field()]] = {}
-
-    _pattern: Pattern | None = None
-
-    @field_validator("fields", mode="before")
-    @classmethod
-    def _shorthand(cls, value: Any) -> Any:
-        return {k: _field_spec(v) for k, v in value.items()} if isinstance(value, dict) else value
-
-    @model_validator(mode="after")
-    def _compile(self) -> "LineItem":
-        self._pattern = Pattern(self.line, dict(self.fields), self.regex)
-        if self.flag is not None:
-            if not _NAME.match(self.flag):
-                raise ValueError(f"flag {self.flag!r} is not an identifier")
-            if self.flag in self._pattern.fields:
-                raise ValueError(f"flag {self.flag!r} is also a field of the line")
-        return self
-
-    @property
-    def names(self) -> dict[str, FieldSpec]:
-        """The fields this line sets, its flag included."""
-        names = dict(self.pattern.fields)
-        if self.flag is not None:
-            names[self.flag] = FieldSpec(type="bool")
-        return names
-
-    @property
-    def pattern(self) -> Pattern:
-        assert self._pattern is not None
-        return self._pattern
-
-
-class RowCount(Strict):
-    min: int = Field(default=0, ge=0)
-    max: int | None = Field(default=None, ge=0)
-
-
-class NoteItem(Strict):
-    """A non-data line allowed between a table's rows, such as a speed-up summary."""
-
-    name: str
     line: str
     regex: bool = False
     fields: dict[str, FieldSpec] = {}
@@ -252,9 +206,7 @@ class NoteItem(Strict):
         return {k: _field_spec(v) for k, v in value.items()} if isinstance(value, dict) else value
 
     @model_validator(mode="after")
-    def _compile(self) -> "NoteItem":
-        if not _NAME.match(self.name):
-            raise ValueError(f"note name {self.name!r} is not an identifier")
+    def _compile_line(self):
         self._pattern = Pattern(self.line, dict(self.fields), self.regex)
         return self
 
@@ -262,6 +214,47 @@ class NoteItem(Strict):
     def pattern(self) -> Pattern:
         assert self._pattern is not None
         return self._pattern
+
+
+class LineItem(_TemplatedLine):
+    """One line with named, typed fields."""
+
+    optional: bool = False
+    flag: str | None = None   # a bool field: true when the (optional) line is present
+
+    @model_validator(mode="after")
+    def _check_flag(self) -> "LineItem":
+        if self.flag is not None:
+            if not _NAME.match(self.flag):
+                raise ValueError(f"flag {self.flag!r} is not an identifier")
+            if self.flag in self.pattern.fields:
+                raise ValueError(f"flag {self.flag!r} is also a field of the line")
+        return self
+
+    @property
+    def names(self) -> dict[str, FieldSpec]:
+        """The fields this line sets, its flag included."""
+        names = dict(self.pattern.fields)
+        if self.flag is not None:
+            names[self.flag] = FieldSpec(type="bool")
+        return names
+
+
+class RowCount(Strict):
+    min: int = Field(default=0, ge=0)
+    max: int | None = Field(default=None, ge=0)
+
+
+class NoteItem(_TemplatedLine):
+    """A non-data line allowed between a table's rows, such as a speed-up summary."""
+
+    name: str
+
+    @model_validator(mode="after")
+    def _check_name(self) -> "NoteItem":
+        if not _NAME.match(self.name):
+            raise ValueError(f"note name {self.name!r} is not an identifier")
+        return self
 
 
 class TableItem(Strict):
