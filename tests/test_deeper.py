@@ -63,3 +63,20 @@ def test_a_figure_above_the_recorded_peak_fails_plausibility(tmp_path, own_cache
     assert result.status is Status.FAIL
     assert (f"nvidia-h200: plausibility: kernels[copyRowMajor].gbps = 9999.9 GB/s exceeds the GPU's peak "
             f"{evidence.meta.peak_gbps:g} GB/s") in text
+
+
+@pytest.mark.parametrize("lesson_id", ["day13-shared-memory", "day14-syncthreads", DAY16, "day71-matmul-fp16"])
+def test_every_recorded_transcript_parses_and_holds_its_gates(lesson_id):
+    from orchestrator.claims import evaluate_claims
+    from orchestrator.resources import BuildEvidence
+    from orchestrator.transcript import parse_transcript
+
+    manifest = load_manifest(ROOT / "lessons.yaml")
+    lesson = manifest.lesson(lesson_id)
+    evidence = load_evidence(ROOT, lesson_id, "nvidia-h200")
+    assert evidence.meta.gpu_name == "NVIDIA H200" and evidence.meta.compute_capability == "9.0"
+    transcript = parse_transcript(lesson.output, evidence.transcript)
+    build = BuildEvidence.model_validate_json((ROOT / "evidence" / lesson_id / "build" / "sm_90.json").read_text())
+    claims = evaluate_claims(lesson.output, transcript, lesson.claims, build.kernels)
+    assert [c.id for c in claims] == [c.id for c in lesson.claims]
+    assert [c.id for c in claims if c.kind == "gate" and not c.held] == []

@@ -1,0 +1,142 @@
+"""Repeated runs, the GPU's environment around a run, and the peaks plausibility uses."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bugs import ROOT
+from orchestrator.comparison import FieldStatus, check_plausibility, fraction_of_peak
+from orchestrator.evidence import EvidenceMeta, write_evidence
+from orchestrator.manifest import load_manifest
+from orchestrator.pipeline import Status, describe_environment, judge_runs
+from orchestrator.process import CommandResult
+from orchestrator.toolchain import Gpu, GpuState, peak_fp32
+from orchestrator.transcript import flatten, parse_transcript
+
+SEEDS = Path(__file__).parent / "data" / "seeds"
+DAY16 = "day16-tiled-matmul"
+H200 = Gpu(index=0, name="NVIDIA H200", uuid="GPU-test", compute_capability="9.0",
+           peak_gbps=4814.3, peak_fp32_gflops=66908.2)
+
+
+def run_of(text: str, seconds: float = 0.5) -> CommandResult:
+    return CommandResult(argv=["./tiled_matmul"], returncode=0, stdout=text.encode(), seconds=seconds)
+
+
+def with_time(text: str, old: str, new: str) -> str:
+    assert text.count(old) == 1
+    return text.replace(old, new)
+
+
+@pytest.fixture
+def course(tmp_path):
+    """A copy of the course whose day-16 evidence is the seed's H200 transcript."""
+    shutil.copy(ROOT / "lessons.yaml", tmp_path / "lessons.yaml")
+    shutil.copytree(ROOT / "lessons", tmp_path / "lessons")
+    transcript = (SEEDS / "tiled_matmul.txt").read_text()
+    meta = EvidenceMeta(lesson=DAY16, date="2026-11-29T00:00:00+00:00", gpu_name="NVIDIA H200",
+                        gpu_slug="nvidia-h200", compute_capability="9.0", driver_version="580.159.04",
+                        cuda_version="13.0", nvcc_version="13.0.88", arch="sm_90", flags=["-std=c++17", "-O3"],
+                        source_sha256="", transcript_sha256="", wall_seconds=0.5, exit_status=0,
+                        coursectl_version="test")
+    write_evidence(tmp_path, meta, transcript)
+    manifest = load_manifest(tmp_path / "lessons.yaml")
+    return manifest, manifest.lesson(DAY16), transcript
+
+
+def test_one_run_is_judged_as_it_is(course):
+    manifest, lesson, transcript = course
+    result, chosen = judge_runs(manifest, lesson, [run_of(transcript)], H200, "sm_90", True, None, {})
+    assert (result.status, chosen, result.runs, result.spread) == (Status.PASS, 0, 1, {})
+    assert {f.status for f in result.fields} == {FieldStatus.same}
+
+
+def test_timings_are_judged_by_their_median_and_the_run_nearest_it_is_chosen(course):
+    manifest, lesson, transcript = course
+    row = "611x613x617      tiled         0.070      6589.1            78"
+    runs = [run_of(transcript),
+            run_of(with_time(transcript, row, "611x613x617      tiled         0.071      6480.0            78")),
+            run_of(with_time(transcript, row, "611x613x617      tiled         0.090      5300.0            78"))]
+    result, chosen = judge_runs(manifest, lesson, runs, H200, "sm_90", True, None, {})
+    fields = {f.path: f for f in result.fields}
+    gflops = fields["cases[611x613x617/tiled].gflops"]
+    assert (gflops.old, gflops.new, gflops.status) == (6589.1, 6480.0, FieldStatus.within)
+    assert result.spread["cases[611x613x617/tiled].gflops"] == round((6589.1 - 5300.0) / 6480.0, 4)
+    assert result.spread["cases[256x256x256/naive].gflops"] == 0.0
+    assert chosen == 1
+    assert result.status is Status.PASS
+
+
+def test_a_spread_wider_than_the_tolerance_is_ambiguous_not_failed(course):
+    manifest, lesson, transcript = course
+    row = "611x613x617      tiled         0.070      6589.1            78"
+    runs = [run_of(transcript),
+            run_of(with_time(transcript, row, "611x613x617      tiled         0.140      3300.0            78")),
+            run_of(with_time(transcript, row, "611x613x617      tiled         0.070      6600.0            78"))]
+    result, _ = judge_runs(manifest, lesson, runs, H200, "sm_90", True, None, {})
+    fields = {f.path: f for f in result.fields}
+    assert fields["cases[611x613x617/tiled].gflops"].status is FieldStatus.ambiguous
+    assert fields["cases[611x613x617/tiled].ms"].status is FieldStatus.ambiguous
+    assert fields["cases[611x613x617/naive].gflops"].status is FieldStatus.same
+    assert result.status is Status.PASS, result.reasons
+
+
+def test_a_gate_failing_in_any_run_fails_the_lesson(course):
+    manifest, lesson, transcript = course
+    broken = with_time(transcript, "all 3 cases match the CPU reference at every element\n",
+                       "FAILED tiled case 611x613x617: first wrong element at row 0, column 0: got 11, want 4\n")
+    runs = [run_of(transcript), run_of(transcript), run_of(broken)]
+    result, _ = judge_runs(manifest, lesson, runs, H200, "sm_90", True, None, {})
+    assert result.status is Status.FAIL
+    assert any(r.startswith("run 3 of 3: gate 'every-case-matches' failed") for r in result.reasons)
+
+
+def test_a_throttled_run_does_not_fail_on_its_timings(course):
+    manifest, lesson, transcript = course
+    slow = with_time(transcript, "611x613x617      tiled         0.070      6589.1            78",
+                     "611x613x617      tiled         0.200      2300.0            78")
+    environment = describe_environment(GpuState(throttle_reasons=0x20), GpuState(throttle_reasons=0x20))
+    result, _ = judge_runs(manifest, lesson, [run_of(slow)], H200, "sm_90", True, None, environment)
+    fields = {f.path: f for f in result.fields}
+    assert fields["cases[611x613x617/tiled].gflops"].status is FieldStatus.untrusted
+    assert result.status is Status.PASS
+    assert result.notes[0] == ("timings not trusted: GPU throttled before the run (clocks event reasons 0x20); "
+                               "GPU throttled after the run (clocks event reasons 0x20)")
+
+
+def test_the_same_slow_run_on_a_quiet_gpu_fails(course):
+    manifest, lesson, transcript = course
+    slow = with_time(transcript, "611x613x617      tiled         0.070      6589.1            78",
+                     "611x613x617      tiled         0.200      2300.0            78")
+    environment = describe_environment(GpuState(throttle_reasons=0x1), GpuState(throttle_reasons=0x0))
+    assert "untrusted" not in environment
+    result, _ = judge_runs(manifest, lesson, [run_of(slow)], H200, "sm_90", True, None, environment)
+    assert result.status is Status.FAIL
+    assert "cases[611x613x617/tiled].gflops [tolerance ±25%]: moved: evidence 6589.1, now 2300.0" in result.reasons[0]
+
+
+def test_another_process_on_the_gpu_makes_the_run_untrusted():
+    environment = describe_environment(GpuState(processes=[4242]), GpuState())
+    assert environment["untrusted"] == "other processes on the GPU: 4242"
+
+
+def test_the_h200s_fp32_peak():
+    # 132 SMs x 128 FP32 lanes x 2 (FMA) x 1980 MHz, as NVML reports the H200.
+    assert peak_fp32("9.0", 132, 1980) == 66908.2
+    assert peak_fp32("9.9", 132, 1980) is None
+    assert peak_fp32("9.0", None, 1980) is None
+
+
+def test_plausibility_names_the_figure_and_the_peak():
+    lesson = load_manifest(ROOT / "lessons.yaml").lesson(DAY16)
+    text = (SEEDS / "tiled_matmul.txt").read_text().replace("6589.1", "70000.0")
+    flats = list(flatten(lesson.output.items, parse_transcript(lesson.output, text).scope))
+    assert check_plausibility(flats, 4814.3, 66908.2) == [
+        "plausibility: cases[611x613x617/tiled].gflops = 70000 GFLOP/s exceeds the GPU's peak 66908.2 GFLOP/s; "
+        "the lesson's byte or flop count is wrong"]
+    assert check_plausibility(flats, None, None) == []
+    assert fraction_of_peak(2407.15, "GB/s", 4814.3, None) == 0.5
+    assert fraction_of_peak(1.0, "ms", 4814.3, 66908.2) is None
