@@ -140,3 +140,22 @@ def test_plausibility_names_the_figure_and_the_peak():
     assert check_plausibility(flats, None, None) == []
     assert fraction_of_peak(2407.15, "GB/s", 4814.3, None) == 0.5
     assert fraction_of_peak(1.0, "ms", 4814.3, 66908.2) is None
+
+
+def test_record_and_verify_with_repeat_through_the_cli(make_course, fake_gpu, prebuilt, monkeypatch):
+    import json
+
+    from conftest import coursectl, table
+
+    made = make_course(["day16-tiled-matmul"], sanitizers={})
+    monkeypatch.chdir(made.root)
+    recorded = coursectl("record", "--all", "--repeat", "3", "--no-sanitize")
+    assert (recorded.exit_code, recorded.stderr) == (0, "")
+    meta = json.loads((made.evidence("day16-tiled-matmul") / "meta.json").read_text())
+    assert meta["repeat"]["runs"] == 3
+    assert set(meta["repeat"]["spread"].values()) == {0.0}
+    verified = coursectl("verify", "--all", "--repeat", "3", "--no-sanitize", "--verbose")
+    assert verified.exit_code == 0
+    rows = table(verified.stdout, "day16-tiled-matmul: 31 fields against nvidia-h200 evidence (31 same)")
+    assert rows[0] == ["field", "rule", "evidence", "median of 3", "ratio", "spread", "result"]
+    assert ["cases[611x613x617/tiled].gflops", "tolerance ±25%", "6589.1", "6589.1", "1.000", "0.0%", "same"] in rows
