@@ -15,7 +15,7 @@ from rich.table import Table
 
 from . import __version__
 from . import display
-from .errors import CoursectlError, Interrupted, UsageError
+from .errors import CoursectlError, UsageError
 from .manifest import Lesson, Manifest, load_manifest, select_lessons
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,

@@ -22,7 +22,7 @@ from . import __version__
 from .build import BuildResult, build_lesson
 from .claims import ClaimResult, evaluate_claims
 from .comparison import FieldResult, FieldStatus, check_plausibility, compare_fields
-from .errors import BuildError, CoursectlError, EvidenceError, Interrupted, TranscriptError
+from .errors import CoursectlError, EvidenceError, Interrupted, TranscriptError
 from .evidence import (EvidenceMeta, lesson_digest, list_gpus, load_build_evidence, load_evidence,
                        write_build_evidence, write_evidence)
 from .resources import BuildEvidence, compare_resources
@@ -30,7 +30,7 @@ from .locks import gpu_lock
 from .manifest import Lesson, Manifest, SanitizerPass
 from .process import CommandResult, kill_all, resume, run_command, tail_lines
 from .toolchain import Gpu, Toolchain, select_gpus
-from .transcript import Flat, Transcript, decode_output, flatten, parse_transcript
+from .transcript import Flat, decode_output, flatten, parse_transcript
 
 
 class Status(str, Enum):
@@ -133,8 +133,8 @@ def judge_run(manifest: Manifest, lesson: Lesson, result: CommandResult, gpu_slu
         out.reasons.append(result.describe())
         return out
     if result.stdout_truncated:
-        out.reasons.append(f"output exceeded the capture limit and was cut; "
-                           f"the transcript is incomplete")
+        out.reasons.append("output exceeded the capture limit and was cut; "
+                           "the transcript is incomplete")
     source = f"{lesson.id} stdout"
     try:
         transcript = parse_transcript(lesson.output, text, source)
@@ -214,7 +214,7 @@ def judge_runs(manifest: Manifest, lesson: Lesson, runs: list[CommandResult], gp
     judged = [judge_run(manifest, lesson, run, gpu.slug, arch, compare=False, resources=resources,
                         peaks=peaks, environment=environment) for run in runs]
     parsed: list[tuple[int, list[Flat]]] = []
-    for index, (run, result) in enumerate(zip(runs, judged)):
+    for index, result in enumerate(judged):
         try:
             parsed.append((index, list(flatten(lesson.output.items,
                                                parse_transcript(lesson.output, result.transcript or "").scope))))
@@ -487,7 +487,7 @@ def verify_offline(manifest: Manifest, lessons: list[Lesson], toolchain: Toolcha
     for lesson in lessons:
         emit(Event(lesson=lesson.id, stage="building"))
     built: dict[str, list] = {lesson.id: [] for lesson in lessons}
-    for lesson, arch, build in build_many(manifest, [(l, a) for l in lessons for a in archs], toolchain,
+    for lesson, _arch, build in build_many(manifest, [(l, a) for l in lessons for a in archs], toolchain,
                                           options.jobs, runner):
         built[lesson.id].append(build)
     results = []

@@ -299,7 +299,7 @@ def flatten(items: list, scope: Scope, prefix: str = "") -> Iterator[Flat]:
                         yield Flat(path=f"{prefix}{item.table}[{row.key}].{name}",
                                    value=row.values.get(name), spec=spec, line=row.line)
             for note in item.notes:
-                for index, row in enumerate(scope.tables.get(note.name, [])):
+                for row in scope.tables.get(note.name, []):
                     for name, spec in note.pattern.fields.items():
                         yield Flat(path=f"{prefix}{note.name}[{row.key}].{name}",
                                    value=row.values.get(name), spec=spec, line=row.line)

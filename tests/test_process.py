@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import _thread
-import os
 import shlex
 import signal
 import sys
