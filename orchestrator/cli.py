@@ -338,7 +338,8 @@ def sanitize(lesson_id: str = typer.Argument(..., help="The lesson to run under 
     tc.require_nvcc()
     tc.require_gpu()
     tc.require_sanitizer()
-    options = Options(jobs=2, gpus=gpu, sanitize=True, sanitize_tools=list(tool) if tool else None)
+    options = Options(jobs=2, gpus=gpu, sanitize=True, sanitize_tools=list(tool) if tool else None,
+                      plain_run=False)
     with display.Progress(console, [lesson.id], False) as progress:
         step = make_sanitize_step(manifest, tc, options, progress)
 
@@ -348,26 +349,12 @@ def sanitize(lesson_id: str = typer.Argument(..., help="The lesson to run under 
             step(lesson, gpu, work, env, result)
             return result
 
-        # The plain run is skipped: only the sanitizer passes run.
-        results = execute(manifest, [lesson], tc, options, after_run, progress,
-                          runner=_skip_plain_runner())
+        results = execute(manifest, [lesson], tc, options, after_run, progress)
     for p in results[0].sanitizers:
         console.print(f"{lesson.id} {p['tool']}: {p['findings']} finding(s) in "
                       f"{', '.join(p['kernels']) or 'no kernel'}, errors {p['errors']}, "
                       f"{p['seconds']:.1f} s: {'ok' if not p['problems'] else 'FAIL'}", markup=False)
     _finish(results, "sanitize", json_path, None, True, verbose, tc, False)
-
-
-def _skip_plain_runner():
-    """A runner that does not start the lesson itself, only nvcc and compute-sanitizer."""
-    from .process import CommandResult, run_command
-
-    def runner(argv, **kwargs):
-        name = Path(str(argv[0])).name
-        if name in ("nvcc", "compute-sanitizer") or "nvcc" in name or "sanitizer" in name:
-            return run_command(argv, **kwargs)
-        return CommandResult(argv=[str(a) for a in argv], returncode=0)
-    return runner
 
 
 @app.command()

@@ -102,6 +102,7 @@ class Options(BaseModel):
     all_archs: bool = False                   # also build the manifest's architectures (record)
     timeout_scale: float = 1.0
     repeat: int = 1
+    plain_run: bool = True                    # False: only the sanitizer passes run (coursectl sanitize)
 
 
 def _cc_tuple(text: str) -> tuple[int, int]:
@@ -312,7 +313,7 @@ def _run_on_gpu(manifest: Manifest, lesson: Lesson, work: _Work, gpu: Gpu, toolc
     with gpu_lock(gpu.uuid, lambda msg: emit(Event(lesson=lesson.id, stage="waiting", detail=msg))):
         runs: list[CommandResult] = []
         before = state_of(gpu)
-        for index in range(max(1, options.repeat)):
+        for index in range(max(1, options.repeat) if options.plain_run else 0):
             emit(Event(lesson=lesson.id, stage="running",
                        detail=f"GPU {gpu.index}" + (f", run {index + 1}/{options.repeat}" if options.repeat > 1 else "")))
             runs.append(runner([str(build.binary), *lesson.args],
