@@ -65,6 +65,13 @@ def lesson_digest(source: Path) -> str:
     return sha256_bytes(kept.encode("utf-8"))
 
 
+def _first_error(exc: ValidationError) -> str:
+    """`field.path: message` of a file's first validation error (no path for invalid JSON)."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    return f"{where}: {first['msg']}" if where else first["msg"]
+
+
 def evidence_root(course_root: Path) -> Path:
     return Path(course_root) / "evidence"
 
@@ -97,9 +104,7 @@ def load_evidence(course_root: Path, lesson_id: str, slug: str) -> Evidence | No
     try:
         meta = EvidenceMeta.model_validate_json(meta_path.read_bytes())
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise EvidenceError(f"corrupt metadata: {where + ': ' if where else ''}{first['msg']}", path=meta_path)
+        raise EvidenceError(f"corrupt metadata: {_first_error(exc)}", path=meta_path)
     except OSError as exc:
         raise EvidenceError(f"cannot read: {exc.strerror}", path=meta_path)
     transcript_path = directory / TRANSCRIPT
@@ -172,9 +177,7 @@ def load_build_evidence(course_root: Path, lesson_id: str, arch: str):
     try:
         return BuildEvidence.model_validate_json(path.read_bytes())
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "the file"
-        raise EvidenceError(f"corrupt build evidence: {where}: {first['msg']}", path=path)
+        raise EvidenceError(f"corrupt build evidence: {_first_error(exc)}", path=path)
 
 
 def write_build_evidence(course_root: Path, evidence) -> Path:

@@ -16,7 +16,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Callable
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from . import __version__
 from .build import BuildResult, build_lesson
@@ -89,6 +89,7 @@ class LessonResult(BaseModel):
     sanitizers: list[dict] = []      # one entry per sanitizer pass (see sanitizer.Report)
     environment: dict = {}           # GPU clocks, throttling and other processes around the run
     spread: dict[str, float] = {}    # with --repeat: (max - min) / |median| per tolerance field
+    flats: list[Flat] | None = Field(default=None, exclude=True)  # the parsed fields; None: no parse
     runs: int = 1
     seconds: float = 0.0
 
@@ -155,7 +156,7 @@ def judge_run(manifest: Manifest, lesson: Lesson, result: CommandResult, gpu_slu
     if result.returncode != 0:
         out.reasons.append(result.describe())
     if transcript is not None:
-        flats = list(flatten(lesson.output.items, transcript.scope))
+        flats = out.flats = list(flatten(lesson.output.items, transcript.scope))
         if peaks:
             out.reasons += check_plausibility(flats, *peaks)
         if compare:
@@ -214,13 +215,7 @@ def judge_runs(manifest: Manifest, lesson: Lesson, runs: list[CommandResult], gp
     peaks = (gpu.peak_gbps, gpu.peak_fp32_gflops)
     judged = [judge_run(manifest, lesson, run, gpu.slug, arch, compare=False, resources=resources,
                         peaks=peaks, environment=environment) for run in runs]
-    parsed: list[tuple[int, list[Flat]]] = []
-    for index, result in enumerate(judged):
-        try:
-            parsed.append((index, list(flatten(lesson.output.items,
-                                               parse_transcript(lesson.output, result.transcript or "").scope))))
-        except TranscriptError:
-            pass
+    parsed = [(index, result.flats) for index, result in enumerate(judged) if result.flats is not None]
     chosen, medians, spread, ambiguous = 0, {}, {}, set()
     if len(parsed) > 1:
         import statistics
@@ -448,12 +443,11 @@ def record(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opti
             previous = load_evidence(manifest.root, lesson.id, gpu.slug)
         except EvidenceError as exc:
             result.notes.append(f"previous evidence was unreadable and is replaced: {exc}")
-        transcript = parse_transcript(lesson.output, result.transcript or "")
         if previous is not None:
             try:
                 old = parse_transcript(lesson.output, previous.transcript)
-                result.fields = compare_fields(list(flatten(lesson.output.items, transcript.scope)),
-                                               list(flatten(lesson.output.items, old.scope)), same_gpu=True)
+                result.fields = compare_fields(result.flats or [], list(flatten(lesson.output.items, old.scope)),
+                                               same_gpu=True)
                 result.evidence = gpu.slug
             except TranscriptError as exc:
                 result.notes.append(f"previous evidence no longer parses ({exc}); nothing to compare")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -107,7 +106,3 @@ def merge_reports(reports: list[VerifyReport]) -> VerifyReport:
             results.append(result)
     return VerifyReport(command="report merge", date=max((r.date for r in reports), default=""),
                         offline=all(r.offline for r in reports), results=results)
-
-
-def dumps(data) -> str:
-    return json.dumps(data, indent=2, sort_keys=True)

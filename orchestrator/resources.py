@@ -8,6 +8,7 @@ import shutil
 from pydantic import BaseModel
 
 from .process import run_command
+from .sanitizer import split_kernel_name
 
 RESOURCE_FIELDS = ("registers", "spill_stores", "spill_loads", "stack", "smem", "barriers")
 # These follow from the source alone; the rest may move with an nvcc upgrade.
@@ -52,13 +53,7 @@ def demangle_all(names: list[str]) -> dict[str, str]:
         if result.ok:
             for name, line in zip(mangled, result.stdout.decode().splitlines()):
                 out[name] = line
-    return {name: _short(full) for name, full in out.items()}
-
-
-def _short(signature: str) -> str:
-    head = signature.split("(", 1)[0]
-    head = re.sub(r"<.*>$", "", head)  # template arguments
-    return head.split("::")[-1].split(" ")[-1]
+    return {name: split_kernel_name(full)[0] for name, full in out.items()}
 
 
 def parse_resources(ptxas_output: str) -> dict[str, KernelResources]:

@@ -101,9 +101,9 @@ def nvcc_version(nvcc: str, runner=run_command) -> str | None:
 
 
 def sanitizer_version(sanitizer: str, runner=run_command) -> str | None:
-    result = runner([sanitizer, "--version"], timeout=30)
-    m = re.search(r"Version\s+([\d.]+)", result.stdout.decode(errors="replace"))
-    return m.group(1) if m else None
+    from .sanitizer import parse_version
+
+    return parse_version(runner([sanitizer, "--version"], timeout=30).stdout.decode(errors="replace"))
 
 
 # FP32 lanes per SM by compute capability (the CUDA programming guide's throughput table).
