@@ -55,11 +55,15 @@ def _ratio(old: Value, new: Value) -> float | None:
     return None
 
 
+def tolerance_bound(spec: FieldSpec, reference: float) -> float:
+    """How far a tolerance field may move from `reference`: its abs plus rel times the reference."""
+    return (spec.abs or 0.0) + (spec.rel or 0.0) * abs(reference)
+
+
 def within(spec: FieldSpec, old: Value, new: Value) -> bool:
     if not isinstance(old, (int, float)) or not isinstance(new, (int, float)):
         return old == new
-    bound = (spec.abs or 0.0) + (spec.rel or 0.0) * abs(old)
-    return abs(new - old) <= bound
+    return abs(new - old) <= tolerance_bound(spec, old)
 
 
 def compare_fields(new: list[Flat], old: list[Flat], same_gpu: bool) -> list[FieldResult]:

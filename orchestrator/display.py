@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .comparison import FieldStatus
-from .pipeline import Event, LessonResult, Status
+from .results import Event, LessonResult, Status
 
 STATUS_STYLE = {
     Status.PASS: "green", Status.FAIL: "bold red", Status.TIMEOUT: "bold red", Status.CRASH: "bold red",
@@ -125,8 +125,8 @@ def print_summary(console: Console, results: list[LessonResult], title: str) -> 
     for column in ("lesson", "status", "gpu", "evidence", "run", "sanitizers", "total"):
         table.add_column(column, no_wrap=column in ("lesson", "status"))
     for r in results:
-        passes = ", ".join(f"{p['tool']} {'ok' if not p['problems'] else 'FAIL'} "
-                           + (f"{p['seconds']:.1f} s" if p["command"] else "(recorded)")
+        passes = ", ".join(f"{p.tool} {'ok' if p.ok else 'FAIL'} "
+                           + ("(recorded)" if p.recorded else f"{p.seconds:.1f} s")
                            for p in r.sanitizers)
         run = f"{r.run.seconds:.2f} s" if r.run else "-"
         total = f"{r.seconds:.2f} s" if r.seconds else "-"
@@ -149,4 +149,5 @@ def print_commands(console: Console, results: list[LessonResult]) -> None:
         if r.run:
             console.print(f"{r.lesson}: {shlex.join(r.run.command)}", highlight=False, markup=False, soft_wrap=True)
         for p in r.sanitizers:
-            console.print(f"{r.lesson}: {shlex.join(p['command'])}", highlight=False, markup=False, soft_wrap=True)
+            if p.command:
+                console.print(f"{r.lesson}: {shlex.join(p.command)}", highlight=False, markup=False, soft_wrap=True)

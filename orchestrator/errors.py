@@ -77,6 +77,24 @@ class TemplateError(CoursectlError):
 
 
 class Interrupted(CoursectlError):
-    """Ctrl-C or SIGTERM: children were stopped and nothing was half-written."""
+    """Ctrl-C or SIGTERM: children were stopped and nothing was half-written.
+
+    `results` holds what a workflow finished before it was stopped, the rest
+    marked SKIPPED, so that the reports of a stopped run can still be written.
+    """
 
     exit_status = 130
+
+    def __init__(self, message: str, results: list | None = None):
+        super().__init__(message)
+        self.results = results or []
+
+
+def describe_os_error(exc: OSError) -> str:
+    """A failed read or write in one line, naming the file (never a traceback).
+
+    A failed os.replace names its temp file first and the file being written second.
+    """
+    path = exc.filename2 or exc.filename
+    where = f" {path}" if path else ""
+    return f"cannot write/read{where}: {exc.strerror or exc}"

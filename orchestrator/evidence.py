@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import EvidenceError
 from .files import atomic_write, sha256_bytes
+from .resources import BuildEvidence
 
 TRANSCRIPT = "transcript.txt"
 META = "meta.json"
@@ -51,7 +52,8 @@ class Evidence(BaseModel):
         return (self.directory / name).read_text(encoding="utf-8", errors="replace")
 
 
-_GENERATED_HEADER = re.compile(r"^//\s*(Build:|Run:|Verified\b)")
+# The source header lines render owns (and rewrites); lesson_digest leaves them out.
+HEADER_LINE = re.compile(r"^//\s*(Build:|Run:|Verified\b)")
 
 
 def lesson_digest(source: Path) -> str:
@@ -61,7 +63,7 @@ def lesson_digest(source: Path) -> str:
     evidence look stale.
     """
     lines = Path(source).read_text(encoding="utf-8").splitlines(keepends=True)
-    kept = "".join(line for line in lines if not _GENERATED_HEADER.match(line))
+    kept = "".join(line for line in lines if not HEADER_LINE.match(line))
     return sha256_bytes(kept.encode("utf-8"))
 
 
@@ -169,8 +171,6 @@ def build_evidence_path(course_root: Path, lesson_id: str, arch: str) -> Path:
 
 def load_build_evidence(course_root: Path, lesson_id: str, arch: str):
     """ptxas' recorded report for one lesson and architecture, or None."""
-    from .resources import BuildEvidence
-
     path = build_evidence_path(course_root, lesson_id, arch)
     if not path.exists():
         return None
@@ -180,7 +180,7 @@ def load_build_evidence(course_root: Path, lesson_id: str, arch: str):
         raise EvidenceError(f"corrupt build evidence: {_first_error(exc)}", path=path)
 
 
-def write_build_evidence(course_root: Path, evidence) -> Path:
+def write_build_evidence(course_root: Path, evidence: BuildEvidence) -> Path:
     path = build_evidence_path(course_root, evidence.lesson, evidence.arch)
     atomic_write(path, evidence.model_dump_json(indent=2) + "\n")
     return path

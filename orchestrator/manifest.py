@@ -12,9 +12,11 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import ManifestError
-from .sanitizer import ExpectedFinding
+from .claims import check_claims
+from .errors import ManifestError, TemplateError, UsageError
+from .sanitizer import ExpectedFinding, Tool
 from .schema import OutputSchema, Strict
+from .snippets import extract_snippets
 from .yamlfile import line_of, load_yaml
 
 ARCH = re.compile(r"^sm_\d{2,3}[af]?$")
@@ -31,7 +33,7 @@ class SanitizerPass(Strict):
     program_args: list[str] = []  # the lesson's own arguments under this pass, after its `args`
 
 
-SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
+SANITIZER_TOOLS = tuple(tool.value for tool in Tool)
 
 
 class Claim(Strict):
@@ -261,7 +263,6 @@ def load_manifest(path: Path) -> Manifest:
             if not full.is_file():
                 raise fail(("lessons", index, key), f"{rel} does not exist")
         _check_sanitizer_snippets(manifest, lesson, index, fail)
-        from .claims import check_claims  # claims needs the schema; import late to keep layering clear
         for c_index, claim in enumerate(lesson.claims):
             try:
                 check_claims(lesson.output, claim)
@@ -282,9 +283,6 @@ def load_manifest(path: Path) -> Manifest:
 
 
 def _check_sanitizer_snippets(manifest: Manifest, lesson: Lesson, index: int, fail) -> None:
-    from .errors import TemplateError
-    from .snippets import extract_snippets
-
     for tool, spec in (lesson.sanitizers or {}).items():
         for f_index, finding in enumerate(spec.findings):
             if finding.snippet is None:
@@ -301,8 +299,6 @@ def _check_sanitizer_snippets(manifest: Manifest, lesson: Lesson, index: int, fa
 
 def select_lessons(manifest: Manifest, ids: list[str], all_: bool) -> list[Lesson]:
     """The lessons a command names, in manifest order; unknown ids are a usage error."""
-    from .errors import UsageError
-
     if all_ or not ids:
         if not all_ and not ids:
             raise UsageError("name at least one lesson or pass --all",

@@ -30,15 +30,16 @@ from pydantic import BaseModel
 
 from .build import display_command
 from .claims import ClaimResult, evaluate_claims
-from .errors import TemplateError
+from .errors import EvidenceError, TemplateError
 from .comparison import fraction_of_peak
-from .evidence import Evidence, build_evidence_path, list_gpus, load_build_evidence, load_evidence
+from .evidence import HEADER_LINE, Evidence, build_evidence_path, list_gpus, load_build_evidence
 from .files import atomic_write
 from .manifest import Lesson, Manifest, SanitizerPass
-from .sanitizer import Expectation, Finding, Report, Tool, build_report, judge
+from .judging import ParsedEvidence, judge_recorded_pass, parse_evidence, resolve_snippets
+from .sanitizer import Finding, Report
 from .schema import SectionItem, TableItem
 from .snippets import Snippet, extract_snippets
-from .transcript import flatten, parse_transcript
+from .words import plural
 
 TEMPLATES = "templates"
 LESSON_TEMPLATE = "lesson.md.j2"
@@ -52,8 +53,6 @@ GODBOLT_URL = "https://godbolt.org/clientstate/"
 GODBOLT_COMPILER = "nvcc130"
 GODBOLT_ARCH = "sm_90"
 
-# The source header lines render owns; evidence.lesson_digest leaves out the same lines.
-HEADER_LINE = re.compile(r"^//\s*(Build:|Run:|Verified\b)")
 NO_EVIDENCE_LINE = "// Verified: no evidence recorded yet."
 
 
@@ -236,8 +235,9 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     source_path = manifest.source_path(lesson)
     source_rel = lesson.source.as_posix()
 
-    evidence = [e for e in (load_evidence(root, lesson.id, slug) for slug in list_gpus(root, lesson.id))
-                if e is not None]
+    recorded = [item for item in (parse_evidence(manifest, lesson, slug) for slug in list_gpus(root, lesson.id))
+                if item is not None]
+    evidence = [item.evidence for item in recorded]
     gpus = [_gpu(root, page_dir, e) for e in evidence]
     arch = gpus[0].arch if gpus else manifest.architectures[0]
 
@@ -258,10 +258,8 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     options = " ".join([*manifest.flags(lesson), f"-arch={GODBOLT_ARCH}"])
     godbolt = godbolt_link(_without_verified(source_new), options)
 
-    parsed = {e.meta.gpu_slug: parse_transcript(lesson.output, e.transcript,
-                                                _relative(e.directory / "transcript.txt", root))
-              for e in evidence}
-    figures = _figures(lesson, parsed)
+    parsed = {item.slug: item.transcript for item in recorded}
+    figures = _figures(lesson, recorded)
     claims = [ClaimRow(id=c.id, kind=c.kind, says=c.says, expression=c.expression, each=c.each,
                        where=c.where, results={}) for c in lesson.claims]
     for item in evidence:
@@ -405,11 +403,12 @@ def _split_path(path: str, columns: dict[str, tuple[bool, list[str]]]):
     return keys, section, path[pos:]
 
 
-def _figures(lesson: Lesson, parsed: dict) -> list[Figure]:
+def _figures(lesson: Lesson, recorded: list[ParsedEvidence]) -> list[Figure]:
     columns = _key_columns(lesson.output.items)
     figures: dict[str, Figure] = {}
-    for slug, transcript in parsed.items():
-        for flat in flatten(lesson.output.items, transcript.scope):
+    for item in recorded:
+        slug = item.slug
+        for flat in item.flats:
             if flat.spec.unit is None:
                 continue
             figure = figures.get(flat.path)
@@ -529,9 +528,7 @@ def _sanitizer_rows(manifest: Manifest, lesson: Lesson, passes: dict[str, Saniti
                     source_link: str) -> list[SanitizerRow]:
     rows: list[SanitizerRow] = []
     for tool, spec in passes.items():
-        expected = [f.model_copy(update={"line_range": (snippets[f.snippet].first_line,
-                                                        snippets[f.snippet].last_line)})
-                    if f.snippet and f.snippet in snippets else f for f in spec.findings]
+        expected = resolve_snippets(spec.findings, snippets, source_name)
         expects = "; ".join(f"a finding {f.describe()}" for f in expected) or "nothing"
         if expected:
             expects += " (and may find more)" if spec.allow_other else ", and nothing else"
@@ -539,22 +536,18 @@ def _sanitizer_rows(manifest: Manifest, lesson: Lesson, passes: dict[str, Saniti
             rows.append(SanitizerRow(tool=tool, expects=expects, gpu=None))
             continue
         for item in evidence:
-            log = item.directory / f"{tool}.log"
-            if not log.is_file():
+            judged = judge_recorded_pass(manifest, lesson, item, tool, spec, snippets)
+            if judged is None:
                 rows.append(SanitizerRow(tool=tool, expects=expects, gpu=item.meta.gpu_name))
                 continue
-            xml = item.directory / f"{tool}.xml"
-            report = build_report(Tool(tool), 0, item.extra(log.name),
-                                  item.extra(xml.name) if xml.is_file() else None,
-                                  version=item.meta.sanitizer_version,
-                                  log_path=_relative(log, manifest.root), xml_path=_relative(xml, manifest.root))
-            problems = judge(report, Expectation(tool=Tool(tool), findings=expected,
-                                                 allow_other=spec.allow_other))
+            outcome, report = judged
+            if report is None:
+                raise EvidenceError("; ".join(outcome.problems))
             rows.append(SanitizerRow(
                 tool=tool, expects=expects, gpu=item.meta.gpu_name, recorded=True,
-                findings=_count_findings(report), kernels=sorted({f.kernel for f in report.findings if f.kernel}),
+                findings=_count_findings(report), kernels=outcome.kernels,
                 places=_places(report.findings, source_name, source_link),
-                verdict="; ".join(p.removeprefix(f"{tool}: ") for p in problems) or "as expected"))
+                verdict="; ".join(p.removeprefix(f"{tool}: ") for p in outcome.problems) or "as expected"))
     return rows
 
 
@@ -564,7 +557,7 @@ def _count_findings(report: Report) -> str:
     by_severity: dict[str, int] = {}
     for finding in report.findings:
         by_severity[finding.severity] = by_severity.get(finding.severity, 0) + 1
-    counts = ", ".join(_plural(n, s) for s, n in sorted(by_severity.items()))
+    counts = ", ".join(plural(n, s) for s, n in sorted(by_severity.items()))
     return f"{len(report.findings)} ({counts})"
 
 
@@ -593,9 +586,6 @@ def _place(file: str | None, line: int | None, source_name: str, source_link: st
         return f"[{shown}]({source_link}#L{line})"
     return md(shown)
 
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 # -- the index -------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from . import __version__
 from .errors import UsageError
 from .files import atomic_write
-from .pipeline import LessonResult, Status
+from .results import LessonResult, Status
 from .toolchain import Toolchain
 
 
@@ -74,12 +74,12 @@ def junit_xml(report: VerifyReport) -> str:
             ET.SubElement(case, "system-out").text = result.transcript
         for p in result.sanitizers:
             sub = ET.SubElement(suite, "testcase", classname=classname,
-                                name=f"{result.lesson} [{p['tool']}]", time=f"{p['seconds']:.3f}")
+                                name=f"{result.lesson} [{p.tool}]", time=f"{p.seconds:.3f}")
             cases += 1
-            if p["problems"]:
+            if p.problems:
                 failures += 1
-                failure = ET.SubElement(sub, "failure", type="SANITIZER", message=p["problems"][0])
-                failure.text = "\n".join(p["problems"])
+                failure = ET.SubElement(sub, "failure", type="SANITIZER", message=p.problems[0])
+                failure.text = "\n".join(p.problems)
     suite.set("tests", str(cases))
     suite.set("failures", str(failures))
     suite.set("skipped", str(skipped))

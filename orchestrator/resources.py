@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import re
-import shutil
 
 from pydantic import BaseModel
 
-from .process import run_command
-from .sanitizer import split_kernel_name
+from .kernels import demangle_all, short_name
 
 RESOURCE_FIELDS = ("registers", "spill_stores", "spill_loads", "stack", "smem", "barriers")
 # These follow from the source alone; the rest may move with an nvcc upgrade.
@@ -43,19 +41,6 @@ class BuildEvidence(BaseModel):
     kernels: dict[str, KernelResources]
 
 
-def demangle_all(names: list[str]) -> dict[str, str]:
-    """Mangled -> short kernel name (`_Z12copyRowMajorPKfPfmm` -> `copyRowMajor`)."""
-    out = {name: name for name in names}
-    cxxfilt = shutil.which("c++filt")
-    mangled = [n for n in names if n.startswith("_Z")]
-    if cxxfilt and mangled:
-        result = run_command([cxxfilt, *mangled], timeout=30)
-        if result.ok:
-            for name, line in zip(mangled, result.stdout.decode().splitlines()):
-                out[name] = line
-    return {name: split_kernel_name(full)[0] for name, full in out.items()}
-
-
 def parse_resources(ptxas_output: str) -> dict[str, KernelResources]:
     """Per kernel resources from nvcc --resource-usage output (stderr)."""
     found: dict[str, dict] = {}
@@ -79,7 +64,7 @@ def parse_resources(ptxas_output: str) -> dict[str, KernelResources]:
             found[current]["barriers"] = int(bars.group("bars")) if bars else 0
             smem = _SMEM.search(line)
             found[current]["smem"] = int(smem.group("smem")) if smem else 0
-    names = demangle_all(list(found))
+    names = {mangled: short_name(full) for mangled, full in demangle_all(list(found)).items()}
     return {names[m]: KernelResources(kernel=names[m], **values) for m, values in found.items()}
 
 

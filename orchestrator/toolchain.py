@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from .errors import ToolchainError
 from .process import run_command
+from .sanitizer_output import parse_version
 
 SMI_FIELDS = ("index,name,uuid,driver_version,compute_cap,pci.bus_id,memory.total,"
               "clocks.max.sm")
@@ -101,7 +102,6 @@ def nvcc_version(nvcc: str, runner=run_command) -> str | None:
 
 
 def sanitizer_version(sanitizer: str, runner=run_command) -> str | None:
-    from .sanitizer import parse_version
 
     return parse_version(runner([sanitizer, "--version"], timeout=30).stdout.decode(errors="replace"))
 

@@ -10,7 +10,6 @@ import yaml
 
 from .errors import ManifestError
 
-Path_ = tuple  # a key path such as ("lessons", 0, "output", 2, "table")
 
 
 class _LineLoader(yaml.SafeLoader):

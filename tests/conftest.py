@@ -398,3 +398,13 @@ def standin(prebuilt) -> dict[str, Path]:
     return {"replay": prebuilt["day13-shared-memory"], "hang": prebuilt["hang"],
             "crash": prebuilt["crash"], "flood": prebuilt["flood"],
             "garbage": prebuilt["garbage"], "fail": prebuilt["fail"]}
+
+
+@pytest.fixture
+def ctrl_c():
+    """Ctrl-C raises KeyboardInterrupt in this process, also where the suite was started with SIGINT ignored."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -7,7 +7,8 @@ import pytest
 from bugs import ROOT, load_mutations, make_bug_course
 from orchestrator.build import build_lesson
 from orchestrator.manifest import load_manifest
-from orchestrator.pipeline import Options, Status, make_sanitize_step, verify
+from orchestrator.pipeline import verify
+from orchestrator.results import Options, Status
 from orchestrator.toolchain import discover
 
 MUTATIONS = load_mutations()
@@ -41,8 +42,7 @@ def test_planted_bug_fails_verify_on_the_gpu(entry, tmp_path, monkeypatch):
     manifest = load_manifest(make_bug_course(entry, tmp_path / "course"))
     tc = discover()
     options = Options(jobs=2)
-    [result] = verify(manifest, manifest.lessons, tc, options,
-                      sanitize_step=make_sanitize_step(manifest, tc, options))
+    [result] = verify(manifest, manifest.lessons, tc, options)
     report = "\n".join(result.reasons)
     print(f"{entry['lesson']}:{entry['name']}: {result.status.value}\n{report}")
     assert result.status in (Status.FAIL, Status.CRASH)

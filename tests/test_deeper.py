@@ -10,7 +10,8 @@ import pytest
 from bugs import ROOT, make_bug_course
 from orchestrator.evidence import load_evidence, write_evidence
 from orchestrator.manifest import load_manifest
-from orchestrator.pipeline import Options, Status, verify_offline
+from orchestrator.pipeline import verify_offline
+from orchestrator.results import Options, Status
 from orchestrator.toolchain import discover
 
 DAY16 = "day16-tiled-matmul"

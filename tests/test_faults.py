@@ -9,7 +9,6 @@ and watch its children through /proc.
 
 from __future__ import annotations
 
-import _thread
 import errno
 import json
 import os
@@ -49,10 +48,15 @@ def progress(text: str) -> list[str]:
 
 
 # -- processes -----------------------------------------------------------------------------
+def _ctrl_c_on() -> None:
+    """In the child before exec: Ctrl-C acts, even where the suite was started with SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_coursectl(*args) -> subprocess.Popen:
     """coursectl in a process of its own, in this test's working directory and environment."""
     return subprocess.Popen([sys.executable, "-m", "orchestrator", *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_on,
                             env=dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="200",
                                      PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])))
 
@@ -395,7 +399,9 @@ def test_a_signal_while_a_lesson_runs_stops_its_process_group(course, fake_gpu, 
     assert (proc.returncode, err) == (130, INTERRUPTED)
     assert progress(out) == ["hang: building", "hang: built (cached)", "hang: running (GPU 0)"]
     assert group_is_gone(group) and is_gone(child)
-    assert not report.exists()
+    [result] = json.loads(report.read_text())["results"]   # the report of what finished: nothing did
+    assert (result["lesson"], result["status"], result["reasons"]) == ("hang", "SKIPPED",
+                                                                       ["interrupted before it finished"])
     assert not (made.root / "evidence").exists()
     cache = Path(os.environ["COURSECTL_CACHE"])
     assert [p for p in [*made.root.rglob("*"), *cache.rglob("*")] if p.suffix in (".partial", ".tmp")] == []
@@ -434,7 +440,7 @@ def test_sigterm_while_verify_builds_leaves_no_cache_entry(course, fake_gpu, mon
     assert files_under(cache) == []
 
 
-def test_an_interrupt_as_nvcc_starts_still_stops_it(course, fake_gpu, monkeypatch, tmp_path):
+def test_an_interrupt_as_nvcc_starts_still_stops_it(course, fake_gpu, monkeypatch, tmp_path, ctrl_c):
     """The scheduler's worst case, made certain: the interrupt lands between Popen and the live set."""
     from orchestrator import process
 
@@ -452,7 +458,7 @@ def test_an_interrupt_as_nvcc_starts_still_stops_it(course, fake_gpu, monkeypatc
 
     def interrupt_when_nvcc_starts():
         if nvcc_started.wait(timeout=30):
-            _thread.interrupt_main()
+            os.kill(os.getpid(), signal.SIGINT)   # a real Ctrl-C: it wakes a main thread that waits
 
     monkeypatch.setattr(process.subprocess, "Popen", SlowToRegister)
     threading.Thread(target=interrupt_when_nvcc_starts, daemon=True).start()
@@ -528,7 +534,8 @@ def test_a_report_path_that_is_a_folder_is_one_line(course, fake_gpu, prebuilt, 
     assert list(folder.iterdir()) == []
 
 
-def test_no_space_while_recording_evidence_is_one_line(course, fake_gpu, prebuilt, monkeypatch):
+def test_no_space_while_recording_evidence_ends_that_lesson_only(course, fake_gpu, prebuilt, monkeypatch):
+    """A worker that raises ends its lesson as CRASH with the error in one line; the old evidence stays."""
     made = course(["day16-tiled-matmul"])
     assert coursectl("record", "--all", "-q").exit_code == 0
     before = snapshot(made.evidence("day16-tiled-matmul"))
@@ -536,20 +543,14 @@ def test_no_space_while_recording_evidence_is_one_line(course, fake_gpu, prebuil
     def disk_full(path, data):
         raise OSError(errno.ENOSPC, NO_SPACE, str(path))
 
-    def worker_died(args):
-        _thread.interrupt_main()   # instead of waiting forever for the dead worker's result
-
     monkeypatch.setattr(evidence_module, "atomic_write", disk_full)
-    monkeypatch.setattr(threading, "excepthook", worker_died)
-    backstop = threading.Timer(60, _thread.interrupt_main)
-    backstop.start()
-    try:
-        result = coursectl("record", "--all", "-q")
-    finally:
-        backstop.cancel()
+    result = coursectl("record", "--all", "-q", "--json", "report.json")
     staging = made.evidence("day16-tiled-matmul").parent / f".{GPU_SLUG}.new-{os.getpid()}"
-    assert (result.exit_code, result.stderr) == (
-        1, f"coursectl: error: cannot write/read {staging / 'transcript.txt'}: {NO_SPACE}\n")
+    [lesson] = json.loads((made.root / "report.json").read_text())["results"]
+    assert (result.exit_code, result.stderr) == (1, "")
+    assert (lesson["status"], lesson["reasons"]) == (
+        "CRASH", [f"cannot write/read {staging / 'transcript.txt'}: {NO_SPACE}"])
+    assert f"day16-tiled-matmul: cannot write/read {staging / 'transcript.txt'}: {NO_SPACE}" in result.stdout
     assert snapshot(made.evidence("day16-tiled-matmul")) == before
     assert sorted(p.name for p in made.evidence("day16-tiled-matmul").parent.iterdir()) == ["build", GPU_SLUG]
 

@@ -6,7 +6,8 @@ import pytest
 
 from bugs import ROOT
 from orchestrator.manifest import load_manifest
-from orchestrator.pipeline import Status, Options, make_sanitize_step, verify
+from orchestrator.pipeline import verify
+from orchestrator.results import Options, Status
 from orchestrator.toolchain import discover
 
 
@@ -15,8 +16,7 @@ def test_every_lesson_passes_verify():
     manifest = load_manifest(ROOT / "lessons.yaml")
     tc = discover()
     options = Options(jobs=4)
-    results = verify(manifest, manifest.lessons, tc, options,
-                     sanitize_step=make_sanitize_step(manifest, tc, options))
+    results = verify(manifest, manifest.lessons, tc, options)
     assert {r.lesson: r.status for r in results} == {l.id: Status.PASS for l in manifest.lessons}, \
         "\n".join(f"{r.lesson}: {x}" for r in results for x in r.reasons)
 
@@ -43,7 +43,7 @@ def test_a_kernel_that_never_ends_is_killed_at_its_timeout(tmp_path, monkeypatch
 
     monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
     manifest = _fault_course(tmp_path, "spin_forever", timeout=5)
-    [result] = verify(manifest, manifest.lessons, discover(), Options(jobs=1))
+    [result] = verify(manifest, manifest.lessons, discover(), Options(jobs=1, sanitize=False))
     print(result.status.value, result.reasons)
     assert result.status is Status.TIMEOUT
     assert result.reasons[0].startswith("killed after ")
@@ -56,7 +56,7 @@ def test_a_kernel_that_never_ends_is_killed_at_its_timeout(tmp_path, monkeypatch
 def test_a_kernel_that_faults_fails_with_the_cuda_error(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
     manifest = _fault_course(tmp_path, "illegal_address", timeout=20)
-    [result] = verify(manifest, manifest.lessons, discover(), Options(jobs=1))
+    [result] = verify(manifest, manifest.lessons, discover(), Options(jobs=1, sanitize=False))
     text = "\n".join(result.reasons)
     print(result.status.value, text)
     assert result.status is Status.FAIL

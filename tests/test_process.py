@@ -108,13 +108,13 @@ def interrupt_run(hang: Path, pid_file: Path) -> float:
     return time.monotonic() - started
 
 
-def test_ctrl_c_stops_the_group_and_is_raised_again(standin, tmp_path):
+def test_ctrl_c_stops_the_group_and_is_raised_again(standin, tmp_path, ctrl_c):
     pid_file = tmp_path / "child.pid"
     assert interrupt_run(standin["hang"], pid_file) < 10
     assert is_gone(int(pid_file.read_text()))
 
 
-def test_ctrl_c_forgets_the_stopped_child(standin, tmp_path):
+def test_ctrl_c_forgets_the_stopped_child(standin, tmp_path, ctrl_c):
     from orchestrator import process
 
     interrupt_run(standin["hang"], tmp_path / "child.pid")

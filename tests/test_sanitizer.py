@@ -5,7 +5,6 @@ tests/data/sanitizer/README.md says where each file came from.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -20,15 +19,15 @@ from orchestrator.sanitizer import (
     Report,
     Summary,
     Tool,
-    build_report,
-    default_expectation,
-    has_program_failed,
     judge,
+    sanitizer_command,
+)
+from orchestrator.sanitizer_output import (
+    build_report,
+    has_program_failed,
     parse_log,
     parse_version,
     parse_xml,
-    sanitizer_command,
-    split_kernel_name,
     strip_sanitizer_lines,
 )
 
@@ -209,17 +208,6 @@ def test_parse_version_finds_nothing_in_a_log():
     assert parse_version("") is None
 
 
-def test_kernel_names_keep_the_short_name_and_the_signature():
-    assert split_kernel_name(RACY_SIGNATURE) == ("reverseTileRacy", RACY_SIGNATURE)
-    assert split_kernel_name("rev") == ("rev", "rev")
-
-
-@pytest.mark.skipif(shutil.which("c++filt") is None, reason="c++filt is not on PATH")
-def test_a_mangled_kernel_name_is_demangled():
-    # oob.xml's host stack names the stub of wr(float*, int): __device_stub__Z2wrPfi.
-    assert split_kernel_name("_Z2wrPfi") == ("wr", "wr(float*, int)")
-
-
 # --- reports and judging ----------------------------------------------------
 
 
@@ -243,12 +231,12 @@ def test_kind_race_matches_the_xml_analysis_record():
 
 
 def test_unexpected_race_fails():
-    assert judge(race_report(), default_expectation(Tool.RACECHECK)) == [
+    assert judge(race_report(), Expectation(tool=Tool.RACECHECK)) == [  # a lesson that says nothing of racecheck
         "racecheck: unexpected race in rev at race.cu:2 (2048 hazards)"]
 
 
 def test_repeated_races_make_one_sentence():
-    assert judge(syncthreads_report(), default_expectation(Tool.RACECHECK)) == [
+    assert judge(syncthreads_report(), Expectation(tool=Tool.RACECHECK)) == [  # a lesson that says nothing of racecheck
         "racecheck: unexpected race in reverseTileRacy at syncthreads.cu:150 "
         "(1051020 hazards, 4 reports)"]
 
@@ -279,9 +267,9 @@ def test_a_race_on_another_line_fails_both_ways():
 
 
 def test_clean_memcheck_passes_the_default_expectation():
-    assert default_expectation(Tool.MEMCHECK) == Expectation(tool=Tool.MEMCHECK, findings=[],
+    assert Expectation(tool=Tool.MEMCHECK) == Expectation(tool=Tool.MEMCHECK, findings=[],
                                                              allow_other=False)
-    assert judge(tiled_report(), default_expectation(Tool.MEMCHECK)) == []
+    assert judge(tiled_report(), Expectation(tool=Tool.MEMCHECK)) == []
 
 
 def test_clean_memcheck_fails_an_expected_finding():
@@ -290,7 +278,7 @@ def test_clean_memcheck_fails_an_expected_finding():
 
 
 def test_out_of_bounds_writes_fail_the_clean_expectation():
-    assert judge(oob_report(), default_expectation(Tool.MEMCHECK)) == [
+    assert judge(oob_report(), Expectation(tool=Tool.MEMCHECK)) == [
         "memcheck: unexpected error in wr at oob.cu:2 (28 reports): "
         "Invalid __global__ write of size 4 bytes is out of bounds",
         f"memcheck: unexpected API error: {API_ERROR}",
@@ -306,26 +294,26 @@ def test_expected_out_of_bounds_writes_still_leave_the_api_error():
 
 
 def test_exit_status_other_than_0_or_the_error_exit_code_fails():
-    assert judge(tiled_report(exit_status=255), default_expectation(Tool.MEMCHECK)) == [
+    assert judge(tiled_report(exit_status=255), Expectation(tool=Tool.MEMCHECK)) == [
         "memcheck: exit status 255, expected 0 or 86"]
-    assert judge(tiled_report(exit_status=-9), default_expectation(Tool.MEMCHECK)) == [
+    assert judge(tiled_report(exit_status=-9), Expectation(tool=Tool.MEMCHECK)) == [
         "memcheck: killed by signal 9, expected 0 or 86"]
     failed = tiled_report(exit_status=1).model_copy(update={"program_failed": True})
-    assert judge(failed, default_expectation(Tool.MEMCHECK)) == [
+    assert judge(failed, Expectation(tool=Tool.MEMCHECK)) == [
         "memcheck: exit status 1, expected 0 or 86; the program itself returned an error"]
 
 
 def test_counts_without_findings_fail():
     summary_only = build_report(Tool.RACECHECK, 86, RACE_LOG)
-    assert judge(summary_only, default_expectation(Tool.RACECHECK)) == [
+    assert judge(summary_only, Expectation(tool=Tool.RACECHECK)) == [  # a lesson that says nothing of racecheck
         "racecheck: the summary counts 1 error, 0 warnings but no finding was reported"]
-    assert judge(tiled_report(exit_status=86), default_expectation(Tool.MEMCHECK)) == [
+    assert judge(tiled_report(exit_status=86), Expectation(tool=Tool.MEMCHECK)) == [
         "memcheck: exit status 86 says the sanitizer found errors, but no finding was reported"]
 
 
 def test_judging_against_another_tools_expectation_is_a_mistake():
     with pytest.raises(ValueError, match="a memcheck report judged against a racecheck expectation"):
-        judge(tiled_report(), default_expectation(Tool.RACECHECK))
+        judge(tiled_report(), Expectation(tool=Tool.RACECHECK))
 
 
 def test_expectations_refuse_unknown_keys():

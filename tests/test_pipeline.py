@@ -1,4 +1,5 @@
-"""Speed and scale: several GPUs on one host, builds overlapping runs, progress output, shards.
+"""The pipeline: several GPUs on one host, builds overlapping runs, a lesson's turn that raises,
+Ctrl-C in the middle, progress output, shards.
 
 The stood-in nvidia-smi reports two H200s with FAKE_GPU_COUNT=2 (the two_gpus
 fixture); the replaying stand-in logs each run's start, end and
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
 import re
 import shlex
 import shutil
@@ -22,7 +25,8 @@ from conftest import (GPU_UUID, SECOND_GPU_UUID, H, after, coursectl, lines, sta
                       write_course)
 from orchestrator import display
 from orchestrator.cli import shard_lessons
-from orchestrator.pipeline import LessonResult, Options, Status, verify
+from orchestrator.pipeline import verify
+from orchestrator.results import LessonResult, Options, Status
 from orchestrator.process import run_command
 from orchestrator.toolchain import Gpu, Toolchain
 
@@ -129,6 +133,63 @@ def test_a_lesson_runs_while_another_is_still_building(make_course, prebuilt, nv
     [day16_built] = [e for e in events if e[:2] == ("day16-tiled-matmul", "built")]
     assert day16_built[2] != "cached"
     assert events.index(("day13-shared-memory", "running", "GPU 0")) < events.index(day16_built)
+
+
+def _two_lesson_run(make_course, nvcc_version, runner_for_lesson):
+    """verify day 16 and day 13 (stand-ins, cached) on two stood-in GPUs with a runner of the test's."""
+    made = make_course(["day16-tiled-matmul", "day13-shared-memory"])
+    manifest = made.load()
+    toolchain = Toolchain(nvcc=shutil.which("nvcc"), nvcc_version=nvcc_version,
+                          gpus=[Gpu(index=0, name="NVIDIA H200", uuid=GPU_UUID, compute_capability="9.0"),
+                                Gpu(index=1, name="NVIDIA H200", uuid=SECOND_GPU_UUID, compute_capability="9.0")])
+    events: list[tuple[str, str]] = []
+    day16_done = threading.Event()
+
+    def emit(event):
+        events.append((event.lesson, event.stage))
+        if (event.lesson, event.stage) == ("day16-tiled-matmul", "done"):
+            day16_done.set()
+
+    def runner(argv, **kwargs):
+        for lesson in ("day16-tiled-matmul", "day13-shared-memory"):
+            if f"/{lesson}/" in str(argv[0]):
+                return runner_for_lesson(lesson, day16_done, argv, kwargs)
+        return run_command(argv, **kwargs)
+
+    return manifest, toolchain, emit, runner, events
+
+
+def test_a_turn_that_raises_ends_that_lesson_as_crash_and_the_others_stand(make_course, prebuilt, nvcc_version):
+    def runner_for_lesson(lesson, day16_done, argv, kwargs):
+        if lesson == "day13-shared-memory":
+            raise RuntimeError("boom")
+        return run_command(argv, **kwargs)
+
+    manifest, toolchain, emit, runner, _ = _two_lesson_run(make_course, nvcc_version, runner_for_lesson)
+    results = verify(manifest, manifest.lessons, toolchain, Options(jobs=2, sanitize=False), emit, runner)
+    assert [(r.lesson, r.status, r.reasons) for r in results] == [
+        ("day16-tiled-matmul", Status.NO_EVIDENCE, []),
+        ("day13-shared-memory", Status.CRASH, ["coursectl failed on this lesson: RuntimeError('boom')"])]
+
+
+def test_ctrl_c_keeps_what_finished_and_skips_the_rest(make_course, prebuilt, nvcc_version, ctrl_c):
+    """Day 13 waits until day 16 is done, then Ctrl-C comes while day 13 runs."""
+    from orchestrator.errors import Interrupted
+
+    def runner_for_lesson(lesson, day16_done, argv, kwargs):
+        if lesson == "day13-shared-memory":
+            assert day16_done.wait(timeout=30)
+            os.kill(os.getpid(), signal.SIGINT)
+            return run_command(["sleep", "30"], **kwargs)
+        return run_command(argv, **kwargs)
+
+    manifest, toolchain, emit, runner, events = _two_lesson_run(make_course, nvcc_version, runner_for_lesson)
+    with pytest.raises(Interrupted) as caught:
+        verify(manifest, manifest.lessons, toolchain, Options(jobs=2, sanitize=False), emit, runner)
+    assert [(r.lesson, r.status, r.reasons) for r in caught.value.results] == [
+        ("day16-tiled-matmul", Status.NO_EVIDENCE, []),
+        ("day13-shared-memory", Status.SKIPPED, ["interrupted before it finished"])]
+    assert ("day13-shared-memory", "done") not in events   # a stopped turn shows nothing more
 
 
 # -- progress output -------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Repeated runs, the GPU's environment around a run, and the peaks plausibility uses."""
+"""Judging: runs (one or repeated), the GPU's environment around a run, plausibility, claims' reasons,
+snippet expectations and recorded sanitizer passes."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from bugs import ROOT
 from orchestrator.comparison import FieldStatus, check_plausibility, fraction_of_peak
 from orchestrator.evidence import EvidenceMeta, write_evidence
 from orchestrator.manifest import load_manifest
-from orchestrator.pipeline import Status, describe_environment, judge_runs
+from orchestrator.claims import ClaimResult
+from orchestrator.judging import (claim_reason, describe_environment, judge_recorded_pass, judge_runs,
+                                  parse_evidence, resolve_snippets)
+from orchestrator.results import Status
 from orchestrator.process import CommandResult
 from orchestrator.toolchain import Gpu, GpuState, peak_fp32
 from orchestrator.transcript import flatten, parse_transcript
@@ -159,3 +163,37 @@ def test_record_and_verify_with_repeat_through_the_cli(make_course, fake_gpu, pr
     rows = table(verified.stdout, "day16-tiled-matmul: 31 fields against nvidia-h200 evidence (31 same)")
     assert rows[0] == ["field", "rule", "evidence", "median of 3", "ratio", "spread", "result"]
     assert ["cases[611x613x617/tiled].gflops", "tolerance ±25%", "6589.1", "6589.1", "1.000", "0.0%", "same"] in rows
+
+
+# -- claims' reasons, snippets, recorded passes ----------------------------------------------------
+def test_a_failed_claim_has_one_text_whatever_judged_it():
+    claim = ClaimResult(id="fast", kind="gate", says="tiles beat naive", expression="x", held=False, checked=7,
+                        failures=[f"case {n}: x is false" for n in range(7)])
+    assert claim_reason(claim) == "\n".join([
+        "gate 'fast' failed (tiles beat naive)", *(f"  case {n}: x is false" for n in range(5)), "  ... and 2 more"])
+    assert claim_reason(claim, "memcheck: ", " under the sanitizer").splitlines()[0] == \
+        "memcheck: gate 'fast' failed under the sanitizer (tiles beat naive)"
+
+
+def test_a_snippet_expectation_becomes_the_snippets_lines_in_the_source():
+    from orchestrator.sanitizer import ExpectedFinding
+    from orchestrator.snippets import Snippet
+
+    snippets = {"racy": Snippet(name="racy", path="x.cu", first_line=145, last_line=159, text="")}
+    wanted = [ExpectedFinding(kernel="reverseTileRacy", snippet="racy"), ExpectedFinding(kind="api", text="oops")]
+    resolved = resolve_snippets(wanted, snippets, "syncthreads.cu")
+    assert [(f.line_range, f.file) for f in resolved] == [((145, 159), "syncthreads.cu"), (None, None)]
+    assert resolved[0].describe() == "in reverseTileRacy inside snippet 'racy' (lines 145-159)"
+
+
+def test_the_recorded_racecheck_of_day14_is_judged_once_for_verify_and_render():
+    """The committed evidence: the race it exists to show is found in the 'racy' snippet, nothing else."""
+    manifest = load_manifest(ROOT / "lessons.yaml")
+    lesson = manifest.lesson("day14-syncthreads")
+    parsed = parse_evidence(manifest, lesson, "nvidia-h200")
+    outcome, report = judge_recorded_pass(manifest, lesson, parsed.evidence, "racecheck",
+                                          manifest.sanitizers(lesson)["racecheck"])
+    assert (outcome.recorded, outcome.problems, outcome.kernels) == (True, [], ["reverseTileRacy"])
+    assert outcome.findings == len(report.findings) > 0
+    assert judge_recorded_pass(manifest, lesson, parsed.evidence, "synccheck",
+                               manifest.sanitizers(lesson)["racecheck"]) is None   # never recorded

@@ -1,0 +1,40 @@
+"""A lesson's status follows from what was found, in one place."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.results import LessonResult, RunInfo, Status, settle, stopped
+
+
+def run(**kwargs) -> RunInfo:
+    return RunInfo(command=["./x"], exit_status=kwargs.pop("exit_status", 0), seconds=0.1, **kwargs)
+
+
+@pytest.mark.parametrize("found, compared, status", [
+    (dict(run=run(timed_out=True), reasons=["killed"]), True, Status.TIMEOUT),
+    (dict(run=run(signal=11), reasons=["segfault"]), True, Status.CRASH),
+    (dict(run=run(exit_status=1), reasons=["exit status 1"]), True, Status.FAIL),
+    (dict(reasons=["a build failed"]), False, Status.FAIL),
+    (dict(gpu="nvidia-h200", evidence=None), True, Status.NO_EVIDENCE),
+    (dict(gpu="nvidia-h200", evidence="tesla-t4"), True, Status.NO_EVIDENCE),
+    (dict(gpu="nvidia-h200", evidence="nvidia-h200"), True, Status.PASS),
+    (dict(gpu=None, evidence="tesla-t4"), True, Status.PASS),          # offline: any GPU's evidence
+    (dict(gpu=None, evidence=None), True, Status.NO_EVIDENCE),
+    (dict(gpu="nvidia-h200", evidence=None), False, Status.PASS),      # nothing was compared
+], ids=["timeout", "signal", "reasons", "build", "no-evidence", "other-gpu", "pass", "offline-pass",
+        "offline-none", "not-compared"])
+def test_settle(found, compared, status):
+    assert settle(LessonResult(lesson="x", **found), compared).status is status
+
+
+def test_settle_overrides_what_was_there_before():
+    result = LessonResult(lesson="x", status=Status.FAIL, gpu="g", evidence="g")
+    assert settle(result).status is Status.PASS
+
+
+def test_a_stopped_lesson_keeps_the_status_of_why_it_stopped():
+    result = stopped("x", Status.UNSUPPORTED, "needs compute capability 9.0", gpu="tesla-t4")
+    assert (result.status, result.reasons, result.gpu) == (Status.UNSUPPORTED, ["needs compute capability 9.0"],
+                                                           "tesla-t4")
+    assert not result.status.is_failure and Status.CRASH.is_failure
