@@ -266,3 +266,10 @@ def evaluate_claims(schema: OutputSchema, transcript: Transcript, claims: list,
     extra = {"resources": resources_view(resources)} if resources is not None else {}
     return [evaluate_claim(schema, transcript, c, extra) for c in claims
             if resources is not None or not uses_resources(c)]
+
+
+def transcript_names(claim: Any) -> set[str]:
+    """The names a claim takes from a transcript: empty for a claim over the build evidence alone."""
+    texts = [claim.expression] + ([claim.where] if claim.where else [])
+    names = set().union(*(_free_names(text) for text in texts)) - set(FUNCTIONS) - set(EXTRA_NAMES)
+    return names | ({claim.each} if claim.each else set())

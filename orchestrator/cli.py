@@ -8,15 +8,19 @@ inside the commands that use them: `coursectl --help` then starts in about
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import functools
 import os
 import signal
 import sys
+import time
 import types
+from enum import Enum
 from pathlib import Path
 from typing import Callable, List, Optional
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.table import Table
 
@@ -27,27 +31,74 @@ from .manifest import Lesson, Manifest, load_manifest, select_lessons
 from .results import Options
 from .sanitizer import Tool
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+class _Command(typer.core.TyperCommand):
+    """A command whose --help names values by their metavar (FILE, N, sm_NN), never by a Python type."""
+
+    def get_help(self, ctx) -> str:
+        for param in self.params:
+            if isinstance(param, typer.core.TyperArgument):
+                param.display_type_rich = lambda ctx: None   # the metavar says it: LESSON...
+        return super().get_help(ctx)
+
+
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                   help="Build, run, sanitize, verify, record and render the lessons of a CUDA course.")
-report_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Work with JSON reports.")
+report_app = typer.Typer(no_args_is_help=True, help="Work with JSON reports.")
+schema_app = typer.Typer(no_args_is_help=True, help="Print the JSON Schemas of coursectl's files.")
 app.add_typer(report_app, name="report", help="Work with JSON reports (merge shards).")
+app.add_typer(schema_app, name="schema", help="Print the JSON Schema of the report or of lessons.yaml.")
+
+
+class Color(str, Enum):
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+
+_color = Color.auto
+
 
 def _consoles() -> tuple[Console, Console]:
-    """In a CI log (no terminal, no COLUMNS) rich would assume 80 columns and fold
-    the tables; logs have room. Decided when a command starts, not at import."""
+    """Consoles for this command, made when it starts (not at import).
+
+    In a CI log (no terminal, no COLUMNS) rich would assume 80 columns and
+    fold the tables; logs have room. --color always/never win over the
+    environment; with auto, NO_COLOR turns every escape off and FORCE_COLOR
+    turns colour on without a terminal.
+    """
     width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
-    return Console(highlight=False, width=width), Console(stderr=True, highlight=False, width=width)
+    color = _color
+    if color is Color.auto and os.environ.get("NO_COLOR"):
+        color = Color.never
+    elif color is Color.auto and os.environ.get("FORCE_COLOR"):
+        color = Color.always
+    style: dict = {Color.always: {"force_terminal": True}, Color.never: {"color_system": None, "no_color": True},
+                   Color.auto: {}}[color]
+    return (Console(highlight=False, width=width, **style),
+            Console(stderr=True, highlight=False, width=width, **style))
 
 
 console, err_console = _consoles()
 
-ManifestOpt = typer.Option(Path("lessons.yaml"), "--manifest", "-m", help="The course manifest.")
-LessonsArg = typer.Argument(None, help="Lesson ids (see lessons.yaml).", show_default=False)
+ManifestOpt = typer.Option(Path("lessons.yaml"), "--manifest", "-m", metavar="FILE", help="The course manifest.")
+LessonsArg = typer.Argument(None, metavar="LESSON", show_default=False,
+                            help="Lesson ids (see lessons.yaml); none with --all or -k.")
 AllOpt = typer.Option(False, "--all", help="Every lesson in the manifest.")
-JobsOpt = typer.Option(None, "--jobs", "-j", help="Parallel builds (default: all cores).")
-ArchOpt = typer.Option(None, "--arch", help="Build for this architecture (sm_90) instead of the GPU's.")
-QuietOpt = typer.Option(False, "--quiet", "-q", help="Only the verdicts.")
-VerboseOpt = typer.Option(False, "--verbose", "-v", help="Also every command, shell-quoted, and every field.")
+KeywordOpt = typer.Option(None, "-k", metavar="PATTERN",
+                          help="Only lessons whose id or title contains PATTERN, or matches it as a glob (day1*).")
+JobsOpt = typer.Option(None, "--jobs", "-j", metavar="N", help="Parallel builds (default: all cores).")
+ArchOpt = typer.Option(None, "--arch", metavar="sm_NN", help="Build for this architecture instead of the GPU's.")
+GpusOpt = typer.Option(None, "--gpus", metavar="IDS", help="GPUs to use: indices or UUIDs, comma-separated.")
+RepeatOpt = typer.Option(1, "--repeat", min=1, metavar="N",
+                         help="Run each lesson N times; judge timings by their median.")
+JsonOpt = typer.Option(None, "--json", metavar="FILE", help="Write the JSON report here; - for standard output.")
+JunitOpt = typer.Option(None, "--junit", metavar="FILE", help="Write a JUnit XML report here.")
+StrictOpt = typer.Option(False, "--strict", help="Count NO_EVIDENCE, UNSUPPORTED, SKIPPED and an empty "
+                                                 "selection as failures (exit 1).")
+ExitFirstOpt = typer.Option(False, "--exitfirst", "-x", help="Stop at the first failing lesson; the rest are SKIPPED.")
+QuietOpt = typer.Option(False, "--quiet", "-q", help="Only the summary and the tally.")
+VerboseOpt = typer.Option(0, "--verbose", "-v", count=True, show_default=False,
+                          help="-v: also every stage and each lesson's claims; -vv: also every field and command.")
 
 
 def _version(value: bool) -> None:
@@ -58,8 +109,12 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                      help="Print the version and exit.")) -> None:
+                                      help="Print the version and exit."),
+         color: Color = typer.Option(Color.auto, "--color", help="Colour: auto (honours NO_COLOR and FORCE_COLOR), "
+                                                                  "always or never.")) -> None:
     """coursectl keeps a CUDA course honest."""
+    global _color
+    _color = color
 
 
 def _on_sigterm(signum, frame):  # noqa: ARG001
@@ -98,11 +153,21 @@ def _jobs(jobs: Optional[int]) -> int:
     return jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
 
 
-def _lessons(manifest: Manifest, ids: Optional[List[str]], all_: bool, shard: Optional[str] = None) -> list[Lesson]:
-    lessons = select_lessons(manifest, ids or [], all_)
+def _lessons(manifest: Manifest, ids: Optional[List[str]], all_: bool, shard: Optional[str] = None,
+             keyword: Optional[str] = None) -> list[Lesson]:
+    lessons = select_lessons(manifest, ids or [], all_ or (bool(keyword) and not ids))
+    if keyword:
+        lessons = [lesson for lesson in lessons if _matches(lesson, keyword)]
     if shard:
         lessons = shard_lessons(lessons, shard)
     return lessons
+
+
+def _matches(lesson: Lesson, pattern: str) -> bool:
+    """-k: a substring of the id or title, or a glob over either; case does not matter."""
+    pattern = pattern.lower()
+    texts = (lesson.id.lower(), lesson.title.lower())
+    return any(pattern in text or fnmatch.fnmatchcase(text, pattern) for text in texts)
 
 
 def shard_lessons(lessons: list[Lesson], shard: str) -> list[Lesson]:
@@ -123,20 +188,31 @@ def _discover():
     return discover()
 
 
-@app.command()
+def _json_to_stdout(json_path: Optional[Path]) -> None:
+    """With `--json -` the report owns standard output; everything else goes to standard error."""
+    global console
+    if json_path is not None and str(json_path) == "-":
+        console = err_console
+
+
+@app.command(cls=_Command)
 @handle_errors
 def doctor(manifest_path: Path = ManifestOpt) -> None:
-    """Show nvcc, the GPUs, driver, CUDA, compute-sanitizer, and which lessons have evidence."""
+    """Show nvcc, the GPUs, driver, CUDA, compute-sanitizer, and which lessons have evidence.
+
+    Exits 0 when nvcc is usable, even without a GPU (verify --offline needs
+    none); 3 when nvcc, which every build needs, is missing.
+    """
     from .evidence import list_gpus
 
     tc = _discover()
     table = Table(show_header=False, show_edge=False)
     table.add_row("nvcc", f"{tc.nvcc} ({tc.nvcc_version})" if tc.nvcc else "NOT FOUND")
-    table.add_row("compute-sanitizer",
-                  f"{tc.sanitizer} ({tc.sanitizer_version})" if tc.sanitizer else "NOT FOUND")
+    table.add_row("compute-sanitizer", f"{tc.sanitizer} ({tc.sanitizer_version})" if tc.sanitizer
+                  else "NOT FOUND: verify and record need --no-sanitize")
     table.add_row("driver", tc.driver_version or "-")
     table.add_row("CUDA (driver)", tc.cuda_version or "-")
-    table.add_row("GPUs via", tc.gpu_source or "none")
+    table.add_row("GPUs via", tc.gpu_source or "none: only `coursectl verify --offline` and render work here")
     for gpu in tc.gpus:
         table.add_row(f"GPU {gpu.index}", f"{gpu.name}, compute capability {gpu.compute_capability}, "
                                           f"{gpu.memory_mib} MiB, {gpu.pci_bus_id}, {gpu.uuid}")
@@ -160,44 +236,48 @@ def doctor(manifest_path: Path = ManifestOpt) -> None:
             ev.add_row(lesson.id, ", ".join(have) or "none", *("yes" if s in have else "NO" for s in slugs))
         console.print(ev)
     tc.require_nvcc()
-    tc.require_gpu()
-    tc.require_sanitizer()
 
 
-@app.command()
+@app.command(cls=_Command)
 @handle_errors
-def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, jobs: Optional[int] = JobsOpt,
-          arch: Optional[str] = ArchOpt, manifest_path: Path = ManifestOpt, verbose: bool = VerboseOpt) -> None:
-    """Build lessons with nvcc, in parallel, reusing cached binaries."""
+def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, keyword: Optional[str] = KeywordOpt,
+          jobs: Optional[int] = JobsOpt, arch: Optional[str] = ArchOpt, manifest_path: Path = ManifestOpt,
+          verbose: int = VerboseOpt) -> None:
+    """Build lessons with nvcc, in parallel, reusing cached binaries; a line per build as it finishes."""
     import shlex
 
     from .pipeline import build_many
 
     manifest = load_manifest(manifest_path)
-    lessons = _lessons(manifest, lesson_ids, all_)
+    lessons = _lessons(manifest, lesson_ids, all_, keyword=keyword)
     tc = _discover()
     tc.require_nvcc()
     archs = [arch] if arch else (sorted({g.arch for g in tc.gpus}) or list(manifest.architectures))
-    failed = 0
-    for lesson, a, result in build_many(manifest, [(l, a) for l in lessons for a in archs], tc, _jobs(jobs)):
-        if isinstance(result, CoursectlError):
-            failed += 1
-            err_console.print(f"coursectl: error: {result}", markup=False, soft_wrap=True)
-            continue
+
+    def show(event) -> None:
+        result = event.build
+        if result is None:
+            return
         state = "cached" if result.cached else f"built in {result.seconds:.1f} s"
-        console.print(f"{lesson.id} ({a}): {state}: {result.binary}", markup=False, soft_wrap=True)
+        console.print(f"{event.lesson} ({result.arch}): {state}: {result.binary}", markup=False, soft_wrap=True)
         if verbose:
             console.print(f"  $ {shlex.join(result.command)}", markup=False, soft_wrap=True)
         if result.diagnostics.strip() and not result.cached:
             err_console.print(result.diagnostics.rstrip(), markup=False, soft_wrap=True)
+
+    built = build_many(manifest, [(l, a) for l in lessons for a in archs], tc, _jobs(jobs), emit=show)
+    failed = [result for _, _, result in built if isinstance(result, CoursectlError)]
+    for error in failed:
+        err_console.print(f"coursectl: error: {error}", markup=False, soft_wrap=True)
     if failed:
         raise typer.Exit(1)
 
 
-@app.command()
+@app.command(cls=_Command)
 @handle_errors
-def run(lesson_id: str = typer.Argument(..., help="The lesson to run."), arch: Optional[str] = ArchOpt,
-        gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU index or UUID (default: the first)."),
+def run(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson to run."),
+        arch: Optional[str] = ArchOpt,
+        gpu: Optional[str] = typer.Option(None, "--gpu", metavar="ID", help="GPU index or UUID (default: the first)."),
         manifest_path: Path = ManifestOpt) -> None:
     """Build and run one lesson on a GPU and print its transcript."""
     from .pipeline import run as run_workflow
@@ -218,66 +298,68 @@ def run(lesson_id: str = typer.Argument(..., help="The lesson to run."), arch: O
 
 
 @contextlib.contextmanager
-def _reported(title: str, json_path, junit_path, quiet: bool, verbose: bool, tc, offline: bool,
-              shard: Optional[str] = None):
+def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, quiet: bool, verbosity: int,
+              offline: bool = False, shard: Optional[str] = None, strict: bool = False):
     """Run a workflow inside; then print its results and write its reports, also when it was interrupted.
 
-    Exits 1 if any lesson failed; an interrupt still exits 130 once the reports are written.
+    Exits 1 if any lesson failed (with strict: or was not verified); an
+    interrupt still exits 130 once the reports are written.
     """
     from .report import make_report
 
-    report = types.SimpleNamespace(results=[])
+    outcome = types.SimpleNamespace(results=[])
     interrupted = None
+    started = time.monotonic()
     try:
-        yield report
+        yield outcome
     except Interrupted as exc:
-        report.results, interrupted = exc.results, exc
-    if verbose:
-        display.print_commands(console, report.results)
+        outcome.results, interrupted = exc.results, exc
+    results = outcome.results
+    if verbosity >= 2:
+        display.print_commands(console, results)
     if not quiet:
-        for result in report.results:
-            display.print_claims(console, result)
-            display.print_fields(console, result, show_all=True if verbose else not offline)
-    display.print_summary(console, report.results, title)
-    _write_reports(make_report(title, report.results, tc, offline=offline, shard=shard), json_path, junit_path,
-                   raise_on_failure=interrupted is None)
+        display.print_details(console, results, verbosity)
+    display.print_summary(console, results, title)
+    display.print_tally(console, results, time.monotonic() - started, strict)
+    report = make_report(title, results, tc, manifest, offline=offline, shard=shard, strict=strict)
+    _write_reports(report, json_path, junit_path, raise_on_failure=interrupted is None)
     if interrupted is not None:
         raise interrupted
 
 
 def _write_reports(report, json_path, junit_path, raise_on_failure: bool = True) -> None:
-    """Write the reports asked for; exit 1 if any lesson failed."""
+    """Write the reports asked for; exit 1 if the run failed."""
     from .report import write_json, write_junit
 
     if json_path:
         write_json(report, json_path)
     if junit_path:
         write_junit(report, junit_path)
-    if report.failed and raise_on_failure:
+    if report.has_failed() and raise_on_failure:
         raise typer.Exit(1)
 
 
-@app.command()
+@app.command(cls=_Command)
 @handle_errors
-def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt,
+def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, keyword: Optional[str] = KeywordOpt,
            offline: bool = typer.Option(False, "--offline", help="No GPU: build for the manifest's "
                                         "architectures and re-judge the recorded evidence."),
-           jobs: Optional[int] = JobsOpt, arch: Optional[str] = ArchOpt,
-           gpus: Optional[str] = typer.Option(None, "--gpus", help="GPUs to use: indices or UUIDs, comma-separated."),
-           shard: Optional[str] = typer.Option(None, "--shard", help="K/N: take a deterministic share of the lessons."),
+           jobs: Optional[int] = JobsOpt, arch: Optional[str] = ArchOpt, gpus: Optional[str] = GpusOpt,
+           shard: Optional[str] = typer.Option(None, "--shard", metavar="K/N",
+                                               help="Take a deterministic share of the lessons."),
            no_sanitize: bool = typer.Option(False, "--no-sanitize", help="Skip the compute-sanitizer passes."),
-           repeat: int = typer.Option(1, "--repeat", min=1, help="Run each lesson N times; judge timings by their median."),
-           json_path: Optional[Path] = typer.Option(None, "--json", help="Write a JSON report here."),
-           junit_path: Optional[Path] = typer.Option(None, "--junit", help="Write a JUnit XML report here."),
-           quiet: bool = QuietOpt, verbose: bool = VerboseOpt, manifest_path: Path = ManifestOpt) -> None:
+           repeat: int = RepeatOpt, exitfirst: bool = ExitFirstOpt, strict: bool = StrictOpt,
+           json_path: Optional[Path] = JsonOpt, junit_path: Optional[Path] = JunitOpt,
+           quiet: bool = QuietOpt, verbose: int = VerboseOpt, manifest_path: Path = ManifestOpt) -> None:
     """Build, run, sanitize, parse, check claims and compare with this GPU's evidence."""
     from .pipeline import verify as verify_workflow, verify_offline
 
+    _json_to_stdout(json_path)
     manifest = load_manifest(manifest_path)
-    lessons = _lessons(manifest, lesson_ids, all_, shard)
+    lessons = _lessons(manifest, lesson_ids, all_, shard, keyword)
     tc = _discover()
     options = Options(jobs=_jobs(jobs), arch=arch, gpus=gpus, sanitize=not no_sanitize and not offline,
-                      repeat=repeat)
+                      repeat=repeat, exitfirst=exitfirst)
     title = "verify --offline" if offline else "verify"
     if offline:
         if any(manifest.sanitizers(l) for l in lessons):
@@ -290,51 +372,56 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt,
         if options.sanitize and any(manifest.sanitizers(l) for l in lessons):
             tc.require_sanitizer()
         workflow = verify_workflow
-    with _reported(title, json_path, junit_path, quiet, verbose, tc, offline, shard) as report:
-        with display.Progress(console, [l.id for l in lessons], quiet) as progress:
-            report.results = workflow(manifest, lessons, tc, options, progress)
+    with _reported(title, manifest, tc, json_path, junit_path, quiet, verbose, offline, shard, strict) as outcome:
+        with display.Progress(console, [l.id for l in lessons], quiet, stages=verbose >= 1) as progress:
+            outcome.results = workflow(manifest, lessons, tc, options, progress) if lessons else []
 
 
-@app.command()
+@app.command(cls=_Command)
 @handle_errors
-def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, jobs: Optional[int] = JobsOpt,
-           gpus: Optional[str] = typer.Option(None, "--gpus", help="GPUs to use: indices or UUIDs."),
-           no_sanitize: bool = typer.Option(False, "--no-sanitize", help="Skip the compute-sanitizer passes."),
-           repeat: int = typer.Option(1, "--repeat", min=1, help="Run each lesson N times; store the run closest to the medians."),
-           json_path: Optional[Path] = typer.Option(None, "--json", help="Write a JSON report here."),
-           quiet: bool = QuietOpt, verbose: bool = VerboseOpt, manifest_path: Path = ManifestOpt) -> None:
+def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, keyword: Optional[str] = KeywordOpt,
+           jobs: Optional[int] = JobsOpt, gpus: Optional[str] = GpusOpt,
+           no_sanitize: bool = typer.Option(False, "--no-sanitize", help="Skip the compute-sanitizer passes; the "
+                                            "recorded sanitizer reports are kept."),
+           repeat: int = typer.Option(1, "--repeat", min=1, metavar="N",
+                                      help="Run each lesson N times; store the run closest to the medians."),
+           json_path: Optional[Path] = JsonOpt, quiet: bool = QuietOpt, verbose: int = VerboseOpt,
+           manifest_path: Path = ManifestOpt) -> None:
     """Run lessons and store their evidence for this GPU, if every gate passes; show what moved."""
     from .pipeline import record as record_workflow
 
+    _json_to_stdout(json_path)
     manifest = load_manifest(manifest_path)
-    lessons = _lessons(manifest, lesson_ids, all_)
+    lessons = _lessons(manifest, lesson_ids, all_, keyword=keyword)
     tc = _discover()
     tc.require_nvcc()
     tc.require_gpu()
     options = Options(jobs=_jobs(jobs), gpus=gpus, sanitize=not no_sanitize, repeat=repeat)
     if options.sanitize and any(manifest.sanitizers(l) for l in lessons):
         tc.require_sanitizer()
-    with _reported("record", json_path, None, True, verbose, tc, False) as report:
-        with display.Progress(console, [l.id for l in lessons], quiet) as progress:
-            report.results = record_workflow(manifest, lessons, tc, options, progress)
+    with _reported("record", manifest, tc, json_path, None, True, verbose) as outcome:
+        with display.Progress(console, [l.id for l in lessons], quiet, stages=verbose >= 1) as progress:
+            outcome.results = record_workflow(manifest, lessons, tc, options, progress) if lessons else []
         if not quiet:
-            for result in report.results:
-                if result.recorded and result.fields:
-                    display.print_fields(console, result, show_all=verbose)
+            for result in outcome.results:
+                if result.recorded:
+                    display.print_fields(console, result, [f for f in result.fields if verbose >= 2 or
+                                                           f.status.value not in ("same", "volatile", "other-gpu")])
 
 
-@app.command()
+@app.command(cls=_Command)
 @handle_errors
-def sanitize(lesson_id: str = typer.Argument(..., help="The lesson to run under compute-sanitizer."),
-             tool: Optional[List[str]] = typer.Option(None, "--tool", "-t",
+def sanitize(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson to run under compute-sanitizer."),
+             tool: Optional[List[str]] = typer.Option(None, "--tool", "-t", metavar="TOOL",
                                                       help="memcheck, racecheck, synccheck or initcheck "
                                                            "(default: the lesson's declared passes)."),
-             gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU index or UUID."),
-             json_path: Optional[Path] = typer.Option(None, "--json", help="Write a JSON report here."),
-             verbose: bool = VerboseOpt, manifest_path: Path = ManifestOpt) -> None:
+             gpu: Optional[str] = typer.Option(None, "--gpu", metavar="ID", help="GPU index or UUID."),
+             json_path: Optional[Path] = JsonOpt, verbose: int = VerboseOpt,
+             manifest_path: Path = ManifestOpt) -> None:
     """Run compute-sanitizer passes on one lesson and judge them against its expectations."""
     from .pipeline import sanitize as sanitize_workflow
 
+    _json_to_stdout(json_path)
     tools = [t.value for t in Tool]
     for t in tool or []:
         if t not in tools:
@@ -345,16 +432,16 @@ def sanitize(lesson_id: str = typer.Argument(..., help="The lesson to run under 
     tc.require_nvcc()
     tc.require_gpu()
     options = Options(jobs=2, gpus=gpu, sanitize_tools=list(tool) if tool else None)
-    with _reported("sanitize", json_path, None, True, verbose, tc, False) as report:
-        with display.Progress(console, [lesson.id], False) as progress:
-            report.results = [sanitize_workflow(manifest, lesson, tc, options, progress)]
-        for p in report.results[0].sanitizers:
+    with _reported("sanitize", manifest, tc, json_path, None, True, verbose) as outcome:
+        with display.Progress(console, [lesson.id], False, stages=verbose >= 1) as progress:
+            outcome.results = [sanitize_workflow(manifest, lesson, tc, options, progress)]
+        for p in outcome.results[0].sanitizers:
             console.print(f"{lesson.id} {p.tool}: {p.findings} finding(s) in "
                           f"{', '.join(p.kernels) or 'no kernel'}, errors {p.errors}, "
                           f"{p.seconds:.1f} s: {'ok' if p.ok else 'FAIL'}", markup=False)
 
 
-@app.command()
+@app.command(cls=_Command)
 @handle_errors
 def render(check: bool = typer.Option(False, "--check", help="Write nothing; print a diff of every file that "
                                       "would change and exit 1 if any would (for CI)."),
@@ -379,17 +466,37 @@ def render(check: bool = typer.Option(False, "--check", help="Write nothing; pri
         console.print("every page is up to date")
 
 
-@report_app.command("merge")
+@report_app.command("merge", cls=_Command)
 @handle_errors
-def report_merge(reports: List[Path] = typer.Argument(..., help="JSON reports of the shards."),
-                 json_path: Optional[Path] = typer.Option(None, "--json", help="Write the merged JSON here."),
-                 junit_path: Optional[Path] = typer.Option(None, "--junit", help="Write merged JUnit XML here.")) -> None:
-    """Merge the JSON reports of verify shards into one summary."""
+def report_merge(reports: List[Path] = typer.Argument(..., metavar="REPORT", help="JSON reports of the shards."),
+                 allow_partial: bool = typer.Option(False, "--allow-partial",
+                                                    help="Merge even with shards missing; the result says partial."),
+                 strict: bool = StrictOpt, json_path: Optional[Path] = JsonOpt,
+                 junit_path: Optional[Path] = JunitOpt) -> None:
+    """Merge the JSON reports of every shard of one verify run into one report.
+
+    Refuses (exit 1) when a shard of 1..N is missing or the reports come from
+    different manifests.
+    """
     from .report import merge_reports, read_json
 
-    merged = merge_reports([read_json(p) for p in reports])
-    display.print_summary(console, merged.results, f"merged {len(reports)} reports")
+    _json_to_stdout(json_path)
+    merged = merge_reports([read_json(p) for p in reports], allow_partial=allow_partial, strict=strict)
+    display.print_summary(console, merged.results, f"merged {len(reports)} reports" +
+                          (" (partial: shards missing)" if merged.partial else ""))
+    display.print_tally(console, merged.results, 0.0, strict)
     _write_reports(merged, json_path, junit_path)
+
+
+@schema_app.command("report", cls=_Command)
+@handle_errors
+def schema_report() -> None:
+    """The JSON Schema of `--json` reports."""
+    import json
+
+    from .report import report_schema
+
+    typer.echo(json.dumps(report_schema(), indent=2))
 
 
 if __name__ == "__main__":

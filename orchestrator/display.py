@@ -1,4 +1,12 @@
-"""Everything coursectl shows a person: progress, tables, verdicts. Only the CLI calls it."""
+"""Everything coursectl shows a person: progress, tables, verdicts. Only the CLI calls it.
+
+What is shown, by verbosity, in the manner of pytest and ctest:
+- always: a line per lesson as it finishes (status, GPU, time, the one-line
+  reason when not PASS), then the summary table, the failures' moved fields
+  and failed claims (only those), and the tally;
+- `-v`: also every stage change, and each lesson's claims;
+- `-vv`: also every field against the evidence, and every command.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +19,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from .comparison import FieldStatus
-from .results import Event, LessonResult, Status
+from .comparison import FieldResult, FieldStatus
+from .results import Event, LessonResult, Status, is_unverified, tally
 
 STATUS_STYLE = {
     Status.PASS: "green", Status.FAIL: "bold red", Status.TIMEOUT: "bold red", Status.CRASH: "bold red",
@@ -23,26 +31,59 @@ FIELD_STYLE = {
     FieldStatus.missing: "bold red", FieldStatus.new: "bold red", FieldStatus.volatile: "dim",
     FieldStatus.other_gpu: "dim", FieldStatus.ambiguous: "yellow", FieldStatus.untrusted: "yellow",
 }
+STATUS_WIDTH = max(len(status.value) for status in Status)
+
+
+def why(result: LessonResult) -> str:
+    """The one line that says why a lesson is not PASS (empty for a PASS)."""
+    if result.status is Status.PASS:
+        return ""
+    text = result.reasons[0] if result.reasons else (result.unverified or "")
+    return text.splitlines()[0] if text else ""
+
+
+def finished_line(result: LessonResult) -> Text:
+    """`PASS         day13-shared-memory  nvidia-h200  2.9 s`, and the reason when not PASS."""
+    line = Text(f"{result.status.value:<{STATUS_WIDTH}}", style=STATUS_STYLE[result.status])
+    line.append(f"  {result.lesson}  {result.gpu or 'offline'}  {result.seconds:.1f} s")
+    reason = why(result)
+    if reason:
+        line.append(f"  {reason}", style="red" if result.status.is_failure else "yellow")
+    return line
+
+
+def _is_tty(console: Console) -> bool:
+    """A real terminal, not only a forced one (--color always in a CI log keeps plain lines)."""
+    isatty = getattr(console.file, "isatty", None)
+    return bool(isatty and isatty())
 
 
 class Progress:
-    """A live line per lesson on a terminal; one plain line per stage change elsewhere."""
+    """A live table on a terminal, its clocks advancing; plain lines elsewhere.
 
-    def __init__(self, console: Console, lessons: list[str], quiet: bool = False):
+    Each lesson prints one line as it finishes; with `stages`, every stage
+    change is a line too (`[  1.2 s] LESSON: STAGE (DETAIL)`).
+    """
+
+    def __init__(self, console: Console, lessons: list[str], quiet: bool = False, stages: bool = False):
         self.console = console
         self.quiet = quiet
+        self.stages = stages
         self.state = {lesson: ("queued", "", time.monotonic()) for lesson in lessons}
         self.start = time.monotonic()
         self.lock = threading.Lock()
         self.live: Live | None = None
-        if console.is_terminal and not quiet:
-            self.live = Live(self._table(), console=console, refresh_per_second=8, transient=True)
+        if console.is_terminal and _is_tty(console) and not quiet:
+            self.live = Live(console=console, refresh_per_second=4, transient=True, get_renderable=self._table)
 
     def _table(self) -> Table:
         table = Table.grid(padding=(0, 2))
         now = time.monotonic()
-        for lesson, (stage, detail, since) in self.state.items():
-            table.add_row(lesson, stage, detail, f"{now - since:5.1f} s")
+        with self.lock:
+            state = list(self.state.items())
+        for lesson, (stage, detail, since) in state:
+            if stage != "done":
+                table.add_row(lesson, stage, detail, f"{now - since:5.1f} s")
         return table
 
     def __enter__(self) -> "Progress":
@@ -57,40 +98,47 @@ class Progress:
     def __call__(self, event: Event) -> None:
         with self.lock:
             self.state[event.lesson] = (event.stage, event.detail, time.monotonic())
-            if self.live:
-                self.live.update(self._table())
-            elif not self.quiet:
-                elapsed = time.monotonic() - self.start
-                detail = f" ({event.detail})" if event.detail else ""
-                self.console.print(f"[{elapsed:6.1f} s] {event.lesson}: {event.stage}{detail}",
-                                   highlight=False, markup=False, soft_wrap=True)
+        if self.quiet:
+            return
+        if self.stages and not self.live:
+            elapsed = time.monotonic() - self.start
+            detail = f" ({event.detail})" if event.detail else ""
+            self.console.print(f"[{elapsed:6.1f} s] {event.lesson}: {event.stage}{detail}",
+                               highlight=False, markup=False, soft_wrap=True)
+        if event.stage == "done" and event.result is not None:
+            self.console.print(finished_line(event.result), highlight=False, soft_wrap=True)
 
 
-def _fmt(value) -> str:
+def format_value(value) -> str:
+    """A field's value with every digit that tells it apart from its neighbour (18011780, not 1.80118e+07)."""
     if value is None:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.6g}"
+        if value.is_integer() and abs(value) < 1e16:
+            return str(int(value))
+        return repr(value)   # the shortest text that reads back as the same number
     return str(value)
 
 
-def print_fields(console: Console, result: LessonResult, show_all: bool) -> None:
-    """Each field's rule and result against the evidence (only moved ones unless show_all)."""
-    if not result.fields:
+def _shown_fields(result: LessonResult, verbosity: int) -> list[FieldResult]:
+    if verbosity >= 2:
+        return list(result.fields)
+    if result.status.is_failure:
+        return [f for f in result.fields if f.status.is_failure]
+    return []
+
+
+def print_fields(console: Console, result: LessonResult, rows: list[FieldResult]) -> None:
+    """Each field's rule and result against the evidence, for the rows given."""
+    if not result.fields or not rows:
         return
-    rows = result.fields if show_all else [f for f in result.fields
-                                           if f.status not in (FieldStatus.same, FieldStatus.volatile,
-                                                               FieldStatus.other_gpu)]
     counts: dict[str, int] = {}
     for f in result.fields:
         counts[f.status.value] = counts.get(f.status.value, 0) + 1
     summary = ", ".join(f"{n} {k}" for k, n in counts.items())
     title = f"{result.lesson}: {len(result.fields)} fields against {result.evidence} evidence ({summary})"
-    if not rows:
-        console.print(Text(title), highlight=False)
-        return
     table = Table(title=title, title_justify="left", show_edge=False)
     columns = ["field", "rule", "evidence", "now" if result.runs == 1 else f"median of {result.runs}", "ratio"]
     if result.spread:
@@ -99,7 +147,8 @@ def print_fields(console: Console, result: LessonResult, show_all: bool) -> None
     for column in columns:
         table.add_column(column, justify="left" if column in ("field", "rule", "result") else "right")
     for f in rows:
-        cells = [Text(f.path), f.rule, _fmt(f.old), _fmt(f.new), f"{f.ratio:.3f}" if f.ratio is not None else ""]
+        cells = [Text(f.path), f.rule, format_value(f.old), format_value(f.new),
+                 f"{f.ratio:.3f}" if f.ratio is not None else ""]
         if result.spread:
             cells.append(f"{result.spread[f.path]:.1%}" if f.path in result.spread else "")
         cells.append(Text(f.status.value, style=FIELD_STYLE[f.status]))
@@ -107,17 +156,26 @@ def print_fields(console: Console, result: LessonResult, show_all: bool) -> None
     console.print(table)
 
 
-def print_claims(console: Console, result: LessonResult) -> None:
-    if not result.claims:
+def print_claims(console: Console, result: LessonResult, failed_only: bool = False) -> None:
+    claims = [c for c in result.claims if not (failed_only and c.held)]
+    if not claims:
         return
     table = Table(title=f"{result.lesson}: claims", title_justify="left", show_edge=False)
     for column in ("claim", "kind", "checked", "held"):
         table.add_column(column)
-    for claim in result.claims:
+    for claim in claims:
         held = Text("yes", style="green") if claim.held else Text(
             "NO", style="bold red" if claim.kind == "gate" else "yellow")
         table.add_row(Text(claim.id), claim.kind, str(claim.checked), held)
     console.print(table)
+
+
+def print_details(console: Console, results: list[LessonResult], verbosity: int) -> None:
+    """Claims and fields: all of them as verbosity asks, and a failure's broken ones always."""
+    for result in results:
+        if verbosity >= 1 or result.status.is_failure:
+            print_claims(console, result, failed_only=verbosity == 0)
+        print_fields(console, result, _shown_fields(result, verbosity))
 
 
 def print_summary(console: Console, results: list[LessonResult], title: str) -> None:
@@ -136,9 +194,24 @@ def print_summary(console: Console, results: list[LessonResult], title: str) -> 
     console.print(table)
     for r in results:
         for reason in r.reasons:
-            console.print(Text(f"{r.lesson}: {reason}", style="red"), highlight=False, soft_wrap=True)
+            console.print(Text(f"{r.lesson}: {reason}", style="red" if r.status.is_failure else "yellow"),
+                          highlight=False, soft_wrap=True)
+        if r.unverified:
+            console.print(Text(f"{r.lesson}: {r.unverified}", style="yellow"), highlight=False, soft_wrap=True)
         for note in r.notes:
             console.print(Text(f"{r.lesson}: note: {note}", style="yellow"), highlight=False, soft_wrap=True)
+
+
+def print_tally(console: Console, results: list[LessonResult], seconds: float, strict: bool) -> None:
+    line = tally(results, seconds)
+    unverified = sum(is_unverified(r.status) for r in results)
+    if strict and unverified:
+        line += f"; --strict: {unverified} not verified, counted as failed"
+    if not results:
+        line += "; no lesson was selected, nothing was verified"
+    failed = any(r.status.is_failure for r in results) or (strict and (unverified or not results))
+    console.print(Text(line, style="bold red" if failed else "green" if not unverified else "yellow"),
+                  highlight=False, soft_wrap=True)
 
 
 def print_commands(console: Console, results: list[LessonResult]) -> None:

@@ -76,6 +76,12 @@ class TemplateError(CoursectlError):
     exit_status = 2
 
 
+class ReportError(CoursectlError):
+    """Reports that cannot be merged into one honest report."""
+
+    exit_status = 1
+
+
 class Interrupted(CoursectlError):
     """Ctrl-C or SIGTERM: children were stopped and nothing was half-written.
 

@@ -41,6 +41,7 @@ class EvidenceMeta(BaseModel):
     max_sm_clock_mhz: int | None = None
     environment: dict = {}      # clocks, throttling and other processes around the run
     repeat: dict = {}           # with record --repeat: runs and per-field spread
+    stale_passes: list[str] = []  # sanitizer reports kept from an earlier record whose build has changed since
 
 
 class Evidence(BaseModel):
@@ -49,7 +50,11 @@ class Evidence(BaseModel):
     directory: Path
 
     def extra(self, name: str) -> str:
-        return (self.directory / name).read_text(encoding="utf-8", errors="replace")
+        return self.read_bytes(name).decode("utf-8", errors="replace")
+
+    def read_bytes(self, name: str) -> bytes:
+        """One of the files recorded with the evidence (a sanitizer report), as it was written."""
+        return (self.directory / name).read_bytes()
 
 
 # The source header lines render owns (and rewrites); lesson_digest leaves them out.

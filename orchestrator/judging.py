@@ -22,19 +22,19 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from .build import BuildResult
-from .claims import ClaimResult, evaluate_claims
+from .claims import ClaimResult, evaluate_claim, evaluate_claims, resources_view, transcript_names, uses_resources
 from .comparison import FieldStatus, check_plausibility, compare_fields, tolerance_bound
 from .errors import CoursectlError, EvidenceError, TranscriptError
 from .evidence import Evidence, lesson_digest, list_gpus, load_build_evidence, load_evidence
 from .manifest import Lesson, Manifest, SanitizerPass
 from .process import CommandResult, tail_lines
 from .resources import BuildEvidence, compare_resources
-from .results import LessonResult, PassResult, RunInfo, settle
+from .results import LessonResult, PassResult, RunEnvironment, RunInfo, settle
 from .sanitizer import Expectation, ExpectedFinding, Report, Tool, judge
 from .sanitizer_output import build_report, strip_sanitizer_lines
 from .snippets import Snippet, extract_snippets
 from .toolchain import Gpu, GpuState
-from .transcript import Flat, Transcript, decode_output, flatten, parse_transcript
+from .transcript import Flat, Scope, Transcript, decode_output, flatten, parse_transcript
 
 MAX_FAILURES_SHOWN = 5
 MAX_MOVED_SHOWN = 8
@@ -98,16 +98,16 @@ def relative(path: Path, root: Path) -> str:
 # -- one run ---------------------------------------------------------------------------------
 def judge_run(manifest: Manifest, lesson: Lesson, result: CommandResult, gpu_slug: str | None,
               arch: str | None, compare: bool = True, resources: dict | None = None,
-              peaks: tuple | None = None, environment: dict | None = None) -> LessonResult:
+              peaks: tuple | None = None, environment: RunEnvironment | None = None) -> LessonResult:
     """Turn one run of a lesson into a result: parse, claims, plausibility, evidence."""
     text = decode_output(result.stdout)
     info = RunInfo(command=result.argv, exit_status=result.returncode, signal=result.signal,
                    timed_out=result.timed_out, seconds=result.seconds,
                    stdout_truncated=result.stdout_truncated, stderr_tail=tail_lines(result.stderr))
     out = LessonResult(lesson=lesson.id, run=info, transcript=text, arch=arch, gpu=gpu_slug,
-                       environment=environment or {})
-    if out.environment.get("untrusted"):
-        out.notes.append(f"timings not trusted: {out.environment['untrusted']}")
+                       environment=environment or RunEnvironment())
+    if out.environment.untrusted:
+        out.notes.append(f"timings not trusted: {out.environment.untrusted}")
     if result.timed_out:
         tail = tail_lines(result.stdout, 5) or "(no output)"
         out.reasons.append(f"killed after {result.seconds:.1f} s (timeout "
@@ -138,7 +138,8 @@ def judge_run(manifest: Manifest, lesson: Lesson, result: CommandResult, gpu_slu
 
 
 def judge_runs(manifest: Manifest, lesson: Lesson, runs: list[CommandResult], gpu: Gpu, arch: str,
-               compare: bool, resources: dict | None, environment: dict) -> tuple[LessonResult, int]:
+               compare: bool, resources: dict | None,
+               environment: RunEnvironment | None) -> tuple[LessonResult, int]:
     """Judge one or more runs; tolerance fields by their median; returns (result, chosen run).
 
     Every run must pass its gates. With several runs, each tolerance field is
@@ -192,22 +193,15 @@ def _spread(runs: list[list[Flat]]) -> tuple[dict[str, float], dict[str, float],
     return medians, spread, ambiguous
 
 
-def describe_environment(before: GpuState | None, after: GpuState | None) -> dict:
-    """Clocks and throttling around the runs; 'untrusted' says why timings cannot be trusted."""
-    env: dict = {}
-    if before is not None:
-        env["before"] = before.model_dump()
-    if after is not None:
-        env["after"] = after.model_dump()
+def describe_environment(before: GpuState | None, after: GpuState | None) -> RunEnvironment:
+    """Clocks and throttling around the runs; `untrusted` says why timings cannot be trusted."""
     problems = []
     for label, state in (("before", before), ("after", after)):
         if state is not None and state.throttled:
             problems.append(f"GPU throttled {label} the run (clocks event reasons {state.throttle_reasons:#x})")
     if before is not None and before.processes:
         problems.append(f"other processes on the GPU: {', '.join(map(str, before.processes))}")
-    if problems:
-        env["untrusted"] = "; ".join(problems)
-    return env
+    return RunEnvironment(before=before, after=after, untrusted="; ".join(problems) or None)
 
 
 # -- against evidence ----------------------------------------------------------------------------
@@ -229,7 +223,7 @@ def compare_with_evidence(manifest: Manifest, lesson: Lesson, new: list[Flat], g
     for field in out.fields:
         if field.path in ambiguous and field.status in (FieldStatus.within, FieldStatus.moved, FieldStatus.same):
             field.status = FieldStatus.ambiguous
-    if out.environment.get("untrusted"):
+    if out.environment.untrusted:
         for field in out.fields:
             if field.status is FieldStatus.moved and field.rule.startswith("tolerance"):
                 field.status = FieldStatus.untrusted
@@ -393,6 +387,8 @@ def judge_evidence(manifest: Manifest, lesson: Lesson, out: LessonResult) -> Non
         _judge_recorded_passes(manifest, lesson, item.evidence, out)
         out.reasons += [f"{slug}: {problem}" for problem in check_plausibility(
             item.flats, item.evidence.meta.peak_gbps, item.evidence.meta.peak_fp32_gflops)]
+    if out.evidence is None:
+        judge_build_claims(lesson, out)
     slugs = list(parsed)
     for other in slugs[1:]:
         for field in compare_fields(parsed[other], parsed[slugs[0]], same_gpu=False):
@@ -409,5 +405,38 @@ def _judge_recorded_passes(manifest: Manifest, lesson: Lesson, evidence: Evidenc
             out.notes.append(f"{slug}: no recorded {tool} report; record on a GPU to add one")
             continue
         outcome, _ = judged
+        if tool in evidence.meta.stale_passes:
+            out.notes.append(f"{slug}: the recorded {tool} report is stale: the build changed after it was "
+                             f"recorded; record on that GPU with its sanitizer passes to refresh it")
         out.reasons += [f"{slug}: recorded {p}" for p in outcome.problems]
         out.sanitizers.append(outcome)
+
+
+def judge_build_claims(lesson: Lesson, out: LessonResult) -> None:
+    """For a lesson never recorded: the claims over ptxas' report alone, once per architecture built.
+
+    A claim that also names a printed field needs a transcript; it is listed
+    as not checked, never counted as held.
+    """
+    empty = Transcript(scope=Scope(), line_count=0)
+    for claim in lesson.claims:
+        if not uses_resources(claim):
+            continue
+        needs = transcript_names(claim)
+        if needs:
+            out.notes.append(f"{claim.kind} {claim.id!r} not checked: it needs a recorded transcript "
+                             f"({', '.join(sorted(needs))})")
+            continue
+        for build in out.builds:
+            result = evaluate_claim(lesson.output, empty, claim, {"resources": resources_view(build.resources)})
+            result = result.model_copy(update={"id": f"{claim.id} [{build.arch}]"})
+            out.claims.append(result)
+            _file_claims([result], out)
+
+
+def judge_source(manifest: Manifest, lesson: Lesson, out: LessonResult) -> None:
+    """What the source alone can show: its snippet markers are well formed."""
+    try:
+        extract_snippets(manifest.source_path(lesson), str(lesson.source))
+    except CoursectlError as exc:
+        out.reasons.append(str(exc))

@@ -15,25 +15,26 @@ import queue
 import tempfile
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Callable
 
 from . import __version__
 from .build import BuildResult, build_lesson
-from .errors import CoursectlError, Interrupted, describe_os_error
-from .evidence import EvidenceMeta, lesson_digest, write_build_evidence, write_evidence
+from .errors import CoursectlError, EvidenceError, Interrupted, describe_os_error
+from .evidence import EvidenceMeta, lesson_digest, load_evidence, write_build_evidence, write_evidence
 from .judging import (build_evidence_of, compare_build_evidence, compare_with_previous, describe_environment,
-                      judge_evidence, judge_run, judge_runs, judge_sanitizer_run)
+                      judge_evidence, judge_run, judge_runs, judge_sanitizer_run, judge_source)
 from .locks import gpu_lock
 from .manifest import Lesson, Manifest, SanitizerPass
 from .process import CommandResult, kill_all, resume, run_command
-from .results import Emit, Event, LessonResult, Options, Status, quiet, settle, stopped
+from .results import Emit, Event, LessonResult, Options, RunEnvironment, Status, quiet, settle, stopped
 from .sanitizer import Tool, sanitizer_command
 from .toolchain import Gpu, Toolchain, gpu_state, select_gpus
 
 INTERRUPTED = "interrupted: running programs were stopped; nothing was recorded"
 NOT_FINISHED = "interrupted before it finished"
+NOT_RUN = "not run: an earlier lesson failed, and --exitfirst stops at the first failure"
 
 
 # -- the workflows ------------------------------------------------------------------------------
@@ -99,8 +100,11 @@ def verify_offline(manifest: Manifest, lessons: list[Lesson], toolchain: Toolcha
                            options.jobs, runner, emit)
     except Interrupted as exc:
         raise Interrupted(str(exc), [stopped(lesson.id, Status.SKIPPED, NOT_FINISHED) for lesson in lessons])
-    results = []
+    results: list[LessonResult] = []
     for lesson in lessons:
+        if options.exitfirst and any(r.status.is_failure for r in results):
+            results.append(stopped(lesson.id, Status.SKIPPED, NOT_RUN))
+            continue
         out = LessonResult(lesson=lesson.id)
         for _, _, build in (item for item in built if item[0] is lesson):
             if isinstance(build, CoursectlError):
@@ -108,11 +112,12 @@ def verify_offline(manifest: Manifest, lessons: list[Lesson], toolchain: Toolcha
             else:
                 out.builds.append(build)
         emit(Event(lesson=lesson.id, stage="comparing"))
+        judge_source(manifest, lesson, out)
         judge_evidence(manifest, lesson, out)
         for build in out.builds:
             compare_build_evidence(manifest, lesson, build, toolchain.nvcc_version, out)
         results.append(settle(out))
-        emit(Event(lesson=lesson.id, stage="done", detail=out.status.value))
+        emit(Event(lesson=lesson.id, stage="done", detail=out.status.value, result=out))
     return results
 
 
@@ -127,7 +132,7 @@ class Turn:
         self.emit, self.runner, self.stopping = emit, runner, stopping
         self.arch = options.arch or gpu.arch
         self.env = {"CUDA_VISIBLE_DEVICES": gpu.uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-        self.environment: dict = {}
+        self.environment = RunEnvironment()
 
     @property
     def build(self) -> BuildResult:
@@ -205,8 +210,9 @@ class Turn:
             wall_seconds=round(command.seconds, 3), exit_status=command.returncode or 0,
             coursectl_version=__version__, sanitizer_version=toolchain.sanitizer_version,
             peak_gbps=gpu.peak_gbps, peak_fp32_gflops=gpu.peak_fp32_gflops, sm_count=gpu.sm_count,
-            max_sm_clock_mhz=gpu.max_sm_clock_mhz, environment=result.environment,
+            max_sm_clock_mhz=gpu.max_sm_clock_mhz, environment=result.environment.model_dump(exclude_none=True),
             repeat={"runs": result.runs, "spread": result.spread} if result.runs > 1 else {})
+        files, meta.stale_passes = self._kept_reports(result, files)
         write_evidence(manifest.root, meta, result.transcript or "", files)
         for key, built in self.builds.items():
             if key.endswith("/plain"):
@@ -214,6 +220,40 @@ class Turn:
         result.recorded = True
         result.evidence = gpu.slug
         return settle(result, compared=False)
+
+
+    def _kept_reports(self, result: LessonResult, files: dict[str, bytes]) -> tuple[dict[str, bytes], list[str]]:
+        """The new files, plus the recorded reports of declared passes that did not run this time.
+
+        record never drops evidence it did not replace. A kept report is
+        stale when the lesson's build has changed since it was recorded
+        (source, flags, nvcc or architecture); the page and verify say so.
+        """
+        ran = {p.tool for p in result.sanitizers}
+        missing = [tool for tool in self.manifest.sanitizers(self.lesson) if tool not in ran]
+        try:
+            previous = load_evidence(self.manifest.root, self.lesson.id, self.gpu.slug) if missing else None
+        except EvidenceError:
+            previous = None   # compare_with_previous has said why; there is nothing to keep
+        if previous is None:
+            return files, []
+        old = previous.meta
+        same_build = (old.source_sha256, old.flags, old.nvcc_version, old.arch) == (
+            lesson_digest(self.manifest.source_path(self.lesson)), self.manifest.flags(self.lesson),
+            self.toolchain.nvcc_version, self.arch)
+        kept, stale = dict(files), []
+        for tool in missing:
+            names = [name for name in (f"{tool}.log", f"{tool}.xml") if name in old.files]
+            if not names:
+                continue
+            kept.update((name, previous.read_bytes(name)) for name in names)
+            if not same_build or tool in old.stale_passes:
+                stale.append(tool)
+                result.notes.append(f"{tool}: kept the report recorded {old.date[:10]}, but the build changed "
+                                    f"since: it is stale until record runs {tool} again")
+            else:
+                result.notes.append(f"{tool}: not run; kept the report recorded {old.date[:10]} (same build)")
+        return kept, sorted(stale)
 
 
 def _state_of(gpu: Gpu):
@@ -258,7 +298,8 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
     errors: dict[str, str] = {}
     pending = {lesson.id: len(builds_needed(manifest, lesson, archs, options)) for lesson in lessons}
     lock = threading.Lock()
-    stopping = threading.Event()
+    stopping = threading.Event()   # Ctrl-C: stop everything, show nothing more
+    halted = threading.Event()     # --exitfirst after a failure: run nothing more
     shown = emit
 
     def emit(event: Event) -> None:  # once interrupted, stopped turns have nothing to show
@@ -269,7 +310,8 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
         try:
             build = future.result()
             builds[lesson.id][key] = build
-            emit(Event(lesson=lesson.id, stage="built", detail="cached" if build.cached else f"{build.seconds:.1f} s"))
+            emit(Event(lesson=lesson.id, stage="built", detail="cached" if build.cached else f"{build.seconds:.1f} s",
+                       build=build))
         except CoursectlError as exc:
             errors.setdefault(lesson.id, str(exc))
         except Exception as exc:  # noqa: BLE001 - reported as the lesson's failure
@@ -302,10 +344,14 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
             if stopping.is_set() or not future.set_running_or_notify_cancel():
                 continue
             try:
-                future.set_result(take_turn(lesson, gpu))
+                future.set_result(stopped(lesson.id, Status.SKIPPED, NOT_RUN) if halted.is_set()
+                                  else take_turn(lesson, gpu))
             except BaseException as exc:  # noqa: BLE001 - becomes this lesson's result in the main thread
                 future.set_exception(exc)
-            emit(Event(lesson=lesson.id, stage="done", detail=_status_word(future)))
+            result = _joined(lesson.id, future)
+            if options.exitfirst and result.status.is_failure:
+                halted.set()
+            emit(Event(lesson=lesson.id, stage="done", detail=result.status.value, result=result))
 
     pool = ThreadPoolExecutor(max_workers=max(1, options.jobs))
     workers = [threading.Thread(target=gpu_worker, args=(gpu,), daemon=True) for gpu in gpus]
@@ -339,10 +385,6 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
     return [results[lesson.id] for lesson in lessons]
 
 
-def _status_word(future: Future) -> str:
-    return future.result().status.value if future.exception() is None else Status.CRASH.value
-
-
 def _joined(lesson_id: str, future: Future) -> LessonResult:
     """A finished turn's result; an exception in it becomes that lesson's result."""
     try:
@@ -362,16 +404,20 @@ def build_many(manifest: Manifest, jobs: list[tuple[Lesson, str]], toolchain: To
     for lesson_id in dict.fromkeys(lesson.id for lesson, _ in jobs):
         emit(Event(lesson=lesson_id, stage="building"))
     pool = ThreadPoolExecutor(max_workers=max(1, parallel))
-    out = []
+    done: dict[Future, BuildResult | CoursectlError] = {}
     try:
-        futures = [(lesson, arch, pool.submit(build_lesson, manifest, lesson, arch, nvcc,
-                                              toolchain.nvcc_version, "plain", runner))
-                   for lesson, arch in jobs]
-        for lesson, arch, future in futures:
+        futures = {pool.submit(build_lesson, manifest, lesson, arch, nvcc, toolchain.nvcc_version, "plain", runner):
+                   (lesson, arch) for lesson, arch in jobs}
+        for future in as_completed(futures):
+            lesson, _ = futures[future]
             try:
-                out.append((lesson, arch, future.result()))
+                done[future] = future.result()
+                emit(Event(lesson=lesson.id, stage="built", build=done[future],
+                           detail="cached" if done[future].cached else f"{done[future].seconds:.1f} s"))
             except CoursectlError as exc:
-                out.append((lesson, arch, exc))
+                done[future] = exc
+                emit(Event(lesson=lesson.id, stage="failed", detail=str(exc).splitlines()[0]))
+        out = [(lesson, arch, done[future]) for future, (lesson, arch) in futures.items()]
     except KeyboardInterrupt:
         pool.shutdown(wait=False, cancel_futures=True)
         kill_all()

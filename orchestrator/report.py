@@ -3,51 +3,132 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel
 
 from . import __version__
-from .errors import UsageError
-from .files import atomic_write
-from .results import LessonResult, Status
+from .build import cache_root
+from .errors import ReportError, UsageError
+from .files import atomic_write, sha256_bytes
+from .manifest import Manifest
+from .results import LessonResult, Status, is_unverified
 from .toolchain import Toolchain
 
 
-class VerifyReport(BaseModel):
-    """What one `coursectl verify` (or record) did, for CI."""
+REPORT_FORMAT = 1
 
+
+class VerifyReport(BaseModel):
+    """What one `coursectl verify` (or record, sanitize, report merge) did, for CI.
+
+    `format` changes whenever a field changes meaning or goes away;
+    `coursectl schema report` prints the JSON Schema of this format.
+    Paths of the machine that ran it are not kept: files in the course are
+    relative to its root, cache entries start with `$COURSECTL_CACHE`, and
+    tools and temporary files are named by their file name alone.
+    """
+
+    format: Literal[1] = REPORT_FORMAT
     command: str
     coursectl_version: str = __version__
     date: str
     offline: bool = False
-    shard: str | None = None
+    strict: bool = False
+    manifest_sha256: str | None = None   # lessons.yaml's bytes: shards of one run share it
+    shard: str | None = None             # K/N of a sharded verify
+    shards: list[str] = []               # a merged report: the shards it holds
+    partial: bool = False                # merged with --allow-partial while shards were missing
     toolchain: Toolchain | None = None
     results: list[LessonResult]
 
-    @property
-    def failed(self) -> bool:
-        return any(r.status.is_failure for r in self.results)
+    def has_failed(self) -> bool:
+        """Any failure; with strict, also anything not verified, an empty run, or a partial merge."""
+        if any(r.status.is_failure for r in self.results):
+            return True
+        return self.strict and (not self.results or self.partial or any(is_unverified(r.status) for r in self.results))
 
 
-def make_report(command: str, results: list[LessonResult], toolchain: Toolchain | None,
-                offline: bool = False, shard: str | None = None) -> VerifyReport:
+def manifest_digest(manifest: Manifest) -> str:
+    """sha256 of lessons.yaml as it is now: the shards of one run share it."""
+    return sha256_bytes((manifest.root / manifest.path.name).read_bytes())
+
+
+def make_report(command: str, results: list[LessonResult], toolchain: Toolchain | None, manifest: Manifest,
+                offline: bool = False, shard: str | None = None, strict: bool = False) -> VerifyReport:
+    paths = _Portable(manifest.root, cache_root(manifest))
     return VerifyReport(command=command, date=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
-                        offline=offline, shard=shard, toolchain=toolchain, results=results)
+                        offline=offline, strict=strict, manifest_sha256=manifest_digest(manifest), shard=shard,
+                        shards=[shard] if shard else [], toolchain=paths.toolchain(toolchain),
+                        results=[paths.result(r) for r in results])
+
+
+class _Portable:
+    """Paths of the machine that ran coursectl, rewritten so a report says nothing about that machine."""
+
+    def __init__(self, root: Path, cache: Path):
+        self.prefixes = [(str(Path(cache).resolve()), "$COURSECTL_CACHE"), (str(Path(cache)), "$COURSECTL_CACHE"),
+                         (str(Path(root).resolve()), "."), (str(Path(root)), ".")]
+
+    def path(self, text: str) -> str:
+        for prefix, name in self.prefixes:
+            if text == prefix or text.startswith(prefix + os.sep):
+                return name + text[len(prefix):]
+        return os.path.basename(text) if os.path.isabs(text) else text
+
+    def result(self, result: LessonResult) -> LessonResult:
+        return result.model_copy(update={
+            "builds": [b.model_copy(update={"binary": Path(self.path(str(b.binary))),
+                                            "command": [self.path(a) for a in b.command]}) for b in result.builds],
+            "run": result.run.model_copy(update={"command": [self.path(a) for a in result.run.command]})
+            if result.run else None,
+            "sanitizers": [p.model_copy(update={"command": [self.path(a) for a in p.command]})
+                           for p in result.sanitizers]})
+
+    def toolchain(self, toolchain: Toolchain | None) -> Toolchain | None:
+        if toolchain is None:
+            return None
+        return toolchain.model_copy(update={"nvcc": toolchain.nvcc and self.path(toolchain.nvcc),
+                                            "sanitizer": toolchain.sanitizer and self.path(toolchain.sanitizer)})
 
 
 def write_json(report: VerifyReport, path: Path) -> None:
-    atomic_write(path, report.model_dump_json(indent=2) + "\n")
+    """Write the report to `path`, or to standard output when it is `-`."""
+    text = report.model_dump_json(indent=2) + "\n"
+    if str(path) == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        atomic_write(path, text)
 
 
 def read_json(path: Path) -> VerifyReport:
     try:
-        return VerifyReport.model_validate_json(Path(path).read_bytes())
+        data = json.loads(Path(path).read_bytes())
     except FileNotFoundError:
         raise UsageError("no such report", path=path)
     except ValueError as exc:
         raise UsageError(f"not a coursectl JSON report: {str(exc).splitlines()[0]}", path=path)
+    if isinstance(data, dict) and "results" in data and data.get("format") != REPORT_FORMAT:
+        raise UsageError(f"a report of format {data.get('format', 0)!r}; this coursectl reads format "
+                         f"{REPORT_FORMAT}: re-run the command that wrote it", path=path)
+    try:
+        return VerifyReport.model_validate(data)
+    except ValueError as exc:
+        raise UsageError(f"not a coursectl JSON report: {str(exc).splitlines()[0]}", path=path)
+
+
+def report_schema() -> dict:
+    """The JSON Schema of the report format, generated from the models."""
+    schema = VerifyReport.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"https://coursectl.invalid/schemas/report-{REPORT_FORMAT}.json"
+    return schema
 
 
 def junit_xml(report: VerifyReport) -> str:
@@ -92,8 +173,27 @@ def write_junit(report: VerifyReport, path: Path) -> None:
     atomic_write(path, junit_xml(report))
 
 
-def merge_reports(reports: list[VerifyReport]) -> VerifyReport:
-    """Shards' reports into one: each lesson once per GPU; a lesson in two shards is an error."""
+def merge_reports(reports: list[VerifyReport], allow_partial: bool = False, strict: bool = False) -> VerifyReport:
+    """Shards' reports into one: every shard 1..N of one run, from one manifest; each lesson once per GPU.
+
+    Missing shards are refused unless allow_partial, which marks the result partial.
+    """
+    digests = {r.manifest_sha256 for r in reports}
+    if len(digests) > 1:
+        raise ReportError(f"the reports come from {len(digests)} different manifests (lessons.yaml changed "
+                          "between the shards' runs); merge the shards of one run")
+    shards = [s for r in reports for s in (r.shards or ([r.shard] if r.shard else []))]
+    missing: list[int] = []
+    if shards:
+        totals = {s.split("/")[1] for s in shards}
+        if len(totals) > 1 or len(shards) != len(reports) and not all(r.shards for r in reports):
+            raise ReportError(f"the reports are shards of different splits ({', '.join(sorted(set(shards)))})")
+        total = int(totals.pop())
+        present = {int(s.split("/")[0]) for s in shards}
+        missing = sorted(set(range(1, total + 1)) - present)
+        if missing and not allow_partial:
+            raise ReportError(f"shard{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of {total} "
+                              f"missing; merge every shard, or pass --allow-partial")
     seen: dict[tuple[str, str | None], int] = {}
     results: list[LessonResult] = []
     for index, report in enumerate(reports):
@@ -105,4 +205,7 @@ def merge_reports(reports: list[VerifyReport]) -> VerifyReport:
             seen[key] = index
             results.append(result)
     return VerifyReport(command="report merge", date=max((r.date for r in reports), default=""),
-                        offline=all(r.offline for r in reports), results=results)
+                        offline=all(r.offline for r in reports), strict=strict,
+                        manifest_sha256=digests.pop() if digests else None,
+                        shards=sorted(set(shards), key=lambda s: int(s.split("/")[0])), partial=bool(missing),
+                        toolchain=next((r.toolchain for r in reports if r.toolchain), None), results=results)

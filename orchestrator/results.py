@@ -17,6 +17,7 @@ from .build import BuildResult
 from .claims import ClaimResult
 from .comparison import FieldResult
 from .sanitizer import Report
+from .toolchain import GpuState
 from .transcript import Flat
 
 
@@ -34,21 +35,6 @@ class Status(str, Enum):
         return self in (Status.FAIL, Status.TIMEOUT, Status.CRASH)
 
 
-class Event(BaseModel):
-    """A stage change, for progress display. The core never prints."""
-
-    lesson: str
-    stage: str
-    detail: str = ""
-
-
-Emit = Callable[[Event], None]
-
-
-def quiet(_: Event) -> None:
-    """An Emit that shows nothing."""
-
-
 class RunInfo(BaseModel):
     command: list[str]
     exit_status: int | None
@@ -57,6 +43,14 @@ class RunInfo(BaseModel):
     seconds: float
     stdout_truncated: bool = False
     stderr_tail: str = ""
+
+
+class RunEnvironment(BaseModel):
+    """The GPU's clocks and other users before and after a lesson's runs."""
+
+    before: GpuState | None = None
+    after: GpuState | None = None
+    untrusted: str | None = None   # why its timings cannot be trusted: throttling, other processes
 
 
 class PassResult(BaseModel):
@@ -83,7 +77,8 @@ class PassResult(BaseModel):
 class LessonResult(BaseModel):
     lesson: str
     status: Status = Status.PASS
-    reasons: list[str] = []          # why it is not PASS
+    reasons: list[str] = []          # why it failed, or why it was stopped (UNSUPPORTED, SKIPPED)
+    unverified: str | None = None    # NO_EVIDENCE: what was not checked, and the command that fixes it
     notes: list[str] = []            # predictions that did not hold, and other remarks
     gpu: str | None = None
     arch: str | None = None
@@ -95,7 +90,7 @@ class LessonResult(BaseModel):
     evidence: str | None = None      # the GPU slug of the evidence compared against
     recorded: bool = False
     sanitizers: list[PassResult] = []
-    environment: dict = {}           # GPU clocks, throttling and other processes around the run
+    environment: RunEnvironment = RunEnvironment()
     spread: dict[str, float] = {}    # with --repeat: (max - min) / |median| per tolerance field
     flats: list[Flat] | None = Field(default=None, exclude=True)  # the parsed fields; None: no parse
     runs: int = 1
@@ -110,6 +105,24 @@ class Options(BaseModel):
     sanitize_tools: list[str] | None = None   # run these passes instead of the declared ones
     all_archs: bool = False                   # also build the manifest's architectures (record)
     repeat: int = 1
+    exitfirst: bool = False                   # after the first failure, the lessons not yet run are SKIPPED
+
+
+class Event(BaseModel):
+    """A stage change, for progress display. The core never prints."""
+
+    lesson: str
+    stage: str
+    detail: str = ""
+    result: LessonResult | None = None   # with stage "done": the lesson's result
+    build: BuildResult | None = None     # with stage "built": the build
+
+
+Emit = Callable[[Event], None]
+
+
+def quiet(_: Event) -> None:
+    """An Emit that shows nothing."""
 
 
 def settle(result: LessonResult, compared: bool = True) -> LessonResult:
@@ -130,7 +143,16 @@ def settle(result: LessonResult, compared: bool = True) -> LessonResult:
         result.status = Status.NO_EVIDENCE
     else:
         result.status = Status.PASS
+    result.unverified = _unverified(result) if result.status is Status.NO_EVIDENCE else None
     return result
+
+
+def _unverified(result: LessonResult) -> str:
+    if result.gpu is None:
+        return (f"never recorded on a GPU: the build and what needs no transcript were checked, the output was not; "
+                f"run `coursectl record {result.lesson}` on a GPU")
+    return (f"no evidence for {result.gpu} yet: its output was parsed and its claims checked, but there was "
+            f"nothing to compare it with; run `coursectl record {result.lesson}` on this GPU")
 
 
 def stopped(lesson: str, status: Status, reason: str, gpu: str | None = None,
@@ -138,3 +160,32 @@ def stopped(lesson: str, status: Status, reason: str, gpu: str | None = None,
     """A lesson that ended before it could be judged, with the one reason why."""
     return LessonResult(lesson=lesson, status=status, reasons=[reason], gpu=gpu, arch=arch,
                         builds=builds or [])
+
+
+TALLY_WORDS = (
+    (Status.PASS, "passed"), (Status.NO_EVIDENCE, "without evidence"), (Status.UNSUPPORTED, "unsupported"),
+    (Status.SKIPPED, "skipped"),
+)
+
+
+def is_unverified(status: Status) -> bool:
+    """Neither a pass nor a failure: what --strict turns into failures."""
+    return status in (Status.NO_EVIDENCE, Status.UNSUPPORTED, Status.SKIPPED)
+
+
+def tally(results: list[LessonResult], seconds: float) -> str:
+    """`4 passed, 1 without evidence, 0 failed in 17.9 s`, in pytest's manner.
+
+    Passed and failed are always named; the rest only when there are some.
+    Failures say how they failed when any timed out or crashed.
+    """
+    parts = []
+    for status, words in TALLY_WORDS:
+        count = sum(r.status is status for r in results)
+        if count or status is Status.PASS:
+            parts.append(f"{count} {words}")
+    failed = [r for r in results if r.status.is_failure]
+    kinds = [f"{sum(r.status is s for r in failed)} {w}" for s, w in
+             ((Status.TIMEOUT, "timed out"), (Status.CRASH, "crashed")) if any(r.status is s for r in failed)]
+    parts.append(f"{len(failed)} failed" + (f" ({', '.join(kinds)})" if kinds else ""))
+    return f"{', '.join(parts)} in {seconds:.1f} s"

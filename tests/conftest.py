@@ -342,13 +342,33 @@ def table(text: str, title: str) -> list[list[str]]:
     return rows
 
 
+TALLY = re.compile(r"^\d+ passed(, \d+ [a-z ]+)*, \d+ failed( \(.*\))? in \d+\.\d s(; .*)?$")
+
+
 def after(text: str, title: str) -> list[str]:
-    """The lines after the table printed under `title`: the reasons and notes."""
+    """The lines after the table printed under `title`: the reasons and notes, not the tally."""
     out = lines(text)
     index = out.index(title) + 3
     while index < len(out) and H in out[index]:
         index += 1
-    return out[index:]
+    rest = out[index:]
+    return rest[:-1] if rest and TALLY.match(rest[-1]) else rest
+
+
+def tally_line(text: str) -> str:
+    """The last line of a verify, record or merge: `2 passed, 1 without evidence, 0 failed in T s`."""
+    last = lines(text)[-1]
+    assert TALLY.match(last), last
+    return re.sub(r"in \d+\.\d s", "in T s", last)
+
+
+def unverified(lesson: str, gpu: str | None = GPU_SLUG) -> str:
+    """The line a NO_EVIDENCE lesson prints under the summary."""
+    if gpu is None:
+        return (f"{lesson}: never recorded on a GPU: the build and what needs no transcript were checked, the "
+                f"output was not; run `coursectl record {lesson}` on a GPU")
+    return (f"{lesson}: no evidence for {gpu} yet: its output was parsed and its claims checked, but there was "
+            f"nothing to compare it with; run `coursectl record {lesson}` on this GPU")
 
 
 def statuses(text: str, title: str = "verify") -> dict[str, str]:

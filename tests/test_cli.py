@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (GPU_SLUG, GPU_UUID, HH, SANITIZER_DATA, SEEDS, H, after, coursectl, edit, is_gone, lines,
+from conftest import (tally_line, unverified, GPU_SLUG, GPU_UUID, HH, SANITIZER_DATA, SEEDS, H, after, coursectl, edit, is_gone, lines,
                       real_lessons, seconds_masked, snapshot, statuses, table)
 from orchestrator import __version__
 
@@ -67,19 +67,35 @@ def test_doctor_shows_the_gpu_and_the_evidence(course, fake_sanitizer, sanitizer
     ]
 
 
-def test_doctor_without_compute_sanitizer_exits_3(course, monkeypatch, nvcc_bin, gpu_bin, nvcc_version):
+def test_doctor_without_compute_sanitizer_or_gpu_reports_and_exits_0(course, monkeypatch, nvcc_bin, nvcc_version):
+    """Without a GPU or compute-sanitizer there is still work for this machine: verify --offline, render."""
     from orchestrator import toolchain
 
     course(["day13-shared-memory"])
-    monkeypatch.setenv("PATH", os.pathsep.join([str(nvcc_bin), str(gpu_bin)]))
+    monkeypatch.setenv("PATH", str(nvcc_bin))
     monkeypatch.setattr(toolchain, "_cuda_dirs", lambda: [])  # not /usr/local/cuda/bin of this machine
+    monkeypatch.setenv("COURSECTL_NO_NVML", "1")
+    result = coursectl("doctor")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert lines(result.stdout)[:5] == [
+        f" nvcc              {H} {nvcc_bin / 'nvcc'} ({nvcc_version})",
+        f" compute-sanitizer {H} NOT FOUND: verify and record need --no-sanitize",
+        f" driver            {H} -",
+        f" CUDA (driver)     {H} -",
+        f" GPUs via          {H} none: only `coursectl verify --offline` and render work here"]
+
+
+def test_doctor_without_nvcc_exits_3(course, monkeypatch, gpu_bin):
+    from orchestrator import toolchain
+
+    course(["day13-shared-memory"])
+    monkeypatch.setenv("PATH", str(gpu_bin))
+    monkeypatch.setattr(toolchain, "_cuda_dirs", lambda: [])
     result = coursectl("doctor")
     assert result.exit_code == 3
-    assert lines(result.stdout)[:2] == [f" nvcc              {H} {nvcc_bin / 'nvcc'} ({nvcc_version})",
-                                        f" compute-sanitizer {H} NOT FOUND"]
-    assert result.stderr == ("coursectl: error: compute-sanitizer not found on PATH, beside nvcc or in "
-                             "$CUDA_HOME/bin\n"
-                             "hint: install the CUDA toolkit's compute-sanitizer, or use --no-sanitize\n")
+    assert lines(result.stdout)[0] == f" nvcc              {H} NOT FOUND"
+    assert result.stderr == ("coursectl: error: nvcc not found on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin\n"
+                             "hint: install the CUDA toolkit or set CUDA_HOME\n")
 
 
 @pytest.mark.gpu
@@ -123,7 +139,9 @@ def test_verify_without_evidence(course, fake_gpu, prebuilt):
         ["day13-shared-memory", "NO_EVIDENCE", GPU_SLUG, "-", "T s", "-", "T s"],
         ["day14-syncthreads", "NO_EVIDENCE", GPU_SLUG, "-", "T s", "-", "T s"],
         ["day16-tiled-matmul", "NO_EVIDENCE", GPU_SLUG, "-", "T s", "-", "T s"]]
-    assert after(result.stdout, "verify") == []
+    assert after(result.stdout, "verify") == [unverified("day13-shared-memory"), unverified("day14-syncthreads"),
+                                              unverified("day16-tiled-matmul")]
+    assert tally_line(result.stdout) == "0 passed, 3 without evidence, 0 failed in T s"
 
 
 FIELDS_DAY16 = [
@@ -170,7 +188,7 @@ def test_record_then_verify_passes_with_the_field_table(course, fake_sanitizer, 
         "source_sha256": hashlib.sha256(source).hexdigest(), "exit_status": 0,
         "coursectl_version": __version__, "sanitizer_version": "2025.3.1.0", "files": {}}
 
-    result = coursectl("verify", "--all")
+    result = coursectl("verify", "--all", "-vv")
     assert (result.exit_code, result.stderr) == (0, "")
     title = "day16-tiled-matmul: 31 fields against nvidia-h200 evidence (31 same)"
     assert table(result.stdout, title) == [["field", "rule", "evidence", "now", "ratio", "result"], *FIELDS_DAY16]
@@ -183,13 +201,14 @@ def test_record_then_verify_passes_with_the_field_table(course, fake_sanitizer, 
     assert table(seconds_masked(result.stdout), "verify")[1] == [
         "day16-tiled-matmul", "PASS", GPU_SLUG, GPU_SLUG, "T s", "-", "T s"]
     assert after(result.stdout, "verify") == []
+    assert tally_line(result.stdout) == "1 passed, 0 failed in T s"
 
 
 def test_field_table_names_table_rows_by_key(course, fake_gpu, prebuilt):
     """A row key such as [copyRowMajor] is printed as it is, not taken for rich markup."""
     course(["day13-shared-memory"])
     assert coursectl("record", "--all", "-q").exit_code == 0
-    result = coursectl("verify", "--all")
+    result = coursectl("verify", "--all", "-vv")
     fields = [row[0] for row in table(result.stdout, "day13-shared-memory: 29 fields against nvidia-h200 "
                                                      "evidence (29 same)")[1:]]
     assert fields[11:14] == ["kernels[copyRowMajor].ms", "kernels[copyRowMajor].gbps",
@@ -212,7 +231,7 @@ def test_verify_accepts_a_timing_within_tolerance(course, fake_gpu, prebuilt):
     made = course(["day16-tiled-matmul"])
     assert coursectl("record", "--all", "-q").exit_code == 0
     edit(made.transcript("day16-tiled-matmul"), "naive         0.025", "naive         0.030")
-    result = coursectl("verify", "--all")
+    result = coursectl("verify", "--all", "-vv")
     assert result.exit_code == 0
     assert statuses(result.stdout) == {"day16-tiled-matmul": "PASS"}
     title = "day16-tiled-matmul: 31 fields against nvidia-h200 evidence (30 same, 1 within)"
@@ -248,10 +267,13 @@ def test_hang_times_out_and_the_other_lessons_still_run(course, fake_gpu, prebui
     assert statuses(result.stdout) == {"day13-shared-memory": "NO_EVIDENCE", "hang": "TIMEOUT",
                                        "day16-tiled-matmul": "NO_EVIDENCE"}
     reasons = after(result.stdout, "verify")
-    reasons[0] = re.sub(r"^hang: killed after \d+\.\d s", "hang: killed after T s", reasons[0])
-    assert reasons == ["hang: killed after T s (timeout 0.5 s) with its process group; last output:",
+    reasons[1] = re.sub(r"^hang: killed after \d+\.\d s", "hang: killed after T s", reasons[1])
+    assert reasons == [unverified("day13-shared-memory"),
+                       "hang: killed after T s (timeout 0.5 s) with its process group; last output:",
                        GPU_LINE,
-                       "Matrix: 2003 x 3001 floats, 22.9 MiB"]
+                       "Matrix: 2003 x 3001 floats, 22.9 MiB",
+                       unverified("day16-tiled-matmul")]
+    assert tally_line(result.stdout) == "0 passed, 2 without evidence, 1 failed (1 timed out) in T s"
     run = json.loads(report.read_text())["results"][1]["run"]
     assert (run["timed_out"], run["exit_status"], run["signal"]) == (True, None, 15)
     child = int(run["stderr_tail"].split()[1])
@@ -358,9 +380,13 @@ def test_verify_offline_builds_every_architecture_and_passes(course, monkeypatch
     assert table(seconds_masked(result.stdout), "verify --offline") == [
         SUMMARY_HEADER, ["day16-tiled-matmul", "PASS", "-", GPU_SLUG, "-", "-", "-"]]
     [lesson] = json.loads(report.read_text())["results"]
-    assert [(b["arch"], b["command"][3], Path(b["binary"]).is_file()) for b in lesson["builds"]] == [
-        ("sm_90", "-arch=sm_90", True), ("sm_75", "-arch=sm_75", True)]
-    assert lesson["builds"][0]["binary"] == str(prebuilt["day16-tiled-matmul"])
+    cache = Path(os.environ["COURSECTL_CACHE"])
+    assert [(b["arch"], b["command"][3], (cache / b["binary"].removeprefix("$COURSECTL_CACHE/")).is_file())
+            for b in lesson["builds"]] == [("sm_90", "-arch=sm_90", True), ("sm_75", "-arch=sm_75", True)]
+    # The report names no path of this machine: the cache by its variable, nvcc by its name.
+    assert lesson["builds"][0]["binary"] == "$COURSECTL_CACHE/" + prebuilt["day16-tiled-matmul"].relative_to(
+        cache).as_posix()
+    assert lesson["builds"][0]["command"][0] == "nvcc"
     assert (lesson["status"], lesson["reasons"], lesson["evidence"]) == ("PASS", [], GPU_SLUG)
 
 
@@ -528,3 +554,187 @@ def test_record_keeps_the_sanitizer_logs_with_the_evidence(course, fake_sanitize
     verified = coursectl("verify", "--all", "-q")
     assert verified.exit_code == 0
     assert statuses(verified.stdout) == {"day14-syncthreads": "PASS"}
+
+
+# -- a green run means every declared check ran and held --------------------------------------------
+def _claims_over_the_build(*claims):
+    def edit(manifest):
+        manifest["lessons"][0]["claims"] += list(claims)
+    return edit
+
+
+def test_offline_a_lesson_never_recorded_is_checked_as_far_as_it_can_be_and_says_why(course, monkeypatch,
+                                                                                   prebuilt, tmp_path):
+    """Path 1: its claims over ptxas' report are judged; what needs a transcript is named as not checked."""
+    course(["day16-tiled-matmul"], edit=_claims_over_the_build(
+        {"id": "no-kernels", "gate": "len(resources) == 0", "says": "the stand-in launches nothing"},
+        {"id": "tile-fits", "gate": "len(resources) == 0 and tile == 16"}))
+    report = tmp_path / "offline.json"
+    result = coursectl("verify", "--all", "--offline", "--arch", "sm_90", "-v", "--json", report)
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert statuses(result.stdout, "verify --offline") == {"day16-tiled-matmul": "NO_EVIDENCE"}
+    assert table(result.stdout, "day16-tiled-matmul: claims") == [["claim", "kind", "checked", "held"],
+                                                                 ["no-kernels [sm_90]", "gate", "1", "yes"]]
+    assert after(result.stdout, "verify --offline") == [
+        unverified("day16-tiled-matmul", gpu=None),
+        "day16-tiled-matmul: note: gate 'tile-fits' not checked: it needs a recorded transcript (tile)"]
+    assert tally_line(result.stdout) == "0 passed, 1 without evidence, 0 failed in T s"
+    [lesson] = json.loads(report.read_text())["results"]
+    assert lesson["unverified"].startswith("never recorded on a GPU")
+
+
+def test_offline_a_claim_over_the_build_fails_a_lesson_never_recorded(course, prebuilt):
+    course(["day16-tiled-matmul"], edit=_claims_over_the_build(
+        {"id": "one-kernel", "gate": "len(resources) == 1", "says": "one kernel"}))
+    result = coursectl("verify", "--all", "--offline", "--arch", "sm_90", "-q")
+    assert result.exit_code == 1
+    assert after(result.stdout, "verify --offline") == [
+        "day16-tiled-matmul: gate 'one-kernel [sm_90]' failed (one kernel)",
+        "  len(resources) == 1 is false (resources = (no rows))"]
+
+
+def test_strict_fails_a_lesson_without_evidence(course, monkeypatch, gpu_bin, prebuilt):
+    """Path 1, deleting the evidence: without --strict it is reported, never as passed; with it, it fails."""
+    made = course(["day16-tiled-matmul"])
+    record_then_unplug(made, monkeypatch, gpu_bin, "day16-tiled-matmul")
+    assert coursectl("verify", "--all", "--offline", "--arch", "sm_90", "--strict", "-q").exit_code == 0
+    shutil.rmtree(made.evidence("day16-tiled-matmul"))
+    lenient = coursectl("verify", "--all", "--offline", "--arch", "sm_90", "-q")
+    strict = coursectl("verify", "--all", "--offline", "--arch", "sm_90", "-q", "--strict")
+    assert (lenient.exit_code, strict.exit_code) == (0, 1)
+    assert tally_line(lenient.stdout) == "0 passed, 1 without evidence, 0 failed in T s"
+    assert tally_line(strict.stdout) == ("0 passed, 1 without evidence, 0 failed in T s; "
+                                         "--strict: 1 not verified, counted as failed")
+
+
+@pytest.mark.parametrize("how", ["no-lessons", "empty-shard"])
+def test_an_empty_selection_says_nothing_was_verified_and_fails_with_strict(course, fake_gpu, prebuilt, how):
+    """Path 6: `lessons: []`, or --shard 5/5 of four lessons."""
+    if how == "no-lessons":
+        course(["day13-shared-memory"], edit=lambda manifest: manifest.update(lessons=[]))
+        args = ["verify", "--all"]
+    else:
+        course(["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul", "day71-matmul-fp16"])
+        args = ["verify", "--all", "--shard", "5/5"]
+    lenient, strict = coursectl(*args), coursectl(*args, "--strict")
+    assert (lenient.exit_code, strict.exit_code) == (0, 1)
+    assert tally_line(lenient.stdout) == "0 passed, 0 failed in T s; no lesson was selected, nothing was verified"
+
+
+def _shard_reports(tmp_path) -> tuple[Path, Path]:
+    first, second = tmp_path / "1.json", tmp_path / "2.json"
+    assert coursectl("verify", "--all", "-q", "--shard", "1/2", "--json", first).exit_code == 0
+    assert coursectl("verify", "--all", "-q", "--shard", "2/2", "--json", second).exit_code == 0
+    return first, second
+
+
+def test_merge_refuses_a_missing_shard_unless_allowed(course, fake_gpu, prebuilt, tmp_path):
+    """Path 4: shard 1/2 alone is not the whole run."""
+    course(["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul"])
+    first, _ = _shard_reports(tmp_path)
+    refused = coursectl("report", "merge", first)
+    assert (refused.exit_code, refused.stdout) == (1, "")
+    assert refused.stderr == "coursectl: error: shard 2 of 2 missing; merge every shard, or pass --allow-partial\n"
+    merged = tmp_path / "merged.json"
+    allowed = coursectl("report", "merge", first, "--allow-partial", "--json", merged)
+    assert allowed.exit_code == 0
+    assert lines(allowed.stdout)[0] == "merged 1 reports (partial: shards missing)"
+    report = json.loads(merged.read_text())
+    assert (report["partial"], report["shards"]) == (True, ["1/2"])
+    assert coursectl("report", "merge", first, "--allow-partial", "--strict").exit_code == 1
+
+
+def test_merge_refuses_reports_of_different_manifests_and_keeps_toolchain_and_shards(course, fake_gpu, prebuilt,
+                                                                                    tmp_path):
+    made = course(["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul"])
+    first, second = _shard_reports(tmp_path)
+    merged = tmp_path / "merged.json"
+    assert coursectl("report", "merge", second, first, "--json", merged).exit_code == 0
+    report = json.loads(merged.read_text())
+    assert (report["shards"], report["partial"], report["toolchain"]["gpus"][0]["uuid"]) == (
+        ["1/2", "2/2"], False, GPU_UUID)
+    assert report["manifest_sha256"] == hashlib.sha256(made.manifest.read_bytes()).hexdigest()
+
+    made.manifest.write_text(made.manifest.read_text().replace("timeout: 30", "timeout: 31"))
+    changed = tmp_path / "2b.json"
+    assert coursectl("verify", "--all", "-q", "--shard", "2/2", "--json", changed).exit_code == 0
+    refused = coursectl("report", "merge", first, changed)
+    assert (refused.exit_code, refused.stderr) == (1, (
+        "coursectl: error: the reports come from 2 different manifests (lessons.yaml changed between the shards' "
+        "runs); merge the shards of one run\n"))
+
+
+def test_record_without_sanitizers_keeps_the_recorded_reports(course, fake_sanitizer, monkeypatch, prebuilt):
+    """Path 5: record --no-sanitize replaces the run, not the memcheck and racecheck evidence."""
+    made = course(["day14-syncthreads"], sanitizers=DAY14_SANITIZERS)
+    monkeypatch.setenv("FAKE_SANITIZER_RACECHECK_LOG", str(SANITIZER_DATA / "syncthreads.racecheck.txt"))
+    assert coursectl("record", "--all", "-q").exit_code == 0
+    evidence = made.evidence("day14-syncthreads")
+    reports = {name: (evidence / name).read_bytes() for name in ("memcheck.log", "racecheck.log")}
+
+    again = coursectl("record", "--all", "--no-sanitize", "-q")
+    assert again.exit_code == 0
+    assert {name: (evidence / name).read_bytes() for name in reports} == reports
+    meta = json.loads((evidence / "meta.json").read_text())
+    assert (sorted(meta["files"]), meta["stale_passes"]) == (["memcheck.log", "racecheck.log"], [])
+    assert statuses(coursectl("verify", "--all", "-q").stdout) == {"day14-syncthreads": "PASS"}
+
+    source = made.root / "standins" / "replay.cu"
+    source.write_text(source.read_text() + "// the build changes\n")
+    changed = coursectl("record", "--all", "--no-sanitize", "-q")
+    assert changed.exit_code == 0
+    assert json.loads((evidence / "meta.json").read_text())["stale_passes"] == ["memcheck", "racecheck"]
+    assert f"day14-syncthreads: note: racecheck: kept the report recorded" in changed.stdout
+    offline = coursectl("verify", "--all", "--offline", "--arch", "sm_90", "-q")
+    assert (f"day14-syncthreads: note: {GPU_SLUG}: the recorded racecheck report is stale: the build changed after "
+            f"it was recorded; record on that GPU with its sanitizer passes to refresh it") in lines(offline.stdout)
+
+
+# -- command-line conventions ---------------------------------------------------------------------------
+def test_k_selects_by_substring_or_glob_of_id_or_title(course, fake_gpu, prebuilt):
+    course(["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul"])
+    assert list(statuses(coursectl("verify", "-k", "sync", "-q").stdout)) == ["day14-syncthreads"]
+    assert list(statuses(coursectl("verify", "-k", "day1[36]*", "-q").stdout)) == ["day13-shared-memory",
+                                                                                 "day16-tiled-matmul"]
+    assert list(statuses(coursectl("verify", "-k", "STAND-IN", "-q").stdout)) == [
+        "day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul"]   # titles: "... (stand-in)"
+
+
+def test_x_stops_at_the_first_failure(course, fake_gpu, prebuilt):
+    course(["fail", "day13-shared-memory", "day16-tiled-matmul"])
+    result = coursectl("verify", "--all", "-x", "-j", "1", "-q")
+    assert result.exit_code == 1
+    found = statuses(result.stdout)
+    assert found["fail"] == "FAIL"
+    assert "SKIPPED" in found.values()
+    assert (f"day16-tiled-matmul: not run: an earlier lesson failed, and --exitfirst stops at the first failure"
+            in lines(result.stdout)) or found["day16-tiled-matmul"] != "SKIPPED"
+
+
+@pytest.mark.parametrize("flag, env, coloured", [
+    ("never", {}, False), ("always", {}, True), ("auto", {}, False), ("auto", {"FORCE_COLOR": "1"}, True),
+    ("auto", {"NO_COLOR": "1", "FORCE_COLOR": "1"}, False), ("always", {"NO_COLOR": "1"}, True)])
+def test_color_follows_the_flag_then_no_color_and_force_color(course, fake_gpu, prebuilt, monkeypatch,
+                                                             flag, env, coloured):
+    course(["day16-tiled-matmul"])
+    for name in ("NO_COLOR", "FORCE_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    result = coursectl("--color", flag, "verify", "--all", "-q")
+    assert result.exit_code == 0
+    assert ("\x1b[" in result.stdout) is coloured
+
+
+def test_json_to_standard_output_leaves_it_to_the_report(course, fake_gpu, prebuilt):
+    course(["day16-tiled-matmul"])
+    result = coursectl("verify", "--all", "--json", "-")
+    assert result.exit_code == 0
+    report = json.loads(result.stdout)
+    assert (report["format"], [r["lesson"] for r in report["results"]]) == (1, ["day16-tiled-matmul"])
+
+
+def test_help_shows_no_python_type_placeholders():
+    for command in ("verify", "record", "build", "run", "sanitize", "render", "doctor", "report merge", "schema report"):
+        text = coursectl(*command.split(), "--help").stdout
+        assert not re.search(r"<(list|int|str|path|int range|float)\b", text), (command, text)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (GPU_SLUG, GPU_UUID, ROOT, SEEDS, after, coursectl, edit, is_gone, lines, snapshot,
+from conftest import (unverified, GPU_SLUG, GPU_UUID, ROOT, SEEDS, after, coursectl, edit, is_gone, lines, snapshot,
                       standin_runs, statuses)
 from orchestrator import evidence as evidence_module
 from orchestrator import files
@@ -242,7 +242,7 @@ def test_a_lesson_needing_a_newer_gpu_is_unsupported_and_not_run(course, fake_gp
     assert (result.exit_code, result.stderr) == (0, "")
     assert statuses(result.stdout) == {"day13-shared-memory": "NO_EVIDENCE", "day16-tiled-matmul": "UNSUPPORTED"}
     reason = "needs compute capability 10.0; NVIDIA H200 has 9.0"
-    assert after(result.stdout, "verify") == [f"day16-tiled-matmul: {reason}"]
+    assert after(result.stdout, "verify") == [unverified("day13-shared-memory"), f"day16-tiled-matmul: {reason}"]
     [ran, unsupported] = json.loads(report.read_text())["results"]
     assert (ran["run"]["exit_status"], unsupported["run"], unsupported["transcript"]) == (0, None, None)
     suite = ET.parse(junit).getroot()
@@ -279,7 +279,7 @@ def test_evidence_for_another_gpu_only(course, fake_gpu, prebuilt, monkeypatch):
     monkeypatch.delenv("FAKE_GPU_NAME")
     assert sorted(p.name for p in made.evidence("day16-tiled-matmul").parent.iterdir()) == ["build", H100_SLUG]
 
-    result = coursectl("verify", "--all")
+    result = coursectl("verify", "--all", "-vv")
     assert (result.exit_code, result.stderr) == (0, "")
     rows = {line.split()[0]: line.split()[-1] for line in lines(result.stdout) if "│" in line and "." in line}
     assert rows["cases[256x256x256/naive].ms"] == "other-gpu"       # tolerance: not across GPUs
@@ -361,9 +361,9 @@ def test_two_processes_take_turns_on_one_gpu(course, fake_gpu, prebuilt, monkeyp
     monkeypatch.setenv("STANDIN_LOG", str(log))
     monkeypatch.setenv("STANDIN_SLEEP", "60")   # each run lasts until the gate opens
     monkeypatch.setenv("STANDIN_GATE", str(gate))
-    first = spawned("verify", "--all")
+    first = spawned("verify", "--all", "-v")
     wait_for(lambda: log.exists() and " start " in log.read_text(), "the first run to start")
-    second = spawned("verify", "--all")
+    second = spawned("verify", "--all", "-v")
     seen = []
     while not any(": waiting (" in line or ": running (" in line for line in seen):
         line = second.stdout.readline()
@@ -393,7 +393,7 @@ def test_a_signal_while_a_lesson_runs_stops_its_process_group(course, fake_gpu, 
     """SIGINT is Ctrl-C; the lesson runs in a session of its own, so only coursectl can stop it."""
     pid_file, report = tmp_path / "hang.pid", tmp_path / "report.json"
     made = course(["hang"], edit=hang_for_a_minute(pid_file))
-    proc = spawned("verify", "--all", "--json", report)
+    proc = spawned("verify", "--all", "-v", "--json", report)
     group, child = hang_group(pid_file)
     out, err = terminate(proc, signum)
     assert (proc.returncode, err) == (130, INTERRUPTED)
@@ -430,7 +430,7 @@ def test_sigterm_while_verify_builds_leaves_no_cache_entry(course, fake_gpu, mon
     cache = tmp_path / "cache"
     monkeypatch.setenv("COURSECTL_CACHE", str(cache))   # so that nvcc really runs
     course(["day16-tiled-matmul"])
-    proc = spawned("verify", "--all")
+    proc = spawned("verify", "--all", "-v")
     nvcc = wait_for(lambda: nvcc_child(proc.pid), "nvcc to start")
     time.sleep(0.2)   # let coursectl count nvcc among its children: see the next test
     out, err = terminate(proc)

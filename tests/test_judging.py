@@ -116,7 +116,7 @@ def test_the_same_slow_run_on_a_quiet_gpu_fails(course):
     slow = with_time(transcript, "611x613x617      tiled         0.070      6589.1            78",
                      "611x613x617      tiled         0.200      2300.0            78")
     environment = describe_environment(GpuState(throttle_reasons=0x1), GpuState(throttle_reasons=0x0))
-    assert "untrusted" not in environment
+    assert environment.untrusted is None
     result, _ = judge_runs(manifest, lesson, [run_of(slow)], H200, "sm_90", True, None, environment)
     assert result.status is Status.FAIL
     assert "cases[611x613x617/tiled].gflops [tolerance ±25%]: moved: evidence 6589.1, now 2300.0" in result.reasons[0]
@@ -124,7 +124,7 @@ def test_the_same_slow_run_on_a_quiet_gpu_fails(course):
 
 def test_another_process_on_the_gpu_makes_the_run_untrusted():
     environment = describe_environment(GpuState(processes=[4242]), GpuState())
-    assert environment["untrusted"] == "other processes on the GPU: 4242"
+    assert environment.untrusted == "other processes on the GPU: 4242"
 
 
 def test_the_h200s_fp32_peak():
@@ -158,7 +158,7 @@ def test_record_and_verify_with_repeat_through_the_cli(make_course, fake_gpu, pr
     meta = json.loads((made.evidence("day16-tiled-matmul") / "meta.json").read_text())
     assert meta["repeat"]["runs"] == 3
     assert set(meta["repeat"]["spread"].values()) == {0.0}
-    verified = coursectl("verify", "--all", "--repeat", "3", "--no-sanitize", "--verbose")
+    verified = coursectl("verify", "--all", "--repeat", "3", "--no-sanitize", "-vv")
     assert verified.exit_code == 0
     rows = table(verified.stdout, "day16-tiled-matmul: 31 fields against nvidia-h200 evidence (31 same)")
     assert rows[0] == ["field", "rule", "evidence", "median of 3", "ratio", "spread", "result"]

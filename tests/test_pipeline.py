@@ -21,7 +21,8 @@ import threading
 import pytest
 from rich.console import Console
 
-from conftest import (GPU_UUID, SECOND_GPU_UUID, H, after, coursectl, lines, standin_runs, statuses, table,
+from conftest import (GPU_SLUG, GPU_UUID, SECOND_GPU_UUID, H, after, coursectl, edit, lines, standin_runs, statuses, table,
+                      tally_line, unverified,
                       write_course)
 from orchestrator import display
 from orchestrator.cli import shard_lessons
@@ -49,7 +50,7 @@ def test_four_lessons_share_two_gpus_one_run_per_gpu_at_a_time(course, two_gpus,
     log = tmp_path / "runs.log"
     monkeypatch.setenv("STANDIN_LOG", str(log))
     monkeypatch.setenv("STANDIN_SLEEP", "0.4")
-    result = coursectl("verify", "--all", "--gpus", "0,1")
+    result = coursectl("verify", "--all", "--gpus", "0,1", "-v")
     assert (result.exit_code, result.stderr) == (0, "")
     assert statuses(result.stdout) == dict.fromkeys(FOUR, "NO_EVIDENCE")
     runs = standin_runs(log)
@@ -70,7 +71,7 @@ def test_gpus_picks_the_second_gpu_only(course, two_gpus, prebuilt, monkeypatch,
     course(["day13-shared-memory", "day16-tiled-matmul"])
     log = tmp_path / "runs.log"
     monkeypatch.setenv("STANDIN_LOG", str(log))
-    result = coursectl("verify", "--all", "--gpus", choice)
+    result = coursectl("verify", "--all", "--gpus", choice, "-v")
     assert (result.exit_code, result.stderr) == (0, "")
     assert [run.visible for run in standin_runs(log)] == [SECOND_GPU_UUID, SECOND_GPU_UUID]
     assert sorted(line for line in progress(result.stdout) if ": running (" in line) == [
@@ -193,31 +194,76 @@ def test_ctrl_c_keeps_what_finished_and_skips_the_rest(make_course, prebuilt, nv
 
 
 # -- progress output -------------------------------------------------------------------------------
-def test_without_a_terminal_each_stage_change_is_one_plain_line(course, fake_gpu, prebuilt):
-    course(["day13-shared-memory", "day16-tiled-matmul"])
+FINISHED = re.compile(r"^(?P<status>[A-Z_]+) +(?P<lesson>[a-z0-9-]+)  (?P<gpu>[a-z0-9-]+)  \d+\.\d s(  (?P<why>.+))?$")
+
+
+def finished(text: str) -> list[tuple[str, str, str, str | None]]:
+    """The line each lesson prints as it finishes: (status, lesson, GPU, why)."""
+    return [(m["status"], m["lesson"], m["gpu"], m["why"]) for m in map(FINISHED.match, lines(text)) if m]
+
+
+def test_by_default_each_lesson_is_one_line_as_it_finishes_then_the_summary_and_the_tally(course, fake_gpu,
+                                                                                          prebuilt):
+    made = course(["day13-shared-memory", "day16-tiled-matmul"])
+    assert coursectl("record", "day16-tiled-matmul", "-q").exit_code == 0
+    edit(made.transcript("day16-tiled-matmul"), "naive         0.025", "naive         0.100")
     result = coursectl("verify", "--all")
+    assert (result.exit_code, result.stderr) == (1, "")
+    assert "\x1b" not in result.stdout   # no colours, no cursor movement without a terminal
+    assert progress(result.stdout) == []   # stages only with -v
+    assert sorted(finished(result.stdout)) == [
+        ("FAIL", "day16-tiled-matmul", GPU_SLUG, "1 field(s) differ from the nvidia-h200 evidence:"),
+        ("NO_EVIDENCE", "day13-shared-memory", GPU_SLUG,
+         "no evidence for nvidia-h200 yet: its output was parsed and its claims checked, but there was nothing to "
+         "compare it with; run `coursectl record day13-shared-memory` on this GPU")]
+    out = lines(result.stdout)
+    # A failure shows its moved fields, and only those; a lesson that did not fail shows no table.
+    title = "day16-tiled-matmul: 31 fields against nvidia-h200 evidence (30 same, 1 moved)"
+    assert table(result.stdout, title) == [["field", "rule", "evidence", "now", "ratio", "result"],
+                                           ["cases[256x256x256/naive].ms", "tolerance ±25% + ±0.003", "0.025", "0.1",
+                                            "4.000", "moved"]]
+    assert not any(line.endswith(": claims") for line in out)
+    assert out.index(title) < out.index("verify")
+    assert tally_line(result.stdout) == "0 passed, 1 without evidence, 1 failed in T s"
+
+
+def test_v_shows_every_stage_and_the_claims(course, fake_gpu, prebuilt):
+    course(["day13-shared-memory", "day16-tiled-matmul"])
+    result = coursectl("verify", "--all", "-v")
     assert (result.exit_code, result.stderr) == (0, "")
-    assert "\x1b" not in result.stdout   # no colours, no cursor movement
     out = lines(result.stdout)
     assert re.fullmatch(r"\[   \d\.\d s\] day13-shared-memory: building", out[0]), out[0]
-    assert all(re.fullmatch(r"\[ {0,3}\d+\.\d s\] [a-z0-9-]+: [a-z]+( \(.+\))?", line) for line in out[:10]), out[:10]
     for lesson in ("day13-shared-memory", "day16-tiled-matmul"):
         assert stages(result.stdout, lesson) == ["building", "built (cached)", "running (GPU 0)", "comparing",
                                                  "done (NO_EVIDENCE)"]
-    assert out[10] == "day13-shared-memory: claims"
+    assert [f[:2] for f in finished(result.stdout)] == [("NO_EVIDENCE", "day13-shared-memory"),
+                                                        ("NO_EVIDENCE", "day16-tiled-matmul")]
+    assert "day13-shared-memory: claims" in out and "day16-tiled-matmul: claims" in out
+    assert not any(" fields against " in line for line in out)   # fields only with -vv
+
+
+def test_a_failure_shows_only_its_failed_claims(course, fake_gpu, prebuilt):
+    made = course(["day13-shared-memory"])
+    edit(made.transcript("day13-shared-memory"), "cudaFuncSetAttribute:         no error",
+         "cudaFuncSetAttribute:         invalid argument")
+    result = coursectl("verify", "--all")
+    assert result.exit_code == 1
+    assert table(result.stdout, "day13-shared-memory: claims") == [["claim", "kind", "checked", "held"],
+                                                                  ["optin-lifts-the-cap", "gate", "1", "NO"]]
 
 
 def test_quiet_prints_no_progress(course, fake_gpu, prebuilt):
     course(["day13-shared-memory", "day16-tiled-matmul"])
     result = coursectl("verify", "--all", "--quiet")
     assert (result.exit_code, result.stderr) == (0, "")
-    assert progress(result.stdout) == []
+    assert progress(result.stdout) == [] and finished(result.stdout) == []
     assert lines(result.stdout)[0] == "verify"
-    assert after(result.stdout, "verify") == []
+    assert after(result.stdout, "verify") == [unverified("day13-shared-memory"), unverified("day16-tiled-matmul")]
+    assert tally_line(result.stdout) == "0 passed, 2 without evidence, 0 failed in T s"
 
 
 def verbose_commands(made, prebuilt) -> list[str]:
-    """What --verbose prints for day 16 in a course folder whose name holds a space."""
+    """What -vv prints for day 16 in a course folder whose name holds a space."""
     binary, source, transcript = (prebuilt["day16-tiled-matmul"], made.root / "standins" / "replay.cu",
                                   made.transcript("day16-tiled-matmul"))
     return [f"day16-tiled-matmul: (cached) {shutil.which('nvcc')} -std=c++17 -O3 -arch=sm_90 --resource-usage "
@@ -225,33 +271,48 @@ def verbose_commands(made, prebuilt) -> list[str]:
             f"day16-tiled-matmul: {binary} '{transcript}'"]
 
 
-def test_verbose_commands_are_shell_quoted(tmp_path, monkeypatch, fake_gpu, prebuilt):
-    """The commands of a verify run, as print_commands writes them on a console wide enough for them."""
+def test_vv_prints_each_command_shell_quoted_and_whole_on_one_line(tmp_path, monkeypatch, fake_gpu, prebuilt):
+    made = write_course(tmp_path / "my course", ["day16-tiled-matmul"])
+    monkeypatch.chdir(made.root)
+    result = coursectl("verify", "--all", "-vv", "--quiet")
+    assert (result.exit_code, result.stderr) == (0, "")
+    printed = lines(result.stdout)[:3]
+    assert printed == [*verbose_commands(made, prebuilt), "verify"]
+    assert [shlex.split(line.split(": ", 1)[1].removeprefix("(cached) ")) for line in printed[:2]] == [
+        [shutil.which("nvcc"), "-std=c++17", "-O3", "-arch=sm_90", "--resource-usage", "-o",
+         str(prebuilt["day16-tiled-matmul"]), str(made.root / "standins" / "replay.cu")],
+        [str(prebuilt["day16-tiled-matmul"]), str(made.transcript("day16-tiled-matmul"))]]
+
+
+def test_the_json_report_names_no_path_of_this_machine(tmp_path, monkeypatch, fake_gpu, prebuilt):
     made = write_course(tmp_path / "my course", ["day16-tiled-matmul"])
     monkeypatch.chdir(made.root)
     report = tmp_path / "report.json"
     assert coursectl("verify", "--all", "--quiet", "--json", report).exit_code == 0
-    results = [LessonResult.model_validate(r) for r in json.loads(report.read_text())["results"]]
-    out = io.StringIO()
-    display.print_commands(Console(file=out, width=1000), results)
-    assert out.getvalue().splitlines() == verbose_commands(made, prebuilt)
-    assert [shlex.split(line.split(": ", 1)[1].removeprefix("(cached) ")) for line in out.getvalue().splitlines()] == [
-        results[0].builds[0].command, results[0].run.command]
-
-
-def test_verbose_prints_each_command_whole_on_one_line(tmp_path, monkeypatch, fake_gpu, prebuilt):
-    made = write_course(tmp_path / "my course", ["day16-tiled-matmul"])
-    monkeypatch.chdir(made.root)
-    result = coursectl("verify", "--all", "--verbose", "--quiet")
-    assert (result.exit_code, result.stderr) == (0, "")
-    assert lines(result.stdout)[:3] == [*verbose_commands(made, prebuilt), "verify"]
+    text = report.read_text()
+    assert str(tmp_path) not in text and shutil.which("nvcc") not in text
+    [result] = json.loads(text)["results"]
+    cached = "$COURSECTL_CACHE/" + prebuilt["day16-tiled-matmul"].relative_to(os.environ["COURSECTL_CACHE"]).as_posix()
+    assert result["builds"][0]["command"] == ["nvcc", "-std=c++17", "-O3", "-arch=sm_90", "--resource-usage",
+                                              "-o", cached, "./standins/replay.cu"]
+    assert result["run"]["command"] == [cached, "./" + made.transcript("day16-tiled-matmul").relative_to(
+        made.root).as_posix()]
 
 
 def test_the_terminal_width_a_test_pins_is_used(course, fake_gpu, prebuilt):
     course(["day16-tiled-matmul"])
     result = coursectl("verify", "--all", "--quiet", columns=60)
     assert result.exit_code == 0
-    assert max(map(len, lines(result.stdout))) <= 60
+    assert max(len(line) for line in table_lines(result.stdout, "verify")) <= 60
+
+
+def table_lines(text: str, title: str) -> list[str]:
+    out = lines(text)
+    start = out.index(title)
+    end = start + 3
+    while end < len(out) and "│" in out[end]:
+        end += 1
+    return out[start:end]
 
 
 # -- shards ----------------------------------------------------------------------------------------
