@@ -167,6 +167,8 @@ class Chart(BaseModel):
 
     title: str
     horizontal: bool
+    width: int                 # pixels, Mermaid's xyChart config; a page scales it down to fit
+    height: int
     x_title: str | None = None
     labels: list[str]
     axis: str
@@ -405,7 +407,12 @@ def build_charts(output: OutputSchema, page: PageSpec | None, parsed: dict, figu
                     title += ", " + ", ".join(f"{column} {value}" for column, value in grouped)
                 labels = [label for label, _ in bars]
                 values = [value for _, value in bars]
-                charts.append(Chart(title=f"{title}, {gpu.name}", horizontal=max(map(len, labels)) > 8,
+                horizontal = max(map(len, labels)) > 8
+                # Horizontal bars get the width their value axis' tick labels need, and a
+                # height that grows with the bars instead of Mermaid's fixed 500 pixels.
+                charts.append(Chart(title=f"{title}, {gpu.name}", horizontal=horizontal,
+                                    width=900 if horizontal else 700,
+                                    height=120 + 60 * len(bars) if horizontal else 400,
                                     x_title=plan.against_label, labels=labels, axis=plan.unit or plan.label,
                                     top=f"{nice_ceiling_above(max(values)):.12g}",
                                     values=[format_number(v) for v in values]))

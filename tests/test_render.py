@@ -266,6 +266,12 @@ From the transcript recorded on NVIDIA H200:
 | copy | 0.015 | 533.3 |
 
 ```mermaid
+---
+config:
+  xyChart:
+    width: 700
+    height: 400
+---
 xychart-beta
     title "bandwidth (GB/s), higher is better, NVIDIA H200"
     x-axis ["scale", "copy"]
@@ -918,6 +924,12 @@ From the transcript recorded on NVIDIA H200:
 | 2048 | 252.0 |
 
 ```mermaid
+---
+config:
+  xyChart:
+    width: 700
+    height: 400
+---
 xychart-beta
     title "error ratio against K, NVIDIA H200"
     x-axis "K" ["256", "2048"]
@@ -926,6 +938,12 @@ xychart-beta
 ```
 
 ```mermaid
+---
+config:
+  xyChart:
+    width: 700
+    height: 400
+---
 xychart-beta
     title "time (ms), lower is better, case 256, NVIDIA H200"
     x-axis ["f32", "f16"]
@@ -934,6 +952,12 @@ xychart-beta
 ```
 
 ```mermaid
+---
+config:
+  xyChart:
+    width: 700
+    height: 400
+---
 xychart-beta
     title "time (ms), lower is better, case 2048, NVIDIA H200"
     x-axis ["f32", "f16"]
@@ -962,3 +986,18 @@ def test_counts_agree_with_their_nouns(count, text):
     assert plural(count, "prediction") == text
     assert plural(count, "claim was", "claims were") == text.replace("prediction", "claim was").replace(
         "claim wass", "claims were")
+
+
+def test_day_71_charts_its_error_ratio_against_k_beside_its_times():
+    page = by_name(render_all(load_manifest(REPO / "lessons.yaml")))["lessons/day71-matmul-fp16/README.md"].new
+    assert ("| case | FP16 / FP32 max-error ratio |\n| --- | ---: |\n| 256x256x256 | 11.4 |\n"
+            "| 1024x1024x1024 | 51.3 |\n| 2048x2048x2048 | 252.0 |\n") in page
+    assert ('xychart-beta\n    title "FP16 / FP32 max-error ratio against K, NVIDIA H200"\n'
+            '    x-axis "K" ["256", "1024", "2048"]\n    y-axis "FP16 / FP32 max-error ratio" 0 --> 300\n'
+            '    bar [11.4, 51.3, 252.0]\n') in page
+    assert ("```mermaid\n---\nconfig:\n  xyChart:\n    width: 900\n    height: 300\n---\n"
+            "xychart-beta horizontal\n"
+            '    title "time (ms), lower is better, case 256x256x256, NVIDIA H200"\n'
+            '    x-axis ["matmulTiledF32", "matmulF16StoreF32Acc", "matmulF16StoreF16Acc"]\n'
+            '    y-axis "ms" 0 --> 0.012\n    bar [0.01, 0.0094, 0.009]\n```\n') in page
+    assert "Percentages" not in page   # no rate among its figures
