@@ -14,6 +14,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 
 from .claims import check_claims
 from .errors import ManifestError, TemplateError, UsageError
+from .figures import PageSpec, PageSpecError, check_page
 from .sanitizer import ExpectedFinding, Tool
 from .schema import OutputSchema, Strict
 from .snippets import extract_snippets
@@ -74,6 +75,7 @@ class Lesson(Strict):
     output: OutputSchema
     claims: list[Claim] = []
     prose: Path | None = None
+    page: PageSpec | None = None   # what its page shows: Key figures and charts
 
     @field_validator("id")
     @classmethod
@@ -275,6 +277,11 @@ def load_manifest(path: Path) -> Manifest:
                 elif text.startswith("where:"):
                     sub, text = "where", text[6:].strip()
                 raise fail(("lessons", index, "claims", c_index, sub), text) from None
+        if lesson.page is not None:
+            try:
+                check_page(lesson.output, lesson.page)
+            except PageSpecError as exc:
+                raise fail(("lessons", index, "page", *exc.loc), str(exc)) from None
         ids = [c.id for c in lesson.claims]
         for c_index, ident in enumerate(ids):
             if ids.index(ident) != c_index:

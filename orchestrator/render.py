@@ -14,10 +14,7 @@ names the snippets it shows), otherwise from templates/lesson.md.j2.
 
 from __future__ import annotations
 
-import base64
 import difflib
-import json
-import math
 import os
 import re
 import shlex
@@ -31,15 +28,19 @@ from pydantic import BaseModel
 from .build import display_command
 from .claims import ClaimResult, evaluate_claims
 from .errors import EvidenceError, TemplateError
-from .comparison import fraction_of_peak
 from .evidence import HEADER_LINE, Evidence, build_evidence_path, list_gpus, load_build_evidence
+from .figures import (Chart, Figure, FigureTable, build_charts, build_figures, figure_tables, format_number,
+                      nice_ceiling)
 from .files import atomic_write
+from .godbolt import godbolt_url
 from .manifest import Lesson, Manifest, SanitizerPass
-from .judging import ParsedEvidence, judge_recorded_pass, parse_evidence, resolve_snippets
+from .judging import judge_recorded_pass, parse_evidence, resolve_snippets
 from .sanitizer import Finding, Report
-from .schema import SectionItem, TableItem
 from .snippets import Snippet, extract_snippets
 from .words import plural
+
+__all__ = ["Page", "diff_pages", "format_number", "godbolt_link", "nice_ceiling", "plural", "render_all",
+           "rewrite_header", "write_pages"]
 
 TEMPLATES = "templates"
 LESSON_TEMPLATE = "lesson.md.j2"
@@ -48,8 +49,8 @@ INDEX_FILE = "README.md"
 INDEX_BEGIN = "<!-- lessons:begin -->"
 INDEX_END = "<!-- lessons:end -->"
 
-# Compiler Explorer: the compiler and architecture its links ask for.
-GODBOLT_URL = "https://godbolt.org/clientstate/"
+# Compiler Explorer: the language, compiler and architecture its links ask for.
+GODBOLT_LANGUAGE = "cuda"
 GODBOLT_COMPILER = "nvcc130"
 GODBOLT_ARCH = "sm_90"
 
@@ -89,46 +90,6 @@ class GpuEvidence(BaseModel):
     peak_fp32_gflops: float | None = None
 
 
-class Figure(BaseModel):
-    """A field with a unit (time, GB/s, GFLOP/s), one value per GPU."""
-
-    path: str
-    keys: list[tuple[str, str]]          # (key column, value), outermost first
-    section_keys: list[tuple[str, str]]  # the part of `keys` that names a section block
-    field: str
-    label: str
-    unit: str
-    values: dict[str, float | int | None]
-    shown: dict[str, str] = {}           # as the table prints them, one precision per field
-
-    @property
-    def where(self) -> str:
-        return " / ".join(value for _, value in self.keys)
-
-    @property
-    def what(self) -> str:
-        return f"{self.label} ({self.unit})"
-
-
-class FigureTable(BaseModel):
-    """The figures pivoted: a row per table row (case / kernel), a column per figure and GPU."""
-
-    where_header: str | None
-    header: list[str]
-    rows: list[tuple[str, list[str]]]
-
-
-class Chart(BaseModel):
-    """A Mermaid xychart-beta bar chart."""
-
-    title: str
-    horizontal: bool
-    labels: list[str]
-    axis: str
-    top: str
-    values: list[str]
-
-
 class ClaimRow(BaseModel):
     id: str
     kind: str
@@ -137,6 +98,10 @@ class ClaimRow(BaseModel):
     each: str | None
     where: str | None
     results: dict[str, ClaimResult]   # GPU slug -> result
+
+    def missed(self) -> list[str]:
+        """The GPUs on which it was judged and did not hold."""
+        return [slug for slug, result in self.results.items() if not result.held]
 
 
 class SanitizerRow(BaseModel):
@@ -148,6 +113,19 @@ class SanitizerRow(BaseModel):
     kernels: list[str] = []
     places: list[str] = []            # Markdown, file:line linked to the source
     verdict: str = ""
+
+
+class NavLink(BaseModel):
+    text: str                         # Markdown
+    link: str                         # relative to the page
+
+
+class Navigation(BaseModel):
+    """The links around a page: the course index, and the lessons before and after it by day."""
+
+    index: str
+    previous: NavLink | None
+    next: NavLink | None
 
 
 class LessonModel(BaseModel):
@@ -171,8 +149,10 @@ class LessonModel(BaseModel):
     gpus: list[GpuEvidence]
     snippets: dict[str, Snippet]
     figures: list[Figure]
-    figure_table: FigureTable
+    figure_tables: list[FigureTable]
+    peak_notes: list[str]             # which peaks the figures' percentages are of
     charts: list[Chart]
+    nav: Navigation
     claims: list[ClaimRow]
     sanitizers: list[SanitizerRow]
     source_new: str
@@ -259,7 +239,7 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     godbolt = godbolt_link(_without_verified(source_new), options)
 
     parsed = {item.slug: item.transcript for item in recorded}
-    figures = _figures(lesson, recorded)
+    figures = build_figures(lesson.output, lesson.page, parsed)
     claims = [ClaimRow(id=c.id, kind=c.kind, says=c.says, expression=c.expression, each=c.each,
                        where=c.where, results={}) for c in lesson.claims]
     for item in evidence:
@@ -282,15 +262,22 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
         inputs.append(lesson.prose.as_posix())
     inputs += [source_rel, f"evidence/{lesson.id}/"]
 
+    tables, peak_notes = figure_tables(figures, gpus)
+    prose = None
+    if lesson.prose is not None:
+        prose = link_days((root / lesson.prose).read_text(encoding="utf-8"), lesson.prose.as_posix(),
+                          manifest, lesson, page_dir).strip()
+
     return LessonModel(
         lesson=lesson, page=page_rel, source_name=source_path.name,
         source_link=_link(source_path, page_dir), template=template,
-        banner=banner(inputs, "this file"),
-        prose=(root / lesson.prose).read_text(encoding="utf-8").strip() if lesson.prose else None,
+        banner=banner(inputs, "this file"), prose=prose,
         arch=arch, arch_from=gpus[0].name if gpus else None, build=build, run=run,
         sanitizer_build=sanitizer_build, sanitizer_runs=sanitizer_runs,
         godbolt=godbolt, godbolt_options=options, gpus=gpus, snippets=snippets, figures=figures,
-        figure_table=_figure_table(figures, gpus), charts=_charts(figures, gpus),
+        figure_tables=tables, peak_notes=[md(note) for note in peak_notes],
+        charts=build_charts(lesson.output, lesson.page, parsed, figures, gpus),
+        nav=_navigation(manifest, lesson, page_dir),
         claims=claims, sanitizers=_sanitizer_rows(manifest, lesson, passes, evidence, snippets,
                                                    source_path.name, _link(source_path, page_dir)),
         source_new=source_new, source_old=source_old)
@@ -362,164 +349,72 @@ def _without_verified(text: str) -> str:
 
 def godbolt_link(source: str, options: str) -> str:
     """A Compiler Explorer link whose editor holds `source`, compiled by nvcc with `options`."""
-    state = {"sessions": [{"id": 1, "language": "cuda", "source": source,
-                           "compilers": [{"id": GODBOLT_COMPILER, "options": options}]}]}
-    payload = json.dumps(state, sort_keys=True, separators=(",", ":"))
-    return GODBOLT_URL + base64.b64encode(payload.encode("utf-8")).decode("ascii")
+    return godbolt_url(source, GODBOLT_LANGUAGE, GODBOLT_COMPILER, options)
 
 
-# -- figures and charts ----------------------------------------------------------------
-_SEGMENT = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)\[(?P<key>[^\]]*)\]\.")
+# -- links between lessons -------------------------------------------------------------------
+# A mention of another day in prose: "day 16", "Day 16".
+_DAY_MENTION = re.compile(r"\b([Dd]ay) (\d+)\b")
+# Where a mention stays as it is: fenced code, code spans, links and HTML tags.
+_KEPT = re.compile(r"^(```+|~~~+)[^\n]*\n.*?^\1[ \t]*$|(`+).+?\2|!?\[[^\]]*\]\([^)]*\)|<[^>\n]+>",
+                   re.MULTILINE | re.DOTALL)
 
 
-def _key_columns(items: list) -> dict[str, tuple[bool, list[str]]]:
-    """Table, note and section name -> (is a section, its key columns)."""
-    out: dict[str, tuple[bool, list[str]]] = {}
-    for item in items:
-        if isinstance(item, TableItem):
-            out[item.table] = (False, item.key_columns)
-            for note in item.notes:
-                out[note.name] = (False, item.key_columns[:1])
-        elif isinstance(item, SectionItem):
-            out[item.section] = (True, item.key_columns)
-            out.update(_key_columns(item.items))
-    return out
+def _by_day(manifest: Manifest) -> list[Lesson]:
+    """The lessons in day order (lessons.yaml's order among lessons of one day)."""
+    return sorted(manifest.lessons, key=lambda lesson: lesson.day)
 
 
-def _split_path(path: str, columns: dict[str, tuple[bool, list[str]]]):
-    """`cases[256x256x256/naive].ms` -> ([(case, 256x256x256), (kernel, naive)], [], 'ms')."""
-    keys: list[tuple[str, str]] = []
-    section: list[tuple[str, str]] = []
-    pos = 0
-    while (match := _SEGMENT.match(path, pos)) is not None:
-        name, key = match["name"], match["key"]
-        is_section, names = columns.get(name, (False, []))
-        values = key.split("/") if len(names) > 1 and key.count("/") == len(names) - 1 else [key]
-        pairs = list(zip(names, values)) if len(values) == len(names) else [(name, key)]
-        keys += pairs
-        if is_section:
-            section += pairs
-        pos = match.end()
-    return keys, section, path[pos:]
+def _page_of(lesson: Lesson, manifest: Manifest) -> Path:
+    return manifest.root / "lessons" / lesson.id / "README.md"
 
 
-def _figures(lesson: Lesson, recorded: list[ParsedEvidence]) -> list[Figure]:
-    columns = _key_columns(lesson.output.items)
-    figures: dict[str, Figure] = {}
-    for item in recorded:
-        slug = item.slug
-        for flat in item.flats:
-            if flat.spec.unit is None:
-                continue
-            figure = figures.get(flat.path)
-            if figure is None:
-                keys, section, field = _split_path(flat.path, columns)
-                figure = figures[flat.path] = Figure(
-                    path=flat.path, keys=keys, section_keys=section, field=field,
-                    label=flat.spec.label or field, unit=flat.spec.unit, values={})
-            figure.values[slug] = flat.value if isinstance(flat.value, (int, float)) else None
-    # A field's values share the precision of its most precise one, as the
-    # program's printf does (0.010 beside 0.025, not 0.01).
-    decimals: dict[str, int] = {}
-    for figure in figures.values():
-        for value in figure.values.values():
-            decimals[figure.field] = max(decimals.get(figure.field, 0), _decimals(value))
-    for figure in figures.values():
-        figure.shown = {slug: format_number(value, decimals[figure.field])
-                        for slug, value in figure.values.items()}
-    return list(figures.values())
+def link_days(text: str, name: str, manifest: Manifest, lesson: Lesson, page_dir: Path) -> str:
+    """Prose with each mention of another lesson's day ("day 16") linked to its page.
 
-
-def _decimals(value: Any) -> int:
-    text = repr(value) if isinstance(value, float) else ""
-    if not math.isfinite(value if isinstance(value, (int, float)) else 0) or "e" in text or "." not in text:
-        return 0
-    return len(text.split(".")[1])
-
-
-def _figure_table(figures: list[Figure], gpus: list[GpuEvidence]) -> FigureTable:
-    shapes = {tuple(column for column, _ in f.keys) for f in figures if f.keys}
-    where_header = (" / ".join(shapes.pop()) if len(shapes) == 1 else "where") if shapes else None
-    whats = list(dict.fromkeys(f.what for f in figures))
-    columns = [(what, gpu) for what in whats for gpu in gpus]
-    header = [what if len(gpus) == 1 else f"{what}, {gpu.name}" for what, gpu in columns]
-    cells: dict[str, dict[tuple[str, str], str]] = {}
-    for figure in figures:
-        row = cells.setdefault(figure.where or "-", {})
-        for gpu in gpus:
-            shown = figure.shown.get(gpu.slug, "-")
-            share = fraction_of_peak(figure.values.get(gpu.slug), figure.unit, gpu.peak_gbps, gpu.peak_fp32_gflops)
-            row[(figure.what, gpu.slug)] = shown if share is None else f"{shown} ({share:.0%})"
-    rows = [(where, [row.get((what, gpu.slug), "") for what, gpu in columns]) for where, row in cells.items()]
-    return FigureTable(where_header=where_header, header=header, rows=rows)
-
-
-def _charts(figures: list[Figure], gpus: list[GpuEvidence]) -> list[Chart]:
-    """Bar charts of one unit: a rate (GB/s, GFLOP/s) where there is one, else the first unit.
-
-    One chart per GPU and per block of a repeated section, so that figures of
-    very different sizes (a 256^3 case beside a 2048^3 one) are not drawn to
-    one scale; a chart needs at least two bars.
+    A mention of a day the course has no lesson for is a TemplateError naming
+    the prose file and line: a course must not send its readers to a lesson
+    that does not exist.
     """
-    units = list(dict.fromkeys(f.unit for f in figures))
-    if not units:
-        return []
-    unit = next((u for u in units if u.endswith("/s")), units[0])
-    groups: dict[tuple, list[Figure]] = {}
-    for figure in figures:
-        if figure.unit == unit:
-            groups.setdefault(tuple(figure.section_keys), []).append(figure)
-    charts: list[Chart] = []
-    for gpu in gpus:
-        for section, members in groups.items():
-            fields = {f.field for f in members}
-            labels: list[str] = []
-            values: list[float] = []
-            for figure in members:
-                value = figure.values.get(gpu.slug)
-                if value is None or not math.isfinite(value):
-                    continue
-                parts = [part for column, part in figure.keys if (column, part) not in section]
-                if len(fields) > 1 or not parts:
-                    parts.append(figure.label)
-                labels.append(" ".join(parts))
-                values.append(value)
-            if len(values) < 2:
-                continue
-            names = list(dict.fromkeys(f.label for f in members))
-            title = f"{', '.join(names)} ({unit})"
-            if section:
-                title += ", " + ", ".join(f"{column} {value}" for column, value in section)
-            charts.append(Chart(title=f"{title}, {gpu.name}", horizontal=max(map(len, labels)) > 8,
-                                labels=labels, axis=unit, top=f"{nice_ceiling(max(values)):.12g}",
-                                values=[format_number(v) for v in values]))
-    return charts
+    days: dict[int, Lesson] = {}
+    for other in _by_day(manifest):
+        days.setdefault(other.day, other)
+
+    def linked(match: re.Match, offset: int) -> str:
+        day = int(match[2])
+        target = days.get(day)
+        if target is None:
+            line = text.count("\n", 0, offset + match.start()) + 1
+            have = ", ".join(str(d) for d in sorted(days))
+            raise TemplateError(f"{match[0]!r} names a day the course has no lesson for (its days: {have})",
+                                path=name, line=line,
+                                hint="reword the sentence, or add that day's lesson to lessons.yaml")
+        if target.id == lesson.id:
+            return match[0]
+        return f"[{match[0]}]({_link(_page_of(target, manifest), page_dir)})"
+
+    out: list[str] = []
+    pos = 0
+    for kept in [*_KEPT.finditer(text), None]:
+        end = kept.start() if kept is not None else len(text)
+        plain = text[pos:end]
+        out.append(_DAY_MENTION.sub(lambda m, at=pos: linked(m, at), plain))
+        if kept is not None:
+            out.append(kept[0])
+            pos = kept.end()
+    return "".join(out)
 
 
-def nice_ceiling(value: float) -> float:
-    """The smallest of 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8 (times a power of ten) not below `value`."""
-    if value <= 0:
-        return 1.0
-    power = 10.0 ** math.floor(math.log10(value))
-    for step in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
-        candidate = float(f"{step * power:.12g}")
-        if candidate >= value:
-            return candidate
-    return 10 * power
+def _navigation(manifest: Manifest, lesson: Lesson, page_dir: Path) -> Navigation:
+    ordered = _by_day(manifest)
+    at = next(n for n, other in enumerate(ordered) if other.id == lesson.id)
 
+    def link(other: Lesson) -> NavLink:
+        return NavLink(text=f"Day {other.day}: {md(other.title)}", link=_link(_page_of(other, manifest), page_dir))
 
-def format_number(value: Any, decimals: int | None = None) -> str:
-    """A figure as the reader expects it: ints plain, floats in their shortest exact form
-    or with `decimals` digits after the point."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        if decimals is not None and math.isfinite(value) and "e" not in repr(value):
-            return f"{value:.{decimals}f}"
-        return repr(value)
-    return str(value)
+    return Navigation(index=_link(manifest.root / INDEX_FILE, page_dir) + "#lessons",
+                      previous=link(ordered[at - 1]) if at > 0 else None,
+                      next=link(ordered[at + 1]) if at + 1 < len(ordered) else None)
 
 
 # -- sanitizers --------------------------------------------------------------------------
@@ -553,12 +448,12 @@ def _sanitizer_rows(manifest: Manifest, lesson: Lesson, passes: dict[str, Saniti
 
 def _count_findings(report: Report) -> str:
     if not report.findings:
-        return "none"
+        return "no findings"
     by_severity: dict[str, int] = {}
     for finding in report.findings:
         by_severity[finding.severity] = by_severity.get(finding.severity, 0) + 1
     counts = ", ".join(plural(n, s) for s, n in sorted(by_severity.items()))
-    return f"{len(report.findings)} ({counts})"
+    return f"{plural(len(report.findings), 'finding')} ({counts})"
 
 
 def _places(findings: list[Finding], source_name: str, source_link: str) -> list[str]:
@@ -609,23 +504,25 @@ def _index_page(manifest: Manifest, env: jinja2.Environment, templates: Path,
     if ends[0] < begins[0]:
         raise TemplateError(f"{INDEX_END} comes before {INDEX_BEGIN}", path=INDEX_FILE,
                             line=ends[0] + 1, hint=hint)
-    rows = []
-    for model in models:
-        verified = []
-        for gpu in model.gpus:
-            gates = [c.results[gpu.slug] for c in model.claims if c.kind == "gate" and gpu.slug in c.results]
-            expects = [c.results[gpu.slug] for c in model.claims
-                       if c.kind == "expect" and gpu.slug in c.results]
-            verified.append({"gpu": gpu, "gates_held": sum(r.held for r in gates), "gates": len(gates),
-                             "expects_held": sum(r.held for r in expects), "expects": len(expects),
-                             "unchecked": len(gpu.unchecked)})
-        rows.append({"lesson": model.lesson, "page": model.page, "verified": verified})
+    rows = [{"lesson": model.lesson, "page": model.page, "verified": _tally(model)} for model in models]
     context = {"course": manifest.course, "lessons": rows}
     text = _render(env, templates, root, INDEX_TEMPLATE, context)
     inputs = [f"{TEMPLATES}/{INDEX_TEMPLATE}", _relative(manifest.path.resolve(), root), "evidence/"]
     region = _with_banner(banner(inputs, "this table"), text)
     new = "".join(lines[:begins[0] + 1]) + region + "".join(lines[ends[0]:])
     return Page(path=path, name=INDEX_FILE, old=old, new=new)
+
+
+def _tally(model: LessonModel) -> list[dict[str, Any]]:
+    """Per GPU: how many gates and predictions were judged and held, and how many claims were not judged."""
+    verified = []
+    for gpu in model.gpus:
+        gates = [c.results[gpu.slug] for c in model.claims if c.kind == "gate" and gpu.slug in c.results]
+        expects = [c.results[gpu.slug] for c in model.claims if c.kind == "expect" and gpu.slug in c.results]
+        verified.append({"gpu": gpu, "gates_held": sum(r.held for r in gates), "gates": len(gates),
+                         "expects_held": sum(r.held for r in expects), "expects": len(expects),
+                         "unchecked": len(gpu.unchecked)})
+    return verified
 
 
 # -- templates ---------------------------------------------------------------------------
@@ -637,7 +534,8 @@ def _environment(templates: Path) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
                              autoescape=False)
-    env.filters.update(md=md, cell=cell, code=code, mq=mermaid_string, number=format_number)
+    env.filters.update(md=md, cell=cell, code=code, mq=mermaid_string, number=format_number, html=html,
+                       plural=plural)
     env.globals.update(fence=fence)
     return env
 
@@ -683,7 +581,8 @@ def _lesson_context(model: LessonModel) -> dict[str, Any]:
         "build": model.build, "run": model.run, "sanitizer_build": model.sanitizer_build,
         "sanitizer_runs": model.sanitizer_runs, "godbolt": model.godbolt,
         "godbolt_options": model.godbolt_options, "gpus": model.gpus, "figures": model.figures,
-        "figure_table": model.figure_table, "charts": model.charts, "claims": model.claims,
+        "figure_tables": model.figure_tables, "peak_notes": model.peak_notes, "charts": model.charts,
+        "nav": model.nav, "tally": _tally(model), "claims": model.claims,
         "sanitizers": model.sanitizers, "source_name": model.source_name,
         "snippet_names": [s.name for s in ordered],
         "snippet": _snippet_function(model),
@@ -710,6 +609,11 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|])")
 def md(value: Any) -> str:
     """Text shown as itself in Markdown, table cells included."""
     return _MD_SPECIAL.sub(r"\\\1", str(value))
+
+
+def html(value: Any) -> str:
+    """Text shown as itself inside HTML (a <summary>), where Markdown is not read."""
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def cell(value: Any) -> str:

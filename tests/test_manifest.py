@@ -400,3 +400,54 @@ def test_select_lessons_needs_a_lesson_or_all(two_lessons):
         select_lessons(two_lessons, [], False)
     assert str(info.value) == "name at least one lesson or pass --all"
     assert info.value.hint == "lessons: hello, world"
+
+
+# --- page: what a lesson's page shows -------------------------------------------
+
+PAGE = """\
+    page:
+      figures:
+        - gbps
+        - {field: n, label: elements}
+      charts:
+        - {field: gbps, label: bandwidth, unit: GB/s, per: [], better: higher}
+"""
+
+
+def with_page(page: str) -> str:
+    return edited("    claims:\n", page + "    claims:\n")
+
+
+def test_a_page_key_loads(tmp_path):
+    lesson = load_manifest(write(tmp_path, with_page(PAGE))).lesson("hello")
+    assert [(c.field, c.label, c.unit) for c in lesson.page.figures] == [("gbps", None, None), ("n", "elements", None)]
+    chart = lesson.page.charts[0]
+    assert (chart.field, chart.label, chart.unit, chart.per, chart.against, chart.better) == (
+        "gbps", "bandwidth", "GB/s", [], None, "higher")
+    assert load_manifest(write(tmp_path, MINIMAL)).lesson("hello").page is None
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("        - gbps\n", "        - gbsp\n", "17: lesson 'hello': page.figures[0].field: no field 'gbsp' in the output schema"),
+    ("        - gbps\n", "        - {field: gbps, colour: red}\n",
+     "17: lesson 'hello': page.figures[0].colour: unknown key 'colour'"),
+    ("      charts:\n", "      colour: red\n      charts:\n", "19: lesson 'hello': page.colour: unknown key 'colour'"),
+    ("per: []", "per: kernel", "20: lesson 'hello': page.charts[0].per: 'kernel' is not a key of rows.gbps (its keys: name)"),
+    ("better: higher", "better: faster",
+     "20: lesson 'hello': page.charts[0].better: unknown value 'faster'; expected 'lower' or 'higher'"),
+    ("per: []", "per: [], against: n",
+     "20: lesson 'hello': page.charts[0].against: n does not stand beside rows.gbps: the bars of a chart are "
+     "named by a field of the same line, row or block"),
+    ("{field: gbps, label: bandwidth", "{field: name, label: bandwidth",
+     "20: lesson 'hello': page.charts[0].field: no field 'name' in the output schema"),
+])
+def test_a_bad_page_key(tmp_path, old, new, message):
+    path, error = manifest_error(tmp_path, with_page(edited(old, new, PAGE)))
+    assert str(error) == f"{path}:{message}"
+    assert error.exit_status == 2
+
+
+def test_a_page_figure_must_be_a_number(tmp_path):
+    text = edited('        - line: "n = {n:int}"\n', '        - line: "n = {n:int} {unit:word}"\n', with_page(PAGE))
+    path, error = manifest_error(tmp_path, edited("        - gbps\n", "        - unit\n", text))
+    assert str(error) == f"{path}:17: lesson 'hello': page.figures[0].field: unit is of type word, not a number"
