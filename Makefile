@@ -1,16 +1,24 @@
 # The two quickstart commands. Each sets itself up on a fresh machine.
 #   make verify   build, run and verify every lesson (offline where there is no GPU)
 #   make test     the test suite
+# and, for CI:
+#   make test-lowest   the test suite on the lowest versions pyproject.toml allows
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
+# EXTRAS=test,nvml on a GPU machine; PYTEST_ARGS=--junitxml=pytest.xml in CI.
+EXTRAS ?= test
+PYTEST_ARGS ?=
+LOWEST_VENV := .venv-lowest
+# A version (3.10) or an interpreter: uv finds it, or fetches it where it may.
+LOWEST_PYTHON ?= $(PYTHON)
 
-.PHONY: verify test clean
+.PHONY: verify test test-lowest clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q -e '.[test]'
+	$(VENV)/bin/python -m pip install -q -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 verify: $(STAMP)
@@ -22,7 +30,19 @@ verify: $(STAMP)
 	fi
 
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+
+# Every direct dependency at its lower bound (uv's lowest-direct), the build
+# backend at its floor too, then the whole suite.
+test-lowest: $(STAMP)
+	$(VENV)/bin/python -m pip install -q uv
+	rm -rf $(LOWEST_VENV)
+	$(VENV)/bin/uv venv -q --python $(LOWEST_PYTHON) $(LOWEST_VENV)
+	sed -n 's/^requires = \["setuptools>=\([0-9.]*\)".*/setuptools==\1/p' pyproject.toml > $(LOWEST_VENV)/build-constraints.txt
+	$(VENV)/bin/uv pip install -q --python $(LOWEST_VENV)/bin/python --resolution lowest-direct \
+		--build-constraint $(LOWEST_VENV)/build-constraints.txt -e '.[test]'
+	$(VENV)/bin/uv pip list --python $(LOWEST_VENV)/bin/python
+	$(LOWEST_VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) .coursectl build
+	rm -rf $(VENV) $(LOWEST_VENV) .coursectl build

@@ -389,6 +389,8 @@ def judge_evidence(manifest: Manifest, lesson: Lesson, out: LessonResult) -> Non
             item.flats, item.evidence.meta.peak_gbps, item.evidence.meta.peak_fp32_gflops)]
     if out.evidence is None:
         judge_build_claims(lesson, out)
+        out.sanitizers += [PassResult(tool=tool, not_run="no GPU here and no report recorded on any GPU")
+                           for tool in manifest.sanitizers(lesson)]
     slugs = list(parsed)
     for other in slugs[1:]:
         for field in compare_fields(parsed[other], parsed[slugs[0]], same_gpu=False):
@@ -402,6 +404,8 @@ def _judge_recorded_passes(manifest: Manifest, lesson: Lesson, evidence: Evidenc
     for tool, spec in manifest.sanitizers(lesson).items():
         judged = judge_recorded_pass(manifest, lesson, evidence, tool, spec)
         if judged is None:
+            out.sanitizers.append(PassResult(tool=tool, not_run=f"no GPU here and no {tool} report recorded on "
+                                                                f"{slug}; record it on a GPU"))
             out.notes.append(f"{slug}: no recorded {tool} report; record on a GPU to add one")
             continue
         outcome, _ = judged

@@ -28,7 +28,7 @@ from .judging import (build_evidence_of, compare_build_evidence, compare_with_pr
 from .locks import gpu_lock
 from .manifest import Lesson, Manifest, SanitizerPass
 from .process import CommandResult, kill_all, resume, run_command
-from .results import Emit, Event, LessonResult, Options, RunEnvironment, Status, quiet, settle, stopped
+from .results import Emit, Event, LessonResult, Options, PassResult, RunEnvironment, Status, quiet, settle, stopped
 from .sanitizer import Tool, sanitizer_command
 from .toolchain import Gpu, Toolchain, gpu_state, select_gpus
 
@@ -170,7 +170,10 @@ class Turn:
         """
         build = self.builds.get(f"{self.arch}/lineinfo")
         passes = self.passes()
-        if not self.options.sanitize or not passes or build is None:
+        if not self.options.sanitize:
+            result.sanitizers += [PassResult(tool=tool, not_run="--no-sanitize") for tool in passes]
+            return {}
+        if not passes or build is None:
             return {}
         sanitizer = self.toolchain.require_sanitizer()
         files: dict[str, bytes] = {}
@@ -229,7 +232,7 @@ class Turn:
         stale when the lesson's build has changed since it was recorded
         (source, flags, nvcc or architecture); the page and verify say so.
         """
-        ran = {p.tool for p in result.sanitizers}
+        ran = {p.tool for p in result.sanitizers if not p.not_run}
         missing = [tool for tool in self.manifest.sanitizers(self.lesson) if tool not in ran]
         try:
             previous = load_evidence(self.manifest.root, self.lesson.id, self.gpu.slug) if missing else None

@@ -68,6 +68,7 @@ class PassResult(BaseModel):
     kernels: list[str] = []
     problems: list[str] = []
     report: Report | None = None     # what the tool said, for a pass run now
+    not_run: str | None = None       # a declared pass that neither ran nor was recorded: why
 
     @property
     def ok(self) -> bool:

