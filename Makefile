@@ -28,6 +28,7 @@ verify: $(STAMP)
 		echo "no GPU here: verify --offline (builds every lesson, re-judges the recorded evidence)"; \
 		$(VENV)/bin/coursectl verify --all --offline; \
 	fi
+	@echo "coursectl is installed in $(VENV)/bin: '. $(VENV)/bin/activate' puts it on your PATH"
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)

@@ -305,6 +305,7 @@ def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, quiet: 
     Exits 1 if any lesson failed (with strict: or was not verified); an
     interrupt still exits 130 once the reports are written.
     """
+    from . import annotations
     from .report import make_report
 
     outcome = types.SimpleNamespace(results=[])
@@ -320,7 +321,9 @@ def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, quiet: 
     if not quiet:
         display.print_details(console, results, verbosity)
     display.print_summary(console, results, title)
-    display.print_tally(console, results, time.monotonic() - started, strict)
+    tally = display.print_tally(console, results, time.monotonic() - started, strict)
+    annotations.publish(manifest, results, title, tally,
+                        lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True))
     report = make_report(title, results, tc, manifest, offline=offline, shard=shard, strict=strict)
     _write_reports(report, json_path, junit_path, raise_on_failure=interrupted is None)
     if interrupted is not None:

@@ -202,7 +202,7 @@ def print_summary(console: Console, results: list[LessonResult], title: str) -> 
             console.print(Text(f"{r.lesson}: note: {note}", style="yellow"), highlight=False, soft_wrap=True)
 
 
-def print_tally(console: Console, results: list[LessonResult], seconds: float, strict: bool) -> None:
+def print_tally(console: Console, results: list[LessonResult], seconds: float, strict: bool) -> str:
     line = tally(results, seconds)
     unverified = sum(is_unverified(r.status) for r in results)
     if strict and unverified:
@@ -212,6 +212,7 @@ def print_tally(console: Console, results: list[LessonResult], seconds: float, s
     failed = any(r.status.is_failure for r in results) or (strict and (unverified or not results))
     console.print(Text(line, style="bold red" if failed else "green" if not unverified else "yellow"),
                   highlight=False, soft_wrap=True)
+    return line
 
 
 def print_commands(console: Console, results: list[LessonResult]) -> None:

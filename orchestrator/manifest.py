@@ -141,6 +141,11 @@ class Manifest(Strict):
     model_config = ConfigDict(extra="forbid")
     root: Path = Field(default=Path("."), exclude=True)
     path: Path = Field(default=Path("lessons.yaml"), exclude=True)
+    lines: dict = Field(default_factory=dict, exclude=True)   # key path -> its line in lessons.yaml
+
+    def line_of(self, *key: str | int) -> int | None:
+        """The line in lessons.yaml of a key path such as ("lessons", 2, "claims", 0)."""
+        return line_of(self.lines, key)
 
     @field_validator("architectures")
     @classmethod
@@ -246,6 +251,7 @@ def load_manifest(path: Path) -> Manifest:
     root = path.resolve().parent
     manifest.root = root
     manifest.path = path
+    manifest.lines = lines
     seen: dict[str, int] = {}
     for index, lesson in enumerate(manifest.lessons):
         if lesson.id in seen:

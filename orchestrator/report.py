@@ -127,6 +127,7 @@ def read_json(path: Path) -> VerifyReport:
 def report_schema() -> dict:
     """The JSON Schema of the report format, generated from the models."""
     schema = VerifyReport.model_json_schema()
+    schema["required"] = ["format", *schema.get("required", [])]   # a report without it is of format 0
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = f"https://coursectl.invalid/schemas/report-{REPORT_FORMAT}.json"
     return schema

@@ -30,6 +30,7 @@ __all__ = [
     "Tool",
     "judge",
     "sanitizer_command",
+    "unexpected_findings",
 ]
 
 # Never used as an exit status by a lesson, so it can only mean "the sanitizer found something".
@@ -253,6 +254,14 @@ def _summary_counts(summary: Summary) -> str:
     return ", ".join(parts)
 
 
+def unexpected_findings(report: Report, expectation: Expectation) -> list[Finding]:
+    """The findings no expected finding accounts for (none when the lesson allows others)."""
+    if expectation.allow_other:
+        return []
+    return [finding for finding in report.findings
+            if not any(_matches(finding, expected) for expected in expectation.findings)]
+
+
 def judge(report: Report, expectation: Expectation) -> list[str]:
     """What is wrong with a pass, one sentence each; an empty list is a pass.
 
@@ -282,11 +291,9 @@ def judge(report: Report, expectation: Expectation) -> list[str]:
                             "but no finding was reported")
 
     unexpected: dict[tuple[str, str, str], int] = {}
-    if not expectation.allow_other:
-        for finding in report.findings:
-            if not any(_matches(finding, expected) for expected in expectation.findings):
-                key = _describe(finding)
-                unexpected[key] = unexpected.get(key, 0) + 1
+    for finding in unexpected_findings(report, expectation):
+        key = _describe(finding)
+        unexpected[key] = unexpected.get(key, 0) + 1
     for (what, details, trailer), count in unexpected.items():
         bracket = ", ".join(part for part in (details, plural(count, "report") if count > 1 else "")
                             if part)

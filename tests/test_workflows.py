@@ -95,7 +95,7 @@ def test_cpu_workflow_runs_the_readme_commands():
     steps = load("cpu.yml")["jobs"]["test"]["steps"]
     runs = [step.get("run", "") for step in steps]
     assert "make test PYTEST_ARGS=--junitxml=pytest.xml" in runs
-    assert any("verify --all --offline --junit offline.xml" in r for r in runs)
+    assert any("verify --all --offline --strict --junit offline.xml" in r for r in runs)
     assert any("render --check" in r for r in runs)
     published = [s["with"]["report_paths"] for s in steps if s.get("uses", "").startswith(REPORT_ACTION)]
     assert published == ["pytest.xml", "offline.xml"]
@@ -108,3 +108,11 @@ def test_cpu_workflow_tests_the_lowest_versions():
     requires_python = next(line for line in (ROOT / "pyproject.toml").read_text().splitlines()
                            if line.startswith("requires-python"))
     assert requires_python == 'requires-python = ">=3.10"'
+
+
+def test_the_gpu_workflow_and_the_merge_are_strict():
+    """On GPUs every lesson must be verified: NO_EVIDENCE, SKIPPED or a missing shard fail the run."""
+    jobs = load("gpu.yml")["jobs"]
+    runs = [step.get("run", "") for job in jobs.values() for step in job["steps"]]
+    assert any("coursectl verify --all --strict --shard" in r for r in runs)
+    assert any("coursectl report merge" in r and "--strict" in r for r in runs)

@@ -1,0 +1,126 @@
+"""GitHub Actions: annotations at the lines they are about, and the step summary."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import GPU_SLUG, ROOT, SANITIZER_DATA, coursectl, edit, lines, unverified
+from orchestrator.annotations import SUMMARY_LIMIT, command, step_summary, workflow_commands
+from orchestrator.claims import ClaimResult
+from orchestrator.comparison import FieldResult, FieldStatus
+from orchestrator.manifest import load_manifest
+from orchestrator.results import LessonResult, PassResult, Status
+from orchestrator.sanitizer import Finding, Report, Summary, Tool
+
+
+def test_values_are_escaped_as_workflow_commands_require():
+    assert command("error", "50% done\r\nnext", "a,b.cu", 3, "x: y, z") == (
+        "::error file=a%2Cb.cu,line=3,title=x%3A y%2C z::50%25 done%0D%0Anext")
+    assert command("warning", "plain") == "::warning::plain"
+
+
+@pytest.fixture(scope="module")
+def manifest():
+    return load_manifest(ROOT / "lessons.yaml")
+
+
+def line_of(text: str, needle: str, after: int = 0) -> int:
+    """The 1-based number of the first line of lessons.yaml holding `needle`, after line `after`."""
+    rows = (ROOT / "lessons.yaml").read_text().splitlines()
+    return next(n for n, row in enumerate(rows, 1) if n > after and needle in row)
+
+
+def test_each_failure_is_annotated_at_its_line(manifest):
+    day16 = line_of("", "id: day16-tiled-matmul")
+    gate = ClaimResult(id="shared-memory-is-two-tiles", kind="gate", says="two tiles", expression="e", held=False,
+                       failures=["smem_bytes == 2048 is false (smem_bytes = 2112)"])
+    expect = ClaimResult(id="tiled-is-faster", kind="expect", says="", expression="tiled < naive", held=False,
+                         failures=["[256x256x256]: tiled < naive is false"])
+    moved = FieldResult(path="cases[256x256x256/naive].ms", rule="tolerance ±25%", old=0.025, new=0.1, ratio=4.0,
+                        status=FieldStatus.moved)
+    race = Finding(tool=Tool.RACECHECK, kind="Race", severity="error", text="Race between write and read",
+                   kernel="matmulTiled", file="/build/lessons/day16-tiled-matmul/tiled_matmul.cu", line=97)
+    report = Report(tool=Tool.RACECHECK, exit_status=86, summary=Summary(tool=Tool.RACECHECK, errors=1),
+                    findings=[race])
+    results = [
+        LessonResult(lesson="day16-tiled-matmul", status=Status.FAIL, gpu=GPU_SLUG, claims=[gate, expect],
+                     fields=[moved], sanitizers=[PassResult(tool="racecheck", problems=["racecheck: unexpected"],
+                                                            report=report)]),
+        LessonResult(lesson="day71-matmul-fp16", status=Status.NO_EVIDENCE, gpu=GPU_SLUG,
+                     unverified="no evidence for nvidia-h200 yet"),
+    ]
+    claims = line_of("", "claims:", day16)
+    assert workflow_commands(manifest, results) == [
+        f"::error file=lessons.yaml,line={line_of('', 'id: shared-memory-is-two-tiles', claims)},"
+        "title=day16-tiled-matmul%3A gate shared-memory-is-two-tiles failed::"
+        "two tiles: smem_bytes == 2048 is false (smem_bytes = 2112)",
+        f"::warning file=lessons.yaml,line={line_of('', 'id: tiled-is-faster', claims)},"
+        "title=day16-tiled-matmul%3A prediction tiled-is-faster failed::[256x256x256]: tiled < naive is false",
+        f"::error file=lessons.yaml,line={line_of('', 'table: cases', day16)},"
+        "title=day16-tiled-matmul%3A cases[256x256x256/naive].ms moved::"
+        "moved [tolerance ±25%25]: evidence 0.025, now 0.1",
+        "::error file=lessons/day16-tiled-matmul/tiled_matmul.cu,line=97,"
+        "title=day16-tiled-matmul%3A racecheck%3A unexpected Race in matmulTiled::Race between write and read",
+        f"::warning file=lessons.yaml,line={line_of('', 'id: day71-matmul-fp16')},"
+        "title=day71-matmul-fp16%3A no evidence::no evidence for nvidia-h200 yet",
+    ]
+
+
+def test_the_step_summary_has_the_verdicts_the_moved_fields_and_the_page_links(manifest, monkeypatch):
+    for name, value in (("GITHUB_SERVER_URL", "https://github.com"), ("GITHUB_REPOSITORY", "o/course"),
+                        ("GITHUB_SHA", "abc123")):
+        monkeypatch.setenv(name, value)
+    moved = FieldResult(path="kernels[copyRowMajor].gbps", rule="tolerance ±25%", old=2961.7, new=1000.0,
+                        ratio=0.34, status=FieldStatus.moved)
+    results = [LessonResult(lesson="day13-shared-memory", status=Status.FAIL, gpu=GPU_SLUG, seconds=2.9,
+                            fields=[moved], reasons=["1 field(s) differ from the nvidia-h200 evidence:\n  ..."]),
+               LessonResult(lesson="day14-syncthreads", status=Status.PASS, gpu=GPU_SLUG, seconds=6.1)]
+    text = step_summary(manifest, results, "verify", "1 passed, 1 failed in 9.0 s")
+    assert text == (
+        "## coursectl verify\n\n1 passed, 1 failed in 9.0 s\n\n"
+        "| lesson | status | GPU | time | why |\n| --- | --- | --- | ---: | --- |\n"
+        "| [day13-shared-memory](https://github.com/o/course/blob/abc123/lessons/day13-shared-memory/README.md) "
+        "| FAIL | nvidia-h200 | 2.9 s | 1 field(s) differ from the nvidia-h200 evidence: |\n"
+        "| [day14-syncthreads](https://github.com/o/course/blob/abc123/lessons/day14-syncthreads/README.md) "
+        "| PASS | nvidia-h200 | 6.1 s |  |\n"
+        "\n### day13-shared-memory: FAIL\n\n"
+        "| field | rule | evidence | now | result |\n| --- | --- | ---: | ---: | --- |\n"
+        "| `kernels[copyRowMajor].gbps` | tolerance ±25% | 2961.7 | 1000.0 | moved |\n")
+
+
+def test_the_step_summary_stays_under_githubs_limit(manifest):
+    results = [LessonResult(lesson=f"day{n:04d}", status=Status.FAIL, reasons=["x" * 3000]) for n in range(2000)]
+    text = step_summary(manifest, results, "verify", "0 passed, 2000 failed in 1.0 s")
+    assert len(text.encode()) <= SUMMARY_LIMIT
+    assert text.endswith("the rest is cut: GitHub keeps step summaries under 1 MiB; see the JSON report.\n")
+
+
+def test_under_github_actions_verify_annotates_and_writes_the_summary(course, fake_gpu, prebuilt, monkeypatch,
+                                                                     tmp_path):
+    made = course(["day13-shared-memory", "day16-tiled-matmul"])
+    assert coursectl("record", "day16-tiled-matmul", "-q").exit_code == 0
+    edit(made.transcript("day16-tiled-matmul"), "naive         0.025", "naive         0.100")
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = coursectl("verify", "--all", "-q")
+    assert result.exit_code == 1
+    rows = made.manifest.read_text().splitlines()
+    day13 = next(n for n, row in enumerate(rows, 1) if "id: day13-shared-memory" in row)
+    assert [line for line in lines(result.stdout) if line.startswith("::")] == [
+        f"::warning file=lessons.yaml,line={day13},title=day13-shared-memory%3A no evidence::"
+        + unverified("day13-shared-memory").removeprefix("day13-shared-memory: "),
+        f"::error file=lessons.yaml,line={next(n for n, row in enumerate(rows, 1) if 'table: cases' in row)},"
+        "title=day16-tiled-matmul%3A cases[256x256x256/naive].ms moved::"
+        "moved [tolerance ±25%25 + ±0.003]: evidence 0.025, now 0.1"]
+    written = summary.read_text()
+    assert written.startswith("earlier step\n## coursectl verify\n\n0 passed, 1 without evidence, 1 failed in ")
+    assert "| [day16-tiled-matmul](lessons/day16-tiled-matmul/README.md) | FAIL |" in written
+
+
+def test_without_github_actions_nothing_is_annotated(course, fake_gpu, prebuilt, monkeypatch):
+    course(["day13-shared-memory"])
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    result = coursectl("verify", "--all", "-q")
+    assert not [line for line in lines(result.stdout) if line.startswith("::")]
