@@ -6,7 +6,6 @@ Every error names the file, the line, the lesson and the field path, e.g.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Literal
 
@@ -15,13 +14,11 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 from .claims import check_claims
 from .errors import ManifestError, TemplateError, UsageError
 from .figures import PageSpec, PageSpecError, check_page
+from .names import ARCH, COMPUTE_CAPABILITY, LESSON_ID, SNIPPET_NAME
 from .sanitizer import ExpectedFinding, Tool
 from .schema import OutputSchema, Strict
 from .snippets import extract_snippets
 from .yamlfile import line_of, load_yaml
-
-ARCH = re.compile(r"^sm_\d{2,3}[af]?$")
-LESSON_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 
 class SanitizerPass(Strict):
@@ -80,7 +77,7 @@ class Lesson(Strict):
     @field_validator("id")
     @classmethod
     def _id(cls, value: str) -> str:
-        if not LESSON_ID.match(value):
+        if not LESSON_ID.fullmatch(value):
             raise ValueError(f"lesson id {value!r} must be lower-case letters, digits and dashes")
         return value
 
@@ -100,7 +97,7 @@ class Lesson(Strict):
     @field_validator("min_compute_capability")
     @classmethod
     def _cc(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"\d+\.\d+", value):
+        if value is not None and not COMPUTE_CAPABILITY.fullmatch(value):
             raise ValueError(f"compute capability {value!r} must look like 8.0")
         return value
 
@@ -151,7 +148,7 @@ class Manifest(Strict):
     @classmethod
     def _archs(cls, value: list[str]) -> list[str]:
         for arch in value:
-            if not ARCH.match(arch):
+            if not ARCH.fullmatch(arch):
                 raise ValueError(f"architecture {arch!r} must look like sm_90")
         if not value:
             raise ValueError("list at least one architecture")
@@ -300,6 +297,9 @@ def _check_sanitizer_snippets(manifest: Manifest, lesson: Lesson, index: int, fa
         for f_index, finding in enumerate(spec.findings):
             if finding.snippet is None:
                 continue
+            if not SNIPPET_NAME.fullmatch(finding.snippet):
+                raise fail(("lessons", index, "sanitizers", tool, "findings", f_index, "snippet"),
+                           f"snippet name {finding.snippet!r} must be letters, digits, '_', '.' and '-'")
             try:
                 names = extract_snippets(manifest.source_path(lesson), str(lesson.source))
             except TemplateError as exc:

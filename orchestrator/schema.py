@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .names import is_identifier
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False)
@@ -99,7 +101,6 @@ def _field_spec(value: Any) -> Any:
 FieldMap = dict[str, FieldSpec]
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([A-Za-z]+))?\}")
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class Pattern:
@@ -225,7 +226,7 @@ class LineItem(_TemplatedLine):
     @model_validator(mode="after")
     def _check_flag(self) -> "LineItem":
         if self.flag is not None:
-            if not _NAME.match(self.flag):
+            if not is_identifier(self.flag):
                 raise ValueError(f"flag {self.flag!r} is not an identifier")
             if self.flag in self.pattern.fields:
                 raise ValueError(f"flag {self.flag!r} is also a field of the line")
@@ -252,7 +253,7 @@ class NoteItem(_TemplatedLine):
 
     @model_validator(mode="after")
     def _check_name(self) -> "NoteItem":
-        if not _NAME.match(self.name):
+        if not is_identifier(self.name):
             raise ValueError(f"note name {self.name!r} is not an identifier")
         return self
 
@@ -290,7 +291,7 @@ class TableItem(Strict):
 
     @model_validator(mode="after")
     def _compile(self) -> "TableItem":
-        if not _NAME.match(self.table):
+        if not is_identifier(self.table):
             raise ValueError(f"table name {self.table!r} is not an identifier")
         if not self.columns:
             raise ValueError("a table needs at least one column")
@@ -370,7 +371,7 @@ class SectionItem(Strict):
 
     @model_validator(mode="after")
     def _check(self) -> "SectionItem":
-        if not _NAME.match(self.section):
+        if not is_identifier(self.section):
             raise ValueError(f"section name {self.section!r} is not an identifier")
         if not self.items or not isinstance(self.items[0], LineItem) or self.items[0].optional:
             raise ValueError("a section's first item must be a required line: it marks where each block starts")

@@ -12,6 +12,7 @@ import pytest
 
 from orchestrator.errors import ManifestError, UsageError
 from orchestrator.manifest import Manifest, load_manifest, select_lessons
+from orchestrator.names import ARCH, GPU_SLUG, IDENTIFIER, LESSON_ID, SNIPPET_NAME
 from orchestrator.schema import Compare
 
 REPO = Path(__file__).resolve().parent.parent
@@ -451,3 +452,48 @@ def test_a_page_figure_must_be_a_number(tmp_path):
     text = edited('        - line: "n = {n:int}"\n', '        - line: "n = {n:int} {unit:word}"\n', with_page(PAGE))
     path, error = manifest_error(tmp_path, edited("        - gbps\n", "        - unit\n", text))
     assert str(error) == f"{path}:17: lesson 'hello': page.figures[0].field: unit is of type word, not a number"
+
+
+# --- names are matched whole: a trailing newline is not part of a name ------------
+
+
+def test_lesson_id_with_a_trailing_newline(tmp_path):
+    path, error = manifest_error(tmp_path, edited("  - id: hello\n", '  - id: "hello\\n"\n'))
+    assert str(error) == (f"{path}:3: lesson 'hello\\n': id: "
+                          "lesson id 'hello\\n' must be lower-case letters, digits and dashes")
+
+
+def test_architecture_with_a_trailing_newline(tmp_path):
+    path, error = manifest_error(tmp_path, edited("version: 1\n", 'version: 1\narchitectures: ["sm_90\\n"]\n'))
+    assert str(error) == f"{path}:2: architectures: architecture 'sm_90\\n' must look like sm_90"
+
+
+def test_compute_capability_with_a_trailing_newline(tmp_path):
+    path, error = manifest_error(tmp_path, edited("    day: 1\n", '    day: 1\n    min_compute_capability: "8.0\\n"\n'))
+    assert str(error) == (f"{path}:5: lesson 'hello': min_compute_capability: "
+                          "compute capability '8.0\\n' must look like 8.0")
+
+
+def test_table_name_with_a_trailing_newline(tmp_path):
+    path, error = manifest_error(tmp_path, edited("        - table: rows\n", '        - table: "rows\\n"\n'))
+    assert str(error) == f"{path}:10: lesson 'hello': output.items[1]: table name 'rows\\n' is not an identifier"
+
+
+def test_snippet_name_with_a_trailing_newline(tmp_path):
+    path, error = manifest_error(tmp_path, edited(
+        "    source: hello.cu\n",
+        "    source: hello.cu\n"
+        "    sanitizers:\n"
+        "      racecheck:\n"
+        "        findings:\n"
+        '          - {kernel: hello, snippet: "racy\\n"}\n'))
+    assert str(error) == (f"{path}:10: lesson 'hello': sanitizers.racecheck.findings[0].snippet: "
+                          "snippet name 'racy\\n' must be letters, digits, '_', '.' and '-'")
+
+
+@pytest.mark.parametrize("pattern, name", [
+    (LESSON_ID, "day16-tiled-matmul\n"), (ARCH, "sm_90\n"), (GPU_SLUG, "nvidia-h200\n"),
+    (SNIPPET_NAME, "racy\n"), (IDENTIFIER, "rows\n")])
+def test_every_name_pattern_refuses_a_trailing_newline(pattern, name):
+    assert pattern.fullmatch(name.strip()) is not None
+    assert pattern.fullmatch(name) is None
