@@ -497,3 +497,98 @@ def test_snippet_name_with_a_trailing_newline(tmp_path):
 def test_every_name_pattern_refuses_a_trailing_newline(pattern, name):
     assert pattern.fullmatch(name.strip()) is not None
     assert pattern.fullmatch(name) is None
+
+
+# --- hostile files: refused at once, in one line ----------------------------------
+
+LAUGHS = """\
+version: 1
+a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]
+b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
+e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]
+f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]
+g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]
+h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]
+course: *h
+"""
+
+
+def test_a_billion_laughs_is_refused_at_once(tmp_path):
+    path, error = manifest_error(tmp_path, LAUGHS)
+    # 9 + 81 + ... values are walked before the cap; the one past it lies in the first fragment
+    assert str(error) == f"{path}:2: aliases expand the manifest past 200000 values; coursectl stops there"
+
+
+def test_the_alias_cap_counts_expanded_values(tmp_path, monkeypatch):
+    import orchestrator.yamlfile as yamlfile
+
+    text = "version: 1\nx: &x [1, 2, 3]\ny: [*x, *x]\n"   # the root, 1, x, y and y's two x: 1 + 1 + 4 + 1 + 2 * 4
+    path = write(tmp_path, text)
+    monkeypatch.setattr(yamlfile, "MAX_NODES", 15)
+    assert yamlfile.load_yaml(path)[0] == {"version": 1, "x": [1, 2, 3], "y": [[1, 2, 3], [1, 2, 3]]}
+    monkeypatch.setattr(yamlfile, "MAX_NODES", 14)
+    with pytest.raises(ManifestError) as info:
+        yamlfile.load_yaml(path)
+    assert str(info.value) == f"{path}:2: aliases expand the manifest past 14 values; coursectl stops there"
+
+
+@pytest.mark.parametrize("text, line, anchor_line", [
+    ("version: 1\ncourse: &x [*x]\n", 2, 2),
+    ("version: 1\nx: &x\n  items:\n    - line: a\n    - *x\n", 5, 2),
+    ("version: 1\nx: &x\n  a: 1\n  <<: *x\n", 4, 2),
+], ids=["flow", "block", "merge"])
+def test_a_recursive_alias_names_its_line(tmp_path, text, line, anchor_line):
+    path, error = manifest_error(tmp_path, text)
+    assert str(error) == f"{path}:{line}: recursive alias: *x lies inside the value anchored &x at line {anchor_line}"
+
+
+def test_a_huge_manifest_is_refused_without_reading_it_all():
+    with pytest.raises(ManifestError) as info:
+        load_manifest(Path("/dev/zero"))
+    assert str(info.value) == "/dev/zero: is larger than 4 MiB, too large for a manifest"
+
+
+def test_the_size_cap_is_4_mib(tmp_path):
+    path = write(tmp_path, MINIMAL + "#" * (4 * 2**20 - len(MINIMAL) - 1) + "\n")
+    assert path.stat().st_size == 4 * 2**20
+    assert [lesson.id for lesson in load_manifest(path).lessons] == ["hello"]
+    path.write_text(MINIMAL + "#" * (4 * 2**20 - len(MINIMAL)) + "\n", encoding="utf-8")
+    with pytest.raises(ManifestError) as info:
+        load_manifest(path)
+    assert str(info.value) == f"{path}: is larger than 4 MiB, too large for a manifest"
+
+
+def test_a_manifest_that_is_a_directory(tmp_path):
+    with pytest.raises(ManifestError) as info:
+        load_manifest(tmp_path)
+    assert str(info.value) == f"{tmp_path}: is a directory, not a manifest file"
+
+
+def test_a_manifest_that_is_not_utf8(tmp_path):
+    path = write(tmp_path, "")
+    path.write_bytes(MINIMAL.replace("title: Hello", "title: Caf\xe9").encode("latin-1"))
+    with pytest.raises(ManifestError) as info:
+        load_manifest(path)
+    assert str(info.value) == f"{path}:5: is not UTF-8 text: byte 0xe9 cannot be decoded"
+
+
+def test_a_control_character(tmp_path):
+    path, error = manifest_error(tmp_path, edited("title: Hello", "title: Hel\x00lo"))
+    assert str(error) == f"{path}:5: YAML syntax: unacceptable character #x0000: special characters are not allowed"
+
+
+def test_yaml_nested_too_deeply(tmp_path):
+    import yaml
+
+    path, error = manifest_error(tmp_path, "version: 1\ncourse: " + "[" * 3000 + "]" * 3000 + "\n")
+    if yaml.__with_libyaml__:
+        assert str(error) == f"{path}:2: YAML syntax: exceeded maximum nesting depth"
+    else:
+        assert str(error) == f"{path}: YAML syntax: the document nests too deeply"
+
+
+def test_two_documents(tmp_path):
+    path, error = manifest_error(tmp_path, MINIMAL + "---\nversion: 1\n")
+    assert str(error) == f"{path}:18: YAML syntax: but found another document"
