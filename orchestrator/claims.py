@@ -1,28 +1,102 @@
-"""Claims: expressions over parsed fields, checked statically and evaluated safely.
+"""Claims: expressions over parsed fields, checked statically and evaluated safely, within bounds.
 
 Expressions are Python-shaped (``tiled_ms < naive_ms``, ``all(r.mismatches == 0
-for r in blocks)``) but are evaluated by simpleeval, which allows no imports,
-no dunder access and no calls but the functions listed in FUNCTIONS.
+for r in blocks)``) and evaluated by simpleeval. What a claim may contain is
+checked once, when the manifest loads (`parse_expression`): a bounded size and
+depth, no method calls, no names or attributes starting with `_`, no lambda,
+f-string or unpacking, and only the functions in FUNCTIONS. Evaluation is
+bounded too (`Budget`): integers, strings and lists have a largest size, and a
+claim has a number of steps and a time to finish in; past a bound the claim
+fails, naming the bound.
 """
 
 from __future__ import annotations
 
 import ast
 import math
+import operator
+import time
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Iterator
 
+import simpleeval
 from pydantic import BaseModel
-from simpleeval import EvalWithCompoundTypes, InvalidExpression, NameNotDefined
+from simpleeval import (DEFAULT_OPERATORS, EvalWithCompoundTypes, FeatureNotAvailable, InvalidExpression,
+                        IterableTooLong)
 
 from .schema import LineItem, NoteItem, OutputSchema, SectionItem, TableItem, scope_names
 from .transcript import Row, Scope, Transcript
 
+# -- limits (docs/schema.md, "Limits") ----------------------------------------------
+MAX_CHARS = 1000          # characters of one expression
+MAX_DEPTH = 50            # nesting of one expression; each operator of a chain a + b + c is a level
+MAX_INT_BITS = 4096       # the largest integer a claim computes (Python prints up to ~14,000 bits)
+MAX_ITEMS = 10_000        # the longest string, list, tuple or dict a claim builds
+MAX_ITERATIONS = simpleeval.MAX_COMPREHENSION_LENGTH  # rounds of all comprehensions of one evaluation
+MAX_BUILT = 1_000_000     # items of every string and list one claim builds, together
+MAX_STEPS = 500_000       # evaluation steps of one claim, every row together
+CLAIM_SECONDS = 2.0       # wall time of one claim, every row together
+
+
+def _increasing(values) -> bool:
+    return _first_break(list(values), operator.lt) is None
+
+
+def _decreasing(values) -> bool:
+    return _first_break(list(values), operator.gt) is None
+
+
+def _non_decreasing(values) -> bool:
+    return _first_break(list(values), operator.le) is None
+
+
+def _non_increasing(values) -> bool:
+    return _first_break(list(values), operator.ge) is None
+
+
+def _first_break(values: list, holds) -> int | None:
+    """The index of the first value that does not follow its predecessor as `holds` says."""
+    for index in range(1, len(values)):
+        if not holds(values[index - 1], values[index]):
+            return index
+    return None
+
+
+def _sum(values, start=0):
+    """sum() of numbers only: adding lists or strings would build them quadratically."""
+    values = list(values)
+    for value in [start, *values]:
+        if not isinstance(value, (int, float)):
+            raise TypeError(f"sum() adds numbers, not {type(value).__name__}")
+    return sum(values, start)
+
+
+def _round(number, ndigits=None):
+    if ndigits is not None and isinstance(ndigits, int) and abs(ndigits) > 308:
+        raise LimitExceeded(f"round() keeps at most 308 digits, not {ndigits}")
+    return round(number) if ndigits is None else round(number, ndigits)
+
+
+def _zip(*iterables) -> list:
+    return list(zip(*iterables))
+
+
 FUNCTIONS = {
-    "all": all, "any": any, "len": len, "min": min, "max": max, "abs": abs,
-    "sum": sum, "round": round, "sqrt": math.sqrt, "ceil": math.ceil,
-    "floor": math.floor, "log2": math.log2, "isclose": math.isclose,
+    "abs": abs, "all": all, "any": any, "ceil": math.ceil,
+    "decreasing": _decreasing,
     "dims": lambda text: tuple(int(part) for part in str(text).split("x")),
+    "floor": math.floor, "increasing": _increasing, "isclose": math.isclose, "len": len,
+    "log2": math.log2, "max": max, "min": min,
+    "non_decreasing": _non_decreasing, "non_increasing": _non_increasing,
+    "round": _round, "sorted": sorted, "sqrt": math.sqrt, "sum": _sum, "zip": _zip,
 }
+ALLOWED = ", ".join(sorted(FUNCTIONS))
+_MONOTONE = {"increasing": operator.lt, "decreasing": operator.gt,
+             "non_decreasing": operator.le, "non_increasing": operator.ge}
+_WORDS = {"increasing": "is not above", "decreasing": "is not below",
+          "non_decreasing": "is below", "non_increasing": "is above"}
+_EXPLAINED = {"all", "any", *_MONOTONE}
 
 
 class ClaimResult(BaseModel):
@@ -35,82 +109,96 @@ class ClaimResult(BaseModel):
     failures: list[str] = []
 
 
+class LimitExceeded(Exception):
+    """A claim went past one of the bounds above: it fails, naming the bound."""
+
+
+class OutOfBudget(LimitExceeded):
+    """The claim as a whole used up its steps or its time: nothing more of it is evaluated."""
+
+
 # -- views: what an expression sees -------------------------------------------
 class RowView:
-    """A table row: its fields as attributes."""
+    """A table row: its fields are what `.name` reads."""
 
-    def __init__(self, row: Row):
-        self._row = row
-        for name, value in row.values.items():
-            setattr(self, name, value)
+    def __init__(self, row: Row, table: str = ""):
+        self.row = row
+        self.table = table
+        self.fields = row.values
+
+    def describe(self) -> str:
+        return f"{self.table}{self!r}"
 
     def __repr__(self) -> str:
-        body = ", ".join(f"{k}={v}" for k, v in self._row.values.items())
-        return f"[{self._row.key}] {body}"
+        body = ", ".join(f"{k}={v}" for k, v in self.row.values.items())
+        return f"[{self.row.key}] {body}"
 
 
 class TableView:
     """A table: iterate its rows, index them by key, take its len."""
 
     def __init__(self, name: str, rows: list[Row]):
-        self._name = name
-        self._rows = rows
+        self.name = name
+        self.rows = rows
 
     def __iter__(self):
-        return (RowView(r) for r in self._rows)
+        return (RowView(r, self.name) for r in self.rows)
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self.rows)
 
     def __getitem__(self, key: Any) -> RowView:
         if isinstance(key, tuple):
             key = "/".join(str(k) for k in key)
-        if isinstance(key, int) and not any(r.key == str(key) for r in self._rows):
-            return RowView(self._rows[key])
-        for row in self._rows:
+        if isinstance(key, int) and not any(r.key == str(key) for r in self.rows):
+            return RowView(self.rows[key], self.name)
+        for row in self.rows:
             if row.key == str(key):
-                return RowView(row)
-        raise KeyError(f"table {self._name!r} has no row {key!r}")
+                return RowView(row, self.name)
+        raise KeyError(f"table {self.name!r} has no row {key!r}")
 
     def __repr__(self) -> str:
-        if not self._rows:
+        if not self.rows:
             return "(no rows)"
-        shown = "; ".join(repr(RowView(r)) for r in self._rows[:3])
-        more = f"; and {len(self._rows) - 3} more" if len(self._rows) > 3 else ""
+        shown = "; ".join(repr(RowView(r)) for r in self.rows[:3])
+        more = f"; and {len(self.rows) - 3} more" if len(self.rows) > 3 else ""
         return shown + more
 
 
 class BlockView:
-    """One repetition of a section: its fields, tables and sub-sections as attributes."""
+    """One repetition of a section: its fields, tables and sub-sections are what `.name` reads."""
 
-    def __init__(self, key: str, names: dict[str, Any]):
-        self._key = key
-        for name, value in names.items():
-            setattr(self, name, value)
+    def __init__(self, section: str, key: str, names: dict[str, Any]):
+        self.section = section
+        self.key = key
+        self.fields = names
+
+    def describe(self) -> str:
+        return f"{self.section}[{self.key}]"
 
     def __repr__(self) -> str:
-        return f"[{self._key}]"
+        return f"[{self.key}]"
 
 
 class SectionView(TableView):
-    def __init__(self, name: str, blocks: list):
-        self._name = name
-        self._blocks = blocks
+    def __init__(self, name: str, blocks: list[BlockView]):
+        self.name = name
+        self.blocks = blocks
 
     def __iter__(self):
-        return iter(self._blocks)
+        return iter(self.blocks)
 
     def __len__(self) -> int:
-        return len(self._blocks)
+        return len(self.blocks)
 
     def __getitem__(self, key: Any) -> Any:
-        for block in self._blocks:
-            if block._key == str(key):
+        for block in self.blocks:
+            if block.key == str(key):
                 return block
-        raise KeyError(f"section {self._name!r} has no block {key!r}")
+        raise KeyError(f"section {self.name!r} has no block {key!r}")
 
     def __repr__(self) -> str:
-        return ", ".join(b._key for b in self._blocks)
+        return ", ".join(b.key for b in self.blocks)
 
 
 def _names(items: list, scope: Scope) -> dict[str, Any]:
@@ -124,7 +212,8 @@ def _names(items: list, scope: Scope) -> dict[str, Any]:
             for note in item.notes:
                 names[note.name] = TableView(note.name, scope.tables.get(note.name, []))
         elif isinstance(item, SectionItem):
-            blocks = [BlockView(b.key, _names(item.items, b.scope)) for b in scope.sections.get(item.section, [])]
+            blocks = [BlockView(item.section, b.key, _names(item.items, b.scope))
+                      for b in scope.sections.get(item.section, [])]
             names[item.section] = SectionView(item.section, blocks)
     return names
 
@@ -148,6 +237,148 @@ def _elements(items: list, scope: Scope, path: list[str], label: str,
                     yield from _elements(item.items, block.scope, rest, block_label + ".", here)
                 else:
                     yield block_label, {**here, **_names(item.items, block.scope)}
+
+
+# -- what an expression may contain ----------------------------------------------
+class ExpressionError(ValueError):
+    """An expression a claim may not hold; `reason` says why without repeating it."""
+
+    def __init__(self, text: str, reason: str, syntax: bool = False):
+        self.text = text
+        self.reason = reason
+        shown = _shown(text)
+        super().__init__(f"invalid expression {shown}: {reason}" if syntax else f"{shown}: {reason}")
+
+
+def _shown(text: str) -> str:
+    """An expression quoted for a message; a very long one is cut."""
+    return repr(text) if len(text) <= 80 else repr(text[:60]) + f"... ({len(text)} characters)"
+
+
+_NODES = (ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.IfExp, ast.Compare, ast.Call, ast.Constant, ast.Name,
+          ast.Attribute, ast.Subscript, ast.Slice, ast.Tuple, ast.List, ast.Dict, ast.Set, ast.ListComp,
+          ast.GeneratorExp, ast.DictComp, ast.comprehension, ast.keyword, ast.expr_context,
+          ast.boolop, ast.unaryop, ast.cmpop)
+_OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.LShift, ast.RShift,
+              ast.BitOr, ast.BitXor, ast.BitAnd)
+_REFUSED = {ast.Lambda: "a lambda", ast.NamedExpr: "an assignment (:=)", ast.JoinedStr: "an f-string",
+            ast.FormattedValue: "an f-string", ast.Starred: "unpacking with *",
+            ast.SetComp: "a set comprehension", ast.MatMult: "the operator @",
+            ast.Await: "await", ast.Yield: "yield", ast.YieldFrom: "yield"}
+
+
+@dataclass(frozen=True)
+class Expression:
+    """A parsed expression that passed every check that needs no schema."""
+
+    text: str
+    body: ast.expr
+    free: frozenset[str]          # names not bound by a comprehension
+    called: frozenset[str]        # names called as functions
+    references: tuple[tuple[str, ast.expr, bool], ...]  # (source, node, is a comprehension's iterable)
+
+
+@lru_cache(maxsize=4096)
+def parse_expression(text: str) -> Expression:
+    """Parse and check one expression; raise ExpressionError saying what is wrong with it."""
+    if len(text) > MAX_CHARS:
+        raise ExpressionError(text, f"is {len(text)} characters long; a claim's expression has at most {MAX_CHARS}")
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ExpressionError(text, exc.msg, syntax=True) from None
+    except ValueError as exc:      # a NUL character
+        raise ExpressionError(text, str(exc), syntax=True) from None
+    except (RecursionError, MemoryError):
+        raise ExpressionError(text, _too_deep()) from None
+    bound: set[str] = set()
+    names: set[str] = set()
+    called: set[str] = set()
+    stack: list[tuple[ast.AST, int]] = [(tree.body, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH and isinstance(node, ast.expr):
+            raise ExpressionError(text, _too_deep())
+        _check_node(text, node)
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            called.add(node.func.id)
+        elif isinstance(node, ast.comprehension):
+            bound.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+        deeper = depth + 1 if isinstance(node, ast.expr) else depth
+        stack.extend((child, deeper) for child in ast.iter_child_nodes(node))
+    return Expression(text=text, body=tree.body, free=frozenset(names - bound), called=frozenset(called),
+                      references=tuple(_references(text, tree.body, bound)))
+
+
+def _too_deep() -> str:
+    return f"nests more than {MAX_DEPTH} levels deep (each operator of a chain such as a + b + c is a level)"
+
+
+def _check_node(text: str, node: ast.AST) -> None:
+    if isinstance(node, ast.Name) and node.id.startswith("_"):
+        raise ExpressionError(text, f"the name {node.id!r} starts with '_', which a claim may not use")
+    if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+        raise ExpressionError(text, f"the attribute {node.attr!r} starts with '_', which a claim may not read")
+    if isinstance(node, ast.Call):
+        if isinstance(node.func, ast.Attribute):
+            raise ExpressionError(text, f"calls the method .{node.func.attr}(); a claim calls only "
+                                        f"the allowed functions ({ALLOWED})")
+        if not isinstance(node.func, ast.Name):
+            raise ExpressionError(text, f"calls something other than a function's name; a claim calls only "
+                                        f"the allowed functions ({ALLOWED})")
+        if any(k.arg is None for k in node.keywords):
+            raise ExpressionError(text, "unpacking with ** is not allowed in a claim")
+    if isinstance(node, ast.Dict) and any(key is None for key in node.keys):
+        raise ExpressionError(text, "unpacking with ** is not allowed in a claim")
+    if isinstance(node, ast.comprehension) and node.is_async:
+        raise ExpressionError(text, "an async comprehension is not allowed in a claim")
+    if isinstance(node, ast.Constant) and isinstance(node.value, bytes):
+        raise ExpressionError(text, "a bytes literal is not allowed in a claim")
+    if isinstance(node, _NODES) or isinstance(node, _OPERATORS):
+        return
+    what = _REFUSED.get(type(node), type(node).__name__)
+    raise ExpressionError(text, f"{what} is not allowed in a claim")
+
+
+def _references(text: str, body: ast.expr, bound: set[str]) -> Iterator[tuple[str, ast.expr, bool]]:
+    """The outermost `name`, `name.field` and `name['key'].field` of an expression, for failure messages."""
+    iterables = set()
+    stack: list[ast.AST] = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.comprehension):
+            iterables.add(id(node.iter))
+        root = _reference_root(node)
+        if root is not None:
+            if root.id not in bound:
+                yield ast.get_source_segment(text.strip(), node) or root.id, node, id(node) in iterables
+            continue
+        if isinstance(node, ast.Call):
+            stack.extend([*node.args, *(k.value for k in node.keywords)])
+        else:
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _reference_root(node: ast.AST) -> ast.Name | None:
+    while True:
+        if isinstance(node, ast.Name):
+            return node
+        if isinstance(node, ast.Attribute):
+            node = node.value
+        elif isinstance(node, ast.Subscript) and _is_constant(node.slice):
+            node = node.value
+        else:
+            return None
+
+
+def _is_constant(node: ast.AST) -> bool:
+    if isinstance(node, ast.Tuple):
+        return all(_is_constant(n) for n in node.elts)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return _is_constant(node.operand)
+    return isinstance(node, ast.Constant)
 
 
 # -- static check ---------------------------------------------------------------
@@ -176,54 +407,266 @@ def _static_names(schema: OutputSchema, each: str | None) -> set[str]:
     return names
 
 
-def _free_names(expression: str) -> set[str]:
-    tree = ast.parse(expression, mode="eval")
-    bound: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.comprehension):
-            for target in ast.walk(node.target):
-                if isinstance(target, ast.Name):
-                    bound.add(target.id)
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - bound
-
-
 # Names every claim may use beside the schema's: the build evidence.
 EXTRA_NAMES = ("resources",)
 
 
 def uses_resources(claim: Any) -> bool:
     texts = [claim.expression] + ([claim.where] if claim.where else [])
-    return any("resources" in _free_names(text) for text in texts)
+    try:
+        return any("resources" in parse_expression(text).free for text in texts)
+    except ExpressionError:
+        return False
 
 
 def check_claims(schema: OutputSchema, claim: Any) -> None:
-    """Raise ValueError if a claim's expression is malformed or names a missing field."""
-    known = _static_names(schema, claim.each) | set(FUNCTIONS) | set(EXTRA_NAMES)
+    """Raise ValueError if a claim's expression is malformed, not allowed, or names a missing field."""
+    fields = _static_names(schema, claim.each) | set(EXTRA_NAMES)
     for label, text in (("", claim.expression), ("where: ", claim.where)):
         if text is None:
             continue
         try:
-            free = _free_names(text)
-        except SyntaxError as exc:
-            raise ValueError(f"{label}invalid expression {text!r}: {exc.msg}") from None
-        unknown = sorted(free - known)
-        if unknown:
-            raise ValueError(f"{label}{text!r} names unknown field {unknown[0]!r}; "
-                             f"known here: {', '.join(sorted(known - set(FUNCTIONS)))}")
+            expression = parse_expression(text)
+        except ExpressionError as exc:
+            raise ValueError(f"{label}{exc}") from None
+        for name in sorted(expression.free):
+            if name in fields:
+                if name in expression.called and name not in FUNCTIONS:
+                    raise ValueError(f"{label}{_shown(text)} calls {name!r}, which is a field, not a function; "
+                                     f"a claim calls only the allowed functions ({ALLOWED})")
+                continue
+            if name in FUNCTIONS:
+                continue
+            known = (f"allowed: {ALLOWED}" if name in expression.called
+                     else f"fields here: {', '.join(sorted(fields))}")
+            raise ValueError(f"{label}{_shown(text)} names unknown name {name!r}: not a field of this lesson "
+                             f"and not an allowed function ({known})")
 
 
 # -- evaluation -----------------------------------------------------------------
-def _evaluate(expression: str, names: dict[str, Any]) -> Any:
-    evaluator = EvalWithCompoundTypes(names=names, functions=FUNCTIONS)
-    return evaluator.eval(expression)
+class Budget:
+    """What one claim may spend, over all its rows: steps, items built, and time."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.built = 0
+        self.deadline = time.monotonic() + CLAIM_SECONDS
+
+    def step(self) -> None:
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise OutOfBudget(f"the claim took more than {MAX_STEPS} evaluation steps")
+        if self.steps % 256 == 0 and time.monotonic() > self.deadline:
+            raise OutOfBudget(f"the claim ran for more than {CLAIM_SECONDS:g} s")
+
+    def check(self, value: Any) -> None:
+        """Bound a value the claim just computed."""
+        if isinstance(value, int):
+            if value.bit_length() > MAX_INT_BITS:
+                raise LimitExceeded(f"a number of {value.bit_length()} bits is too large "
+                                    f"(a claim computes with at most {MAX_INT_BITS} bits)")
+        elif isinstance(value, (str, list, tuple, dict, set)):
+            size = len(value) if isinstance(value, str) else _size(value, {})
+            if size > MAX_ITEMS:
+                raise LimitExceeded(f"a {type(value).__name__} of {size} items is too long "
+                                    f"(a claim builds at most {MAX_ITEMS}, nested ones counted)")
+            self.built += size
+            if self.built > MAX_BUILT:
+                raise OutOfBudget(f"the claim built more than {MAX_BUILT} items of strings and lists")
 
 
-def _detail(expression: str, names: dict[str, Any]) -> str:
-    shown = []
-    for name in sorted(_free_names(expression)):
-        if name in names and name not in FUNCTIONS:
-            shown.append(f"{name} = {names[name]!r}")
-    return ", ".join(shown)
+def _size(value: Any, seen: dict[int, int]) -> int:
+    """Items of a list, tuple, dict or set, counting those of the ones inside it each time
+    they appear: `[[1] * 10000] * 10000` is 100,010,000 items to compare or iterate."""
+    if not isinstance(value, (list, tuple, dict, set)):
+        return 0
+    known = seen.get(id(value))
+    if known is None:
+        items = value.values() if isinstance(value, dict) else value
+        known = seen[id(value)] = len(value) + sum(_size(item, seen) for item in items)
+    return known
+
+
+def _power(a, b):
+    if isinstance(a, int) and isinstance(b, int) and b > 0 and abs(a) > 1:
+        bits = b * math.log2(abs(a))
+        if bits > MAX_INT_BITS:
+            raise LimitExceeded(f"{_short(a)} ** {_short(b)} would have {bits:.0f} bits "
+                                f"(a claim computes with at most {MAX_INT_BITS})")
+    return a ** b
+
+
+def _lshift(a, b):
+    if isinstance(a, int) and isinstance(b, int) and a and b > 0 and a.bit_length() + b > MAX_INT_BITS:
+        raise LimitExceeded(f"{_short(a)} << {_short(b)} would have {a.bit_length() + b} bits "
+                            f"(a claim computes with at most {MAX_INT_BITS})")
+    return a << b
+
+
+def _multiply(a, b):
+    for sequence, times in ((a, b), (b, a)):
+        if isinstance(sequence, (str, list, tuple)) and isinstance(times, int) and times > 0 \
+                and len(sequence) * times > MAX_ITEMS:
+            raise LimitExceeded(f"repeating a {type(sequence).__name__} of length {len(sequence)} "
+                                f"{_short(times)} times is too long (a claim builds at most {MAX_ITEMS} items)")
+    return a * b
+
+
+def _modulo(a, b):
+    if isinstance(a, (str, bytes)):
+        raise FeatureNotAvailable("formatting a string with % is not allowed in a claim")
+    return a % b
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 24 else f"{text[:10]}...({len(text)} digits)"
+
+
+OPERATORS = {**DEFAULT_OPERATORS, ast.Add: operator.add, ast.Mult: _multiply, ast.Pow: _power,
+             ast.LShift: _lshift, ast.RShift: operator.rshift, ast.Mod: _modulo}
+_CHECKED = (ast.BinOp, ast.UnaryOp, ast.Call, ast.Subscript, ast.List, ast.Tuple, ast.Dict, ast.Set,
+            ast.ListComp, ast.GeneratorExp, ast.DictComp)
+
+
+class _Evaluator(EvalWithCompoundTypes):
+    """simpleeval with the bounds above, reads of a row's fields only, and explained all/any."""
+
+    def __init__(self, names: dict[str, Any], budget: Budget):
+        super().__init__(operators=OPERATORS, names=names)
+        self.functions = dict(FUNCTIONS)   # without the list/tuple/dict/set simpleeval adds
+        self.budget = budget
+        self.notes: list[str] = []         # why an all/any/increasing call was false, outermost first
+
+    def _eval(self, node):
+        self.budget.step()
+        result = super()._eval(node)
+        if isinstance(node, _CHECKED):
+            self.budget.check(result)
+        return result
+
+    def _check_disallowed_items(self, item):
+        """simpleeval looks through every list for modules and forbidden functions, in every
+        step; nothing a claim sees holds either, and the look costs time a claim has not got."""
+        if not isinstance(item, (list, tuple, set, frozenset, dict)):
+            super()._check_disallowed_items(item)
+
+    def _eval_comprehension(self, node):
+        try:
+            return super()._eval_comprehension(node)
+        except IterableTooLong:
+            raise LimitExceeded(f"comprehensions went round more than {MAX_ITERATIONS} times") from None
+
+    def _eval_attribute(self, node):
+        if node.attr.startswith("_"):
+            raise FeatureNotAvailable(f"the attribute {node.attr!r} starts with '_'")
+        value = self._eval(node.value)
+        if not isinstance(value, (RowView, BlockView)):
+            raise FeatureNotAvailable(f"'.{node.attr}' reads a field of a row or a block, "
+                                      f"not of a {type(value).__name__}")
+        try:
+            return value.fields[node.attr]
+        except KeyError:
+            raise KeyError(f"{value.describe()} has no field {node.attr!r} "
+                           f"(it has {', '.join(value.fields)})") from None
+
+    def _eval_call(self, node):
+        name = node.func.id if isinstance(node.func, ast.Name) else None
+        if name in _EXPLAINED and len(node.args) == 1 and not node.keywords:
+            argument = node.args[0]
+            if isinstance(argument, (ast.GeneratorExp, ast.ListComp)) and len(argument.generators) == 1:
+                return self._explained(name, argument)
+            if name in _MONOTONE:
+                values = list(self._eval(argument))
+                index = _first_break(values, _MONOTONE[name])
+                if index is not None:
+                    self.notes.append(f"item {index} ({values[index]!r}) {_WORDS[name]} "
+                                      f"item {index - 1} ({values[index - 1]!r})")
+                return index is None
+        return super()._eval_call(node)
+
+    def _explained(self, name: str, comprehension: ast.expr) -> bool:
+        """all/any/increasing over one comprehension, noting the first element that decides it."""
+        generator = comprehension.generators[0]
+        target = ast.get_source_segment(self.expr.strip(), generator.target) or "element"
+        bound: dict[str, Any] = {}
+        previous_lookup = self.nodes[ast.Name]
+
+        def lookup(node):
+            return bound[node.id] if node.id in bound else previous_lookup(node)
+
+        self.nodes[ast.Name] = lookup
+        try:
+            seen: list[tuple[Any, Any]] = []
+            for item in self._eval(generator.iter):
+                self._max_count += 1
+                if self._max_count > MAX_ITERATIONS:
+                    raise LimitExceeded(f"comprehensions went round more than {MAX_ITERATIONS} times")
+                _bind(generator.target, item, bound)
+                if not all(self._eval(condition) for condition in generator.ifs):
+                    continue
+                mark = len(self.notes)
+                value = self._eval(comprehension.elt)
+                if name == "all" and not value:
+                    self.notes.insert(mark, f"first {target} to break it: {_show(item)}")
+                    return False
+                if name == "any" and value:
+                    del self.notes[mark:]
+                    return True
+                if name in _MONOTONE and seen and not _MONOTONE[name](seen[-1][1], value):
+                    self.notes.insert(mark, f"first {target} to break it: {_show(item)} "
+                                            f"({value!r} {_WORDS[name]} {seen[-1][1]!r})")
+                    return False
+                del self.notes[mark:]
+                seen.append((item, value))
+        finally:
+            self.nodes[ast.Name] = previous_lookup
+        if name == "any":
+            self.notes.append(f"no {target} of {len(seen)} holds it"
+                              + (f", the first: {_show(seen[0][0])}" if seen else ""))
+            return False
+        return True
+
+
+def _bind(target: ast.expr, value: Any, bound: dict[str, Any]) -> None:
+    if isinstance(target, ast.Name):
+        bound[target.id] = value
+    else:
+        for part, item in zip(target.elts, value):  # type: ignore[attr-defined]
+            _bind(part, item, bound)
+
+
+def _show(value: Any) -> str:
+    text = value.describe() if isinstance(value, (RowView, BlockView)) else repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+_EVAL_ERRORS = (InvalidExpression, LimitExceeded, ExpressionError, TypeError, KeyError, ValueError,
+                ArithmeticError, AttributeError, IndexError)
+
+
+def _evaluate(text: str, names: dict[str, Any], budget: Budget) -> tuple[Any, list[str]]:
+    expression = parse_expression(text)
+    evaluator = _Evaluator(names, budget)
+    try:
+        return evaluator.eval(text, previously_parsed=expression.body), evaluator.notes
+    except RecursionError:
+        raise LimitExceeded(_too_deep()) from None
+
+
+def _detail(text: str, names: dict[str, Any], notes: list[str]) -> str:
+    """The values a false expression read, and why its all/any was false."""
+    shown: dict[str, str] = {}
+    for source, node, iterated in parse_expression(text).references:
+        if (iterated and notes) or source in shown or _reference_root(node).id not in names:
+            continue
+        try:
+            value = _Evaluator(names, Budget())._eval(node)
+        except _EVAL_ERRORS:
+            continue
+        shown[source] = f"{source} = {_show(value)}"
+    values = f" ({', '.join(shown[k] for k in sorted(shown))})" if shown else ""
+    return values + "".join(f"; {note}" for note in notes)
 
 
 def resources_view(resources: dict) -> TableView:
@@ -243,16 +686,22 @@ def evaluate_claim(schema: OutputSchema, transcript: Transcript, claim: Any,
         elements = [("", {**outer, **_names(schema.items, transcript.scope)})]
     failures: list[str] = []
     checked = 0
+    budget = Budget()
     for label, names in elements:
         where = f"{label}: " if label else ""
         try:
-            if claim.where is not None and not _evaluate(claim.where, names):
+            if claim.where is not None and not _evaluate(claim.where, names, budget)[0]:
                 continue
             checked += 1
-            if not _evaluate(claim.expression, names):
-                failures.append(f"{where}{claim.expression} is false ({_detail(claim.expression, names)})")
-        except (InvalidExpression, NameNotDefined, TypeError, KeyError, ValueError,
-                ArithmeticError, AttributeError, IndexError) as exc:
+            held, notes = _evaluate(claim.expression, names, budget)
+            if not held:
+                failures.append(f"{where}{claim.expression} is false{_detail(claim.expression, names, notes)}")
+        except OutOfBudget as exc:
+            failures.append(f"{where}cannot evaluate {claim.expression!r}: {exc}")
+            break
+        except ExpressionError as exc:
+            failures.append(f"{where}cannot evaluate {claim.expression!r}: {exc.reason}")
+        except _EVAL_ERRORS as exc:
             failures.append(f"{where}cannot evaluate {claim.expression!r}: {exc}")
     if claim.each and checked == 0 and not failures:
         failures.append(f"no element of {claim.each!r} matched; the claim checked nothing")
@@ -269,7 +718,14 @@ def evaluate_claims(schema: OutputSchema, transcript: Transcript, claims: list,
 
 
 def transcript_names(claim: Any) -> set[str]:
-    """The names a claim takes from a transcript: empty for a claim over the build evidence alone."""
-    texts = [claim.expression] + ([claim.where] if claim.where else [])
-    names = set().union(*(_free_names(text) for text in texts)) - set(FUNCTIONS) - set(EXTRA_NAMES)
-    return names | ({claim.each} if claim.each else set())
+    """The names a claim takes from a transcript: empty for a claim over the build evidence alone.
+
+    An expression that does not parse names nothing here; evaluating it says why it fails.
+    """
+    names: set[str] = set()
+    for text in [claim.expression] + ([claim.where] if claim.where else []):
+        try:
+            names |= parse_expression(text).free
+        except ExpressionError:
+            pass
+    return (names - set(FUNCTIONS) - set(EXTRA_NAMES)) | ({claim.each} if claim.each else set())

@@ -149,9 +149,7 @@ def test_an_expect_that_fails_is_reported_as_an_expect(lessons):
     assert (tiled.kind, tiled.held, tiled.checked) == ("expect", False, 1)
     assert tiled.failures == [
         "kernels['transposeTiledStatic'].ms < kernels['transposeNaive'].ms is false "
-        "(kernels = [copyRowMajor] kernel=copyRowMajor, ms=0.017, gbps=2839.7, vs_copy=1.0; "
-        "[transposeNaive] kernel=transposeNaive, ms=0.092, gbps=522.9, vs_copy=5.43; "
-        "[transposeTiledStatic] kernel=transposeTiledStatic, ms=0.12, gbps=398.2, vs_copy=7.06; and 1 more)"]
+        "(kernels['transposeNaive'].ms = 0.092, kernels['transposeTiledStatic'].ms = 0.12)"]
     assert [r.held for r in results.values() if r.kind == "gate"] == [True, True, True]
 
 
@@ -221,20 +219,27 @@ def test_unknown_row_fails_the_claim(lessons):
 # --- unsafe expressions -----------------------------------------------------------
 
 
+ALLOWED = ("abs, all, any, ceil, decreasing, dims, floor, increasing, isclose, len, log2, max, min, "
+           "non_decreasing, non_increasing, round, sorted, sqrt, sum, zip")
+
+
+# Evaluation checks what the manifest's static check checks, for claims made without it.
 @pytest.mark.parametrize("expression, failure", [
     ("__import__('os').system('true')",
-     "cannot evaluate \"__import__('os').system('true')\": Function '__import__' not defined, "
-     "for expression '__import__('os').system('true')'."),
+     "cannot evaluate \"__import__('os').system('true')\": calls the method .system(); a claim calls only "
+     f"the allowed functions ({ALLOWED})"),
+    ("__import__('os')",
+     "cannot evaluate \"__import__('os')\": the name '__import__' starts with '_', which a claim may not use"),
     ("open('/etc/passwd')",
      "cannot evaluate \"open('/etc/passwd')\": Function 'open' not defined, for expression 'open('/etc/passwd')'."),
     ("kernels.__class__",
-     "cannot evaluate 'kernels.__class__': Sorry, access to __attributes  or func_ attributes is not available. "
-     "(__class__)"),
+     "cannot evaluate 'kernels.__class__': the attribute '__class__' starts with '_', which a claim may not read"),
     ("kernels['copyRowMajor'].__class__.__init__",
-     "cannot evaluate \"kernels['copyRowMajor'].__class__.__init__\": Sorry, access to __attributes  or func_ "
-     "attributes is not available. (__init__)"),
+     "cannot evaluate \"kernels['copyRowMajor'].__class__.__init__\": the attribute '__init__' starts with '_', "
+     "which a claim may not read"),
     ("'a' * 10**9",
-     "cannot evaluate \"'a' * 10**9\": Sorry, I will not evaluate something that long."),
+     "cannot evaluate \"'a' * 10**9\": repeating a str of length 1 1000000000 times is too long "
+     "(a claim builds at most 10000 items)"),
     ("rows / 0", "cannot evaluate 'rows / 0': division by zero"),
     ("sqrt(-rows)", "cannot evaluate 'sqrt(-rows)': math domain error"),
 ])
@@ -243,12 +248,14 @@ def test_unsafe_or_broken_expressions_fail_the_claim(lessons, expression, failur
     assert (result.held, result.checked, result.failures) == (False, 1, [failure])
 
 
-@pytest.mark.parametrize("expression", ["__import__('os')", "str(rows)"])
-def test_functions_outside_the_list_are_refused_statically(lessons, expression):
-    name = expression.split("(")[0]
+@pytest.mark.parametrize("expression, message", [
+    ("__import__('os')", "\"__import__('os')\": the name '__import__' starts with '_', which a claim may not use"),
+    ("str(rows)", "'str(rows)' names unknown name 'str': not a field of this lesson and not an allowed function "
+                  f"(allowed: {ALLOWED})")])
+def test_functions_outside_the_list_are_refused_statically(lessons, expression, message):
     with pytest.raises(ValueError) as info:
         check_claims(lessons[DAY13].output, Claim(id="probe", gate=expression))
-    assert str(info.value).startswith(f"{expression!r} names unknown field {name!r}; known here: ")
+    assert str(info.value) == message
 
 
 def test_overflow_fails_the_claim(lessons):
@@ -266,29 +273,32 @@ def test_check_claims_unknown_field_in_each(lessons):
     with pytest.raises(ValueError) as info:
         check_claims(lessons[DAY14].output, Claim(id="probe", each="blocks", gate="mismatch == 0"))
     assert str(info.value) == (
-        "'mismatch == 0' names unknown field 'mismatch'; known here: all_gated_matched, block, block_sizes, "
-        "blocks, cc, failures, first_bad, gpu, kernel, mismatches, n, prefix_bad, prefix_n, prefix_reach, "
-        "prefix_returned, prefix_threads, read_warp, resources, wrote_warp")
+        "'mismatch == 0' names unknown name 'mismatch': not a field of this lesson and not an allowed function "
+        "(fields here: all_gated_matched, block, block_sizes, blocks, cc, failures, first_bad, gpu, kernel, "
+        "mismatches, n, prefix_bad, prefix_n, prefix_reach, prefix_returned, prefix_threads, read_warp, resources, "
+        "wrote_warp)")
 
 
 def test_check_claims_unknown_field_in_where(lessons):
     with pytest.raises(ValueError) as info:
         check_claims(lessons[DAY14].output, Claim(id="probe", each="blocks", where="kernal == 1", gate="mismatches == 0"))
-    assert str(info.value).startswith("where: 'kernal == 1' names unknown field 'kernal'; known here: ")
+    assert str(info.value).startswith("where: 'kernal == 1' names unknown name 'kernal': not a field of this "
+                                      "lesson and not an allowed function (fields here: all_gated_matched, ")
 
 
 def test_check_claims_columns_are_only_known_inside_each(lessons):
     with pytest.raises(ValueError) as info:
         check_claims(lessons[DAY71].output, Claim(id="probe", gate="kernels > 0"))
     assert str(info.value) == (
-        "'kernels > 0' names unknown field 'kernels'; known here: bf16_300k, bf16_near_one, cases, cases_passed, "
-        "cc, failures, gpu, half_300k, half_300k_isinf, half_65520_isinf, half_max, half_near_one, resources, "
-        "support_cc, tensor_cores")
+        "'kernels > 0' names unknown name 'kernels': not a field of this lesson and not an allowed function "
+        "(fields here: bf16_300k, bf16_near_one, cases, cases_passed, cc, failures, gpu, half_300k, half_300k_isinf, "
+        "half_65520_isinf, half_max, half_near_one, resources, support_cc, tensor_cores)")
     with pytest.raises(ValueError) as info:
         check_claims(lessons[DAY16].output, Claim(id="probe", each="speedups", gate="speedup > 1 and loads > 0"))
     assert str(info.value) == (
-        "'speedup > 1 and loads > 0' names unknown field 'loads'; known here: cases, cases_matched, cc, failures, "
-        "fewer_loads, gpu, resources, smem_bytes, speedup, speedups, threads, tile, tile_cols")
+        "'speedup > 1 and loads > 0' names unknown name 'loads': not a field of this lesson and not an allowed "
+        "function (fields here: cases, cases_matched, cc, failures, fewer_loads, gpu, resources, smem_bytes, speedup, "
+        "speedups, threads, tile, tile_cols)")
 
 
 def test_check_claims_each_naming_a_column(lessons):
@@ -305,3 +315,247 @@ def test_check_claims_syntax_error(lessons):
 
 def test_comprehension_variables_are_not_fields(lessons):
     check_claims(lessons[DAY13].output, Claim(id="probe", expect="all(k.gbps > 0 for k in kernels)"))
+
+
+# --- what a claim may contain: refused when the manifest loads --------------------
+
+
+@pytest.mark.parametrize("expression, reason", [
+    ("gpu.upper() == 'NVIDIA H200'", f"calls the method .upper(); a claim calls only the allowed functions ({ALLOWED})"),
+    ("failures.count('a') == 0", f"calls the method .count(); a claim calls only the allowed functions ({ALLOWED})"),
+    ("dims('1x2')[0]() > 0", "calls something other than a function's name; a claim calls only the allowed "
+                             f"functions ({ALLOWED})"),
+    ("_rows > 0", "the name '_rows' starts with '_', which a claim may not use"),
+    ("all(_k.ms > 0 for _k in kernels)", "the name '_k' starts with '_', which a claim may not use"),
+    ("kernels[0]._row is None", "the attribute '_row' starts with '_', which a claim may not read"),
+    ("(lambda: 1)() == 1", "calls something other than a function's name; a claim calls only the allowed "
+                           f"functions ({ALLOWED})"),
+    ("max(lambda x: x, 1) > 0", "a lambda is not allowed in a claim"),
+    ("f'{rows:>99999999}' == ''", "an f-string is not allowed in a claim"),
+    ("(n := 3) > 0", "an assignment (:=) is not allowed in a claim"),
+    ("max(*[1, 2]) > 0", "unpacking with * is not allowed in a claim"),
+    ("isclose(1, 1, **{'rel_tol': 1}) ", "unpacking with ** is not allowed in a claim"),
+    ("len({**{}}) == 0", "unpacking with ** is not allowed in a claim"),
+    ("len({k for k in kernels}) > 0", "a set comprehension is not allowed in a claim"),
+    ("rows @ cols > 0", "the operator @ is not allowed in a claim"),
+    ("b'a' * 2 == b'aa'", "a bytes literal is not allowed in a claim"),
+])
+def test_constructs_the_docs_exclude_are_refused_statically(lessons, expression, reason):
+    with pytest.raises(ValueError) as info:
+        check_claims(lessons[DAY13].output, Claim(id="probe", gate=expression))
+    assert str(info.value) == f"{expression!r}: {reason}"
+    # and by evaluation, for a claim that never went through the manifest
+    result = evaluate(lessons[DAY13], "shared_memory.txt", gate=expression)
+    assert result.failures == [f"cannot evaluate {expression!r}: {reason}"]
+
+
+def test_calling_a_field_is_refused_statically(lessons):
+    with pytest.raises(ValueError) as info:
+        check_claims(lessons[DAY13].output, Claim(id="probe", gate="rows(2) > 0"))
+    assert str(info.value) == ("'rows(2) > 0' calls 'rows', which is a field, not a function; "
+                               f"a claim calls only the allowed functions ({ALLOWED})")
+
+
+def test_an_unknown_function_lists_the_allowed_ones(lessons):
+    with pytest.raises(ValueError) as info:
+        check_claims(lessons[DAY13].output, Claim(id="probe", gate="sortd([rows, cols]) == [rows, cols]"))
+    assert str(info.value) == ("'sortd([rows, cols]) == [rows, cols]' names unknown name 'sortd': not a field of "
+                               f"this lesson and not an allowed function (allowed: {ALLOWED})")
+
+
+def test_reading_a_field_of_something_that_is_not_a_row_fails_the_claim(lessons):
+    result = evaluate(lessons[DAY13], "shared_memory.txt", gate="gpu.upper == 'NVIDIA H200'")
+    assert result.failures == ["cannot evaluate \"gpu.upper == 'NVIDIA H200'\": '.upper' reads a field of a row "
+                               "or a block, not of a str"]
+    result = evaluate(lessons[DAY13], "shared_memory.txt", gate="kernels[0].gbs > 0")
+    assert result.failures == ["cannot evaluate 'kernels[0].gbs > 0': \"kernels[copyRowMajor] kernel=copyRowMajor, "
+                               "ms=0.017, gbps=2839.7, vs_copy=1.0 has no field 'gbs' (it has kernel, ms, gbps, "
+                               "vs_copy)\""]
+
+
+def test_string_formatting_with_percent_is_refused(lessons):
+    result = evaluate(lessons[DAY13], "shared_memory.txt", gate="'%0999999999d' % rows == ''")
+    assert result.failures == ["cannot evaluate \"'%0999999999d' % rows == ''\": formatting a string with % "
+                               "is not allowed in a claim"]
+
+
+# --- size and depth: refused when the manifest loads; what loads evaluates ----------
+
+
+def test_an_expression_longer_than_the_limit_is_refused(lessons):
+    expression = " + ".join(["rows"] * 5000) + " > 0"
+    with pytest.raises(ValueError) as info:
+        check_claims(lessons[DAY13].output, Claim(id="probe", gate=expression))
+    assert str(info.value) == ("'rows + rows + rows + rows + rows + rows + rows + rows + rows'... "
+                               "(35001 characters): is 35001 characters long; a claim's expression has at most 1000")
+
+
+@pytest.mark.parametrize("expression", [
+    "+".join(["n"] * 400) + " > 0",            # 803 characters: short enough, too deep
+    "not " * 240 + "n",
+    "-" * 999 + "n",                            # deeper than Python's own parser goes
+    "abs(" * 60 + "n" + ")" * 60,
+], ids=["plus", "not", "minus", "calls"])
+def test_an_expression_nested_deeper_than_the_limit_is_refused(lessons, expression):
+    with pytest.raises(ValueError) as info:
+        check_claims(lessons[DAY14].output, Claim(id="probe", gate=expression))
+    assert str(info.value).endswith(": nests more than 50 levels deep (each operator of a chain such as "
+                                    "a + b + c is a level)")
+
+
+@pytest.mark.parametrize("make", [
+    lambda depth: "+".join(["n"] * (depth - 1)) + " > 0",
+    lambda depth: "not " * (depth - 2) + "n",   # an even number of nots
+    lambda depth: "abs(" * (depth - 2) + "n" + ")" * (depth - 2) + " > 0",
+    lambda depth: "all(" * (depth // 2 - 1) + "True" + " for x in 'a')" * (depth // 2 - 1),
+], ids=["plus", "not", "calls", "comprehensions"])
+def test_the_deepest_expression_that_loads_also_evaluates(lessons, make):
+    expression = make(50)
+    check_claims(lessons[DAY14].output, Claim(id="probe", gate=expression))
+    result = evaluate(lessons[DAY14], "syncthreads.txt", gate=expression)
+    assert (result.held, result.failures) == (True, [])
+    with pytest.raises(ValueError):
+        check_claims(lessons[DAY14].output, Claim(id="probe", gate=make(52)))
+
+
+# --- bounds on evaluation: past one, the claim fails and says which -----------------
+
+
+@pytest.mark.parametrize("expression, reason", [
+    ("3999999**3999999 > 0", "3999999 ** 3999999 would have 87726251 bits (a claim computes with at most 4096)"),
+    ("2**4097 > 0", "2 ** 4097 would have 4097 bits (a claim computes with at most 4096)"),
+    ("1 << 10**6 > 0", "1 << 1000000 would have 1000001 bits (a claim computes with at most 4096)"),
+    ("2**4000 * 2**4000 > 0", "a number of 8001 bits is too large (a claim computes with at most 4096 bits)"),
+    ("'ab' * 10**6 == ''", "repeating a str of length 2 1000000 times is too long (a claim builds at most 10000 items)"),
+    ("[rows] * 10001 == []", "repeating a list of length 1 10001 times is too long (a claim builds at most 10000 items)"),
+    ("[[1] * 10000] * 10000 == []", "a list of 10001 items is too long (a claim builds at most 10000, nested ones "
+                                    "counted)"),
+    ("[[1] * 100] * 100 == []", "a list of 10100 items is too long (a claim builds at most 10000, nested ones counted)"),
+    ("sum([[1] * 50] * 2, []) == []", "sum() adds numbers, not list"),
+    ("round(rows, -10**9) == 0", "round() keeps at most 308 digits, not -1000000000"),
+    ("len([1 for a in 'x' * 9000 for b in 'y' * 9000]) > 0", "comprehensions went round more than 10000 times"),
+    ("all(all(True for b in 'x' * 200) for a in 'y' * 200)", "comprehensions went round more than 10000 times"),
+    ("len(['a' * 10000 for a in 'x' * 101]) > 0", "the claim built more than 1000000 items of strings and lists"),
+])
+def test_a_claim_past_a_bound_fails_naming_it(lessons, expression, reason):
+    result = evaluate(lessons[DAY13], "shared_memory.txt", gate=expression)
+    assert (result.held, result.checked, result.failures) == (False, 1, [f"cannot evaluate {expression!r}: {reason}"])
+
+
+def test_the_step_bound_covers_every_row_of_a_claim_and_stops_it(lessons, monkeypatch):
+    import orchestrator.claims as claims
+
+    monkeypatch.setattr(claims, "MAX_STEPS", 40)   # 7 steps a row: the sixth row goes past 40
+    result = evaluate(lessons[DAY14], "syncthreads.txt", each="blocks", gate="mismatches >= 0 and block > 0")
+    assert (result.held, result.checked) == (False, 6)
+    assert result.failures == ["blocks[128/reverseTileSynced]: cannot evaluate 'mismatches >= 0 and block > 0': "
+                               "the claim took more than 40 evaluation steps"]
+
+
+def test_the_time_bound_stops_a_claim(lessons, monkeypatch):
+    import orchestrator.claims as claims
+
+    monkeypatch.setattr(claims, "CLAIM_SECONDS", -1.0)
+    result = evaluate(lessons[DAY13], "shared_memory.txt", gate="all(k.ms > 0 for k in kernels for j in 'x' * 300)")
+    assert result.failures == ["cannot evaluate \"all(k.ms > 0 for k in kernels for j in 'x' * 300)\": "
+                               "the claim ran for more than -1 s"]
+
+
+def test_the_real_limits_are_the_documented_ones():
+    import orchestrator.claims as claims
+
+    docs = (REPO / "docs" / "schema.md").read_text(encoding="utf-8")
+    for line in ["| expression length | 1000 characters |", "| expression depth | 50 levels |",
+                 "| integers | 4096 bits |", "| a string, list, tuple or dict | 10000 items, nested ones counted |",
+                 "| comprehension rounds | 10000 per evaluation |",
+                 "| items built | 1000000 per claim, all its rows together |",
+                 "| evaluation steps | 500000 per claim, all its rows together |",
+                 "| time | 2 s per claim, all its rows together |"]:
+        assert line in docs
+    assert (claims.MAX_CHARS, claims.MAX_DEPTH, claims.MAX_INT_BITS, claims.MAX_ITEMS, claims.MAX_ITERATIONS,
+            claims.MAX_BUILT, claims.MAX_STEPS, claims.CLAIM_SECONDS) == (
+        1000, 50, 4096, 10000, 10000, 1000000, 500000, 2.0)
+
+
+# --- sorted, zip, increasing and the rest ------------------------------------------
+
+
+@pytest.mark.parametrize("expression, held", [
+    ("sorted([k.ms for k in kernels]) == [0.017, 0.032, 0.032, 0.092]", True),
+    ("sorted([3, 1, 2], reverse=True) == [3, 2, 1]", True),
+    ("zip([1, 2], ['a', 'b']) == [(1, 'a'), (2, 'b')]", True),
+    ("all(a < b for a, b in zip([1, 2], [3, 4]))", True),
+    ("increasing([1, 2, 3]) and not increasing([1, 1, 2])", True),
+    ("non_decreasing([1, 1, 2]) and not non_decreasing([2, 1])", True),
+    ("decreasing([3, 2, 1]) and not decreasing([3, 3])", True),
+    ("non_increasing([3, 3, 1]) and not non_increasing([1, 2])", True),
+    ("increasing([]) and increasing([5]) and decreasing(k.ms for k in kernels if False)", True),
+    ("sum(k.ms for k in kernels) < 1", True),
+])
+def test_functions(lessons, expression, held):
+    check_claims(lessons[DAY13].output, Claim(id="probe", gate=expression))
+    result = evaluate(lessons[DAY13], "shared_memory.txt", gate=expression)
+    assert (result.held, result.failures) == (held, [])
+
+
+# --- a failed all, any or increasing names the row that decided it ------------------
+
+
+def test_a_failed_all_names_the_first_row_that_broke_it(lessons):
+    result = evaluate(lessons[DAY13], "shared_memory.txt",
+                      expect="all(k.gbps <= kernels['copyRowMajor'].gbps * 0.5 for k in kernels)")
+    assert result.failures == [
+        "all(k.gbps <= kernels['copyRowMajor'].gbps * 0.5 for k in kernels) is false "
+        "(kernels['copyRowMajor'].gbps = 2839.7); first k to break it: kernels[copyRowMajor] kernel=copyRowMajor, "
+        "ms=0.017, gbps=2839.7, vs_copy=1.0"]
+
+
+def test_a_failed_all_over_build_resources_names_the_kernel(lessons):
+    from orchestrator.resources import KernelResources
+
+    resources = {name: KernelResources(kernel=name, mangled=f"_Z{name}", registers=32, spill_stores=spills,
+                                       spill_loads=spills)
+                 for name, spills in (("copyRowMajor", 0), ("transposeNaive", 8))}
+    lesson = lessons[DAY13]
+    claim = next(c for c in lesson.claims if c.id == "no-kernel-spills")
+    [result] = evaluate_claims(lesson.output, parsed(lesson, "shared_memory.txt"), [claim], resources)
+    assert result.failures == [
+        "all(k.spill_stores == 0 and k.spill_loads == 0 for k in resources) is false; first k to break it: "
+        "resources[transposeNaive] kernel=transposeNaive, registers=32, spill_stores=8, spill_loads=8, "
+        "stack=0, smem=0, barriers=0"]
+
+
+def test_a_failed_any_says_no_row_held_it(lessons):
+    result = evaluate(lessons[DAY13], "shared_memory.txt", expect="any(k.vs_copy > 10 for k in kernels)")
+    assert result.failures == [
+        "any(k.vs_copy > 10 for k in kernels) is false; no k of 4 holds it, the first: kernels[copyRowMajor] "
+        "kernel=copyRowMajor, ms=0.017, gbps=2839.7, vs_copy=1.0"]
+
+
+def test_a_failed_increasing_names_the_row_and_both_values(lessons):
+    result = evaluate(lessons[DAY16], "tiled_matmul.txt", expect="increasing(s.speedup for s in speedups)")
+    assert result.failures == [
+        "increasing(s.speedup for s in speedups) is false; first s to break it: speedups[512x512x512] "
+        "speedup=1.54, fewer_loads=16.0 (1.54 is not above 2.49)"]
+
+
+def test_a_failed_increasing_over_a_list_names_the_items(lessons):
+    result = evaluate(lessons[DAY13], "shared_memory.txt", expect="increasing(sorted([rows, cols]) + [rows])")
+    assert result.failures == [
+        "increasing(sorted([rows, cols]) + [rows]) is false (cols = 3001, rows = 2003); "
+        "item 2 (2003) is not above item 1 (3001)"]
+
+
+def test_nested_alls_name_the_block_then_the_row(lessons):
+    result = evaluate(lessons[DAY71], "matmul_fp16.txt",
+                      expect="all(all(k.max_abs_err < 0.3 for k in c.kernels) for c in cases)")
+    assert result.failures == [
+        "all(all(k.max_abs_err < 0.3 for k in c.kernels) for c in cases) is false; first c to break it: "
+        "cases[2048x2048x2048]; first k to break it: kernels[matmulF16StoreF16Acc] kernel=matmulF16StoreF16Acc, "
+        "max_abs_err=0.5078, gate_frac=0.1467, ms=1.8526, vs_f32=1.14"]
+
+
+def test_all_stops_at_the_first_row_that_breaks_it(lessons):
+    result = evaluate(lessons[DAY14], "syncthreads.txt", gate="all(b.block < 64 and 1 / (128 - b.block) for b in blocks)")
+    assert result.failures[0].startswith(
+        "all(b.block < 64 and 1 / (128 - b.block) for b in blocks) is false; first b to break it: blocks[64/")

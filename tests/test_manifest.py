@@ -281,14 +281,16 @@ def test_tolerance_without_bounds(tmp_path):
 def test_claim_naming_a_field_that_does_not_exist(tmp_path):
     path, error = manifest_error(tmp_path, edited("gate: n > 0", "gate: m > 0"))
     assert str(error) == (f"{path}:17: lesson 'hello': claims[0].gate: "
-                          "'m > 0' names unknown field 'm'; known here: n, resources, rows")
+                          "'m > 0' names unknown name 'm': not a field of this lesson and not an allowed function "
+                          "(fields here: n, resources, rows)")
 
 
 def test_claim_where_naming_a_field_that_does_not_exist(tmp_path):
     path, error = manifest_error(tmp_path, edited(
         "        gate: n > 0", "        each: rows\n        where: nme == 'a'\n        gate: gbps > 0"))
     assert str(error) == (f"{path}:18: lesson 'hello': claims[0].where: "
-                          "\"nme == 'a'\" names unknown field 'nme'; known here: gbps, n, name, resources, rows")
+                          "\"nme == 'a'\" names unknown name 'nme': not a field of this lesson and not an allowed "
+                          "function (fields here: gbps, n, name, resources, rows)")
 
 
 def test_claim_with_a_syntax_error(tmp_path):
@@ -497,6 +499,43 @@ def test_snippet_name_with_a_trailing_newline(tmp_path):
 def test_every_name_pattern_refuses_a_trailing_newline(pattern, name):
     assert pattern.fullmatch(name.strip()) is not None
     assert pattern.fullmatch(name) is None
+
+
+# --- claims the manifest refuses when it loads ----------------------------------
+
+
+def test_a_claim_calling_a_method_is_refused_when_the_manifest_loads(tmp_path):
+    path, error = manifest_error(tmp_path, edited("gate: n > 0", "gate: n.bit_length() > 0"))
+    assert str(error).startswith(f"{path}:17: lesson 'hello': claims[0].gate: 'n.bit_length() > 0': calls the "
+                                 "method .bit_length(); a claim calls only the allowed functions (abs, all, any, ")
+
+
+def test_a_where_reading_a_private_attribute_is_refused_when_the_manifest_loads(tmp_path):
+    path, error = manifest_error(tmp_path, edited(
+        "        gate: n > 0", "        each: rows\n        where: name.__class__ is None\n        gate: gbps > 0"))
+    assert str(error) == (f"{path}:18: lesson 'hello': claims[0].where: 'name.__class__ is None': the attribute "
+                          "'__class__' starts with '_', which a claim may not read")
+
+
+def test_a_claim_of_5000_terms_is_refused_in_one_line(tmp_path):
+    path, error = manifest_error(tmp_path, edited("gate: n > 0", "gate: " + " + ".join(["n"] * 5000) + " > 0"))
+    assert str(error) == (f"{path}:17: lesson 'hello': claims[0].gate: 'n + n + n + n + n + n + n + n + n + n + "
+                          "n + n + n + n + n + '... (20001 characters): is 20001 characters long; a claim's expression "
+                          "has at most 1000")
+
+
+def test_a_claim_of_3000_nots_is_refused_in_one_line(tmp_path):
+    path, error = manifest_error(tmp_path, edited("gate: n > 0", "gate: " + "not " * 3000 + "n"))
+    assert str(error) == (f"{path}:17: lesson 'hello': claims[0].gate: 'not not not not not not not not not not not "
+                          "not not not not '... (12001 characters): is 12001 characters long; a claim's expression "
+                          "has at most 1000")
+
+
+def test_a_claim_of_500_terms_is_refused_for_its_depth(tmp_path):
+    path, error = manifest_error(tmp_path, edited("gate: n > 0", "gate: " + "+".join(["n"] * 300) + " > 0"))
+    assert str(error) == (f"{path}:17: lesson 'hello': claims[0].gate: 'n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+"
+                          "n+n+n+n+n+n+n+n+n+n+'... (603 characters): nests more than 50 levels deep (each operator "
+                          "of a chain such as a + b + c is a level)")
 
 
 # --- hostile files: refused at once, in one line ----------------------------------
