@@ -218,6 +218,8 @@ def load_manifest(path: Path) -> Manifest:
     data, lines = load_yaml(path)
     if not isinstance(data, dict):
         raise ManifestError("the manifest must be a mapping with a 'lessons' list", path=path, line=1)
+    # Top-level x- keys hold fragments for anchors to share, as in compose files; nothing reads them.
+    data = {key: value for key, value in data.items() if not (isinstance(key, str) and key.startswith("x-"))}
     raw_lessons = data.get("lessons") if isinstance(data.get("lessons"), list) else []
 
     def fail(loc: tuple, message: str) -> ManifestError:
@@ -255,6 +257,12 @@ def load_manifest(path: Path) -> Manifest:
             raise fail(("lessons", index, "id"),
                        f"duplicate lesson id (also lessons[{seen[lesson.id]}])")
         seen[lesson.id] = index
+        if index and lesson.day <= manifest.lessons[index - 1].day:
+            before = manifest.lessons[index - 1]
+            order = "is also the day of" if lesson.day == before.day else "comes after day {before.day},"
+            raise fail(("lessons", index, "day"),
+                       f"day {lesson.day} {order.format(before=before)} lesson {before.id!r} just before it; "
+                       f"list the lessons in day order, one a day")
         for key in ("source", "prose"):
             rel = getattr(lesson, key)
             if rel is None:

@@ -631,3 +631,83 @@ def test_yaml_nested_too_deeply(tmp_path):
 def test_two_documents(tmp_path):
     path, error = manifest_error(tmp_path, MINIMAL + "---\nversion: 1\n")
     assert str(error) == f"{path}:18: YAML syntax: but found another document"
+
+
+# --- day order --------------------------------------------------------------------
+
+
+def test_lessons_out_of_day_order(tmp_path):
+    path, error = manifest_error(tmp_path, edited("    day: 1\n", "    day: 3\n") + SECOND_LESSON)
+    assert str(error) == (f"{path}:19: lesson 'world': day: day 2 comes after day 3, lesson 'hello' just before it; "
+                          "list the lessons in day order, one a day")
+
+
+def test_two_lessons_on_one_day(tmp_path):
+    path, error = manifest_error(tmp_path, MINIMAL + edited("    day: 2\n", "    day: 1\n", SECOND_LESSON))
+    assert str(error) == (f"{path}:19: lesson 'world': day: day 1 is also the day of lesson 'hello' just before it; "
+                          "list the lessons in day order, one a day")
+
+
+def test_days_may_skip(tmp_path):
+    path = write(tmp_path, MINIMAL + edited("    day: 2\n", "    day: 71\n", SECOND_LESSON))
+    assert [lesson.day for lesson in load_manifest(path).lessons] == [1, 71]
+
+
+# --- fragments: x- keys, anchors, aliases and merge keys ----------------------------
+
+FRAGMENTS = """\
+version: 1
+x-gpu-line: &gpu-line
+  line: "GPU: {gpu} (compute capability {cc:word})"
+  fields: {gpu: {compare: device}}
+x-lesson: &lesson
+  title: Shared
+  source: hello.cu
+  timeout: 30
+lessons:
+  - id: hello
+    day: 1
+    <<: *lesson
+    output:
+      items:
+        - *gpu-line
+        - line: "n = {n:int}"
+  - id: world
+    day: 2
+    <<: *lesson
+    title: World
+    output:
+      items: [*gpu-line]
+"""
+
+
+def test_fragments_are_shared_through_anchors_and_merge_keys(tmp_path):
+    manifest = load_manifest(write(tmp_path, FRAGMENTS))
+    hello, world = manifest.lessons
+    assert (hello.title, hello.timeout, world.title, world.timeout) == ("Shared", 30.0, "World", 30.0)
+    assert hello.output.items[0].model_dump() == world.output.items[0].model_dump()
+    assert hello.output.items[0] is not world.output.items[0]
+    assert list(hello.output.items[0].pattern.fields) == ["gpu", "cc"]
+
+
+def test_an_error_inside_an_aliased_fragment_names_the_fragments_line(tmp_path):
+    path, error = manifest_error(tmp_path, edited("{compare: device}", "{compare: devise}", FRAGMENTS))
+    assert str(error) == (f"{path}:4: lesson 'hello': output.items[0].fields.gpu.compare: unknown comparison "
+                          "'devise'; expected 'exact', 'tolerance', 'device' or 'volatile' (and 1 more error)")
+
+
+def test_an_error_inside_a_merged_fragment_names_the_fragments_line(tmp_path):
+    path, error = manifest_error(tmp_path, edited("  timeout: 30\n", "  timeout: soon\n", FRAGMENTS))
+    assert str(error) == (f"{path}:8: lesson 'hello': timeout: Input should be a valid number, unable to parse "
+                          "string as a number (got 'soon') (and 1 more error)")
+
+
+def test_a_key_beside_a_merge_key_wins(tmp_path):
+    manifest = load_manifest(write(tmp_path, FRAGMENTS))
+    assert manifest.lesson("world").title == "World"
+
+
+def test_x_keys_are_only_fragments_at_the_top_level(tmp_path):
+    path, error = manifest_error(tmp_path, edited("    day: 1\n", "    day: 1\n    x-note: hi\n"))
+    assert str(error) == f"{path}:5: lesson 'hello': x-note: unknown key 'x-note'"
+    assert load_manifest(write(tmp_path, "x-anything: [1, {a: b}]\n" + MINIMAL)).lesson("hello").day == 1
