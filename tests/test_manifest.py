@@ -711,3 +711,20 @@ def test_x_keys_are_only_fragments_at_the_top_level(tmp_path):
     path, error = manifest_error(tmp_path, edited("    day: 1\n", "    day: 1\n    x-note: hi\n"))
     assert str(error) == f"{path}:5: lesson 'hello': x-note: unknown key 'x-note'"
     assert load_manifest(write(tmp_path, "x-anything: [1, {a: b}]\n" + MINIMAL)).lesson("hello").day == 1
+
+
+def test_the_course_manifest_says_what_it_said_before_its_fragments(tmp_path):
+    """lessons.yaml with its repeated parts in x- fragments loads to the very same models."""
+    import shutil
+
+    shutil.copytree(REPO / "lessons", tmp_path / "lessons")
+    shutil.copyfile(REPO / "tests" / "data" / "manifest" / "lessons.before.yaml", tmp_path / "lessons.yaml")
+    before = load_manifest(tmp_path / "lessons.yaml")
+    after = load_manifest(REPO / "lessons.yaml")
+    assert after.model_dump(mode="json") == before.model_dump(mode="json")
+    assert [lesson.output.items[0].model_dump() for lesson in after.lessons] == [
+        {"line": "GPU: {gpu} (compute capability {cc:word})", "regex": False, "optional": False, "flag": None,
+         "fields": {name: {"type": "str", "compare": Compare.device, "rel": None, "abs": None, "missing": None,
+                           "suffix": None, "unit": None, "label": None} for name in ("gpu", "cc")}}] * 4
+    rows = [row.strip() for row in (REPO / "lessons.yaml").read_text(encoding="utf-8").splitlines()]
+    assert (rows.count("- *gpu-line"), rows.count("- <<: *failures"), rows.count("- *no-spills")) == (4, 4, 3)
