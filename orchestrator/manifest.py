@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from .claims import check_claims
 from .errors import ManifestError, TemplateError, UsageError
@@ -37,6 +38,8 @@ SANITIZER_TOOLS = tuple(tool.value for tool in Tool)
 class Claim(Strict):
     """An assertion over parsed fields: a gate fails verify, an expect is only reported."""
 
+    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["gate"]}, {"required": ["expect"]}]})
+
     id: str
     gate: str | None = None
     expect: str | None = None
@@ -59,16 +62,24 @@ class Claim(Strict):
         return self.gate if self.gate is not None else self.expect  # type: ignore[return-value]
 
 
+def _pattern(regex) -> dict:
+    """A name's shape for the JSON Schema; validation itself says it in its own words."""
+    return {"pattern": f"^{regex.pattern}$"}
+
+
+_TOOLS_SCHEMA = {"propertyNames": {"enum": list(SANITIZER_TOOLS)}}
+
+
 class Lesson(Strict):
-    id: str
+    id: str = Field(json_schema_extra=_pattern(LESSON_ID))
     day: int = Field(ge=0)
     title: str
     source: Path
     flags: list[str] | None = None
     args: list[str] = []
     timeout: float | None = Field(default=None, gt=0)
-    min_compute_capability: str | None = None
-    sanitizers: dict[str, SanitizerPass] | None = None
+    min_compute_capability: str | None = Field(default=None, json_schema_extra=_pattern(COMPUTE_CAPABILITY))
+    sanitizers: dict[str, SanitizerPass] | None = Field(default=None, json_schema_extra=_TOOLS_SCHEMA)
     output: OutputSchema
     claims: list[Claim] = []
     prose: Path | None = None
@@ -89,10 +100,7 @@ class Lesson(Strict):
     @field_validator("sanitizers")
     @classmethod
     def _tools(cls, value: dict | None) -> dict | None:
-        for tool in value or {}:
-            if tool not in SANITIZER_TOOLS:
-                raise ValueError(f"unknown sanitizer tool {tool!r}; use {', '.join(SANITIZER_TOOLS)}")
-        return value
+        return _check_tools(value)
 
     @field_validator("min_compute_capability")
     @classmethod
@@ -104,6 +112,13 @@ class Lesson(Strict):
     @property
     def binary_name(self) -> str:
         return self.source.stem
+
+
+def _check_tools(value: dict | None) -> dict | None:
+    for tool in value or {}:
+        if tool not in SANITIZER_TOOLS:
+            raise ValueError(f"unknown sanitizer tool {tool!r}; use {', '.join(SANITIZER_TOOLS)}")
+    return value
 
 
 def _check_flags(value: list[str] | None) -> list[str] | None:
@@ -119,26 +134,33 @@ def _check_flags(value: list[str] | None) -> list[str] | None:
 class Defaults(Strict):
     flags: list[str] = ["-std=c++17", "-O3"]
     timeout: float = Field(default=60.0, gt=0)
-    sanitizers: dict[str, SanitizerPass] = {"memcheck": SanitizerPass()}
+    sanitizers: dict[str, SanitizerPass] = Field(default={"memcheck": SanitizerPass()},
+                                                 json_schema_extra=_TOOLS_SCHEMA)
 
     @field_validator("flags")
     @classmethod
     def _flags(cls, value: list[str]) -> list[str]:
         return _check_flags(value)
 
+    @field_validator("sanitizers")
+    @classmethod
+    def _tools(cls, value: dict) -> dict:
+        return _check_tools(value)
+
 
 class Manifest(Strict):
     version: Literal[1] = 1
     course: str = ""
-    architectures: list[str] = ["sm_90"]
+    architectures: list[str] = Field(default=["sm_90"],
+                                     json_schema_extra={"items": {"type": "string", **_pattern(ARCH)}})
     defaults: Defaults = Defaults()
     lessons: list[Lesson]
 
     # Set by load_manifest, not read from YAML.
-    model_config = ConfigDict(extra="forbid")
-    root: Path = Field(default=Path("."), exclude=True)
-    path: Path = Field(default=Path("lessons.yaml"), exclude=True)
-    lines: dict = Field(default_factory=dict, exclude=True)   # key path -> its line in lessons.yaml
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"patternProperties": {"^x-": {}}})
+    root: SkipJsonSchema[Path] = Field(default=Path("."), exclude=True)
+    path: SkipJsonSchema[Path] = Field(default=Path("lessons.yaml"), exclude=True)
+    lines: SkipJsonSchema[dict] = Field(default_factory=dict, exclude=True)   # key path -> its line in lessons.yaml
 
     def line_of(self, *key: str | int) -> int | None:
         """The line in lessons.yaml of a key path such as ("lessons", 2, "claims", 0)."""
@@ -233,7 +255,7 @@ def load_manifest(path: Path) -> Manifest:
         field = f"{_format_loc(rest)}: " if rest else ""
         return ManifestError(f"{lesson}{field}{message}", path=path, line=line_of(lines, loc))
 
-    for reserved in ("root", "path"):
+    for reserved in ("root", "path", "lines"):
         if reserved in data:
             raise fail((reserved,), f"unknown key {reserved!r}")
     try:

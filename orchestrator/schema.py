@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from enum import Enum
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -35,6 +35,12 @@ class Compare(str, Enum):
 
 
 FieldType = Literal["int", "float", "str", "word", "bool"]
+
+
+def _shorthand_schema(schema: dict) -> None:
+    """`name: float` is short for `name: {type: float}`: the JSON Schema says so too."""
+    schema["additionalProperties"] = {"anyOf": [schema["additionalProperties"],
+                                                {"enum": list(get_args(FieldType))}]}
 
 _FLOAT = r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf|nan)"
 TYPE_REGEX = {
@@ -197,7 +203,7 @@ class _TemplatedLine(Strict):
 
     line: str
     regex: bool = False
-    fields: dict[str, FieldSpec] = {}
+    fields: dict[str, FieldSpec] = Field(default={}, json_schema_extra=_shorthand_schema)
 
     _pattern: Pattern | None = None
 
@@ -271,7 +277,7 @@ class TableItem(Strict):
     header: str | None = None
     header_regex: bool = False
     rules: bool = True
-    columns: dict[str, FieldSpec]
+    columns: dict[str, FieldSpec] = Field(json_schema_extra=_shorthand_schema)
     row: str | None = None
     row_regex: bool = False
     key: list[str] | str | None = None

@@ -1,0 +1,113 @@
+"""orchestrator.manifest_schema: the JSON Schema editors use for lessons.yaml, kept in step with the models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from orchestrator.manifest_schema import SCHEMA_PATH, manifest_schema, schema_text, write_manifest_schema
+
+REPO = Path(__file__).resolve().parent.parent
+COMMITTED = REPO / SCHEMA_PATH
+
+
+@pytest.fixture(scope="module")
+def validator() -> jsonschema.Draft202012Validator:
+    schema = json.loads(COMMITTED.read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def errors(validator, data) -> list[str]:
+    return sorted(f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(data))
+
+
+def test_the_committed_schema_is_what_the_models_generate():
+    assert COMMITTED.read_text(encoding="utf-8") == schema_text(), (
+        "schemas/lessons.schema.json is stale: regenerate it with "
+        "python -c 'from orchestrator.manifest_schema import write_manifest_schema as w; "
+        "w(\"schemas/lessons.schema.json\")'")
+
+
+def test_write_manifest_schema_writes_that_text(tmp_path):
+    path = write_manifest_schema(tmp_path / "out" / "lessons.schema.json")
+    assert path.read_text(encoding="utf-8") == schema_text()
+    assert json.loads(path.read_text(encoding="utf-8")) == manifest_schema()
+
+
+def test_lessons_yaml_names_the_schema_on_its_first_line():
+    first = (REPO / "lessons.yaml").read_text(encoding="utf-8").splitlines()[0]
+    assert first == f"# yaml-language-server: $schema={SCHEMA_PATH.as_posix()}"
+
+
+def test_the_course_manifest_is_valid_under_the_schema(validator):
+    data = yaml.safe_load((REPO / "lessons.yaml").read_text(encoding="utf-8"))
+    assert errors(validator, data) == []
+
+
+def test_the_manifest_before_its_fragments_is_valid_too(validator):
+    data = yaml.safe_load((REPO / "tests" / "data" / "manifest" / "lessons.before.yaml").read_text(encoding="utf-8"))
+    assert errors(validator, data) == []
+
+
+def test_root_and_path_are_not_keys_of_the_schema():
+    schema = manifest_schema()
+    assert sorted(schema["properties"]) == ["architectures", "course", "defaults", "lessons", "version"]
+    assert schema["patternProperties"] == {"^x-": {}}
+    assert schema["additionalProperties"] is False
+
+
+MINIMAL = {"version": 1, "lessons": [{
+    "id": "hello", "day": 1, "title": "Hello", "source": "hello.cu",
+    "output": {"items": [{"line": "n = {n:int}"},
+                         {"table": "rows", "columns": {"name": "word", "gbps": {"type": "float"}}}]},
+    "claims": [{"id": "n-positive", "gate": "n > 0"}]}]}
+
+
+def edited(edit) -> dict:
+    data = json.loads(json.dumps(MINIMAL))
+    edit(data)
+    return data
+
+
+def test_a_minimal_manifest_is_valid(validator):
+    assert errors(validator, MINIMAL) == []
+    assert errors(validator, edited(lambda d: d.update({"x-anything": [1, {"a": "b"}]}))) == []
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda d: d.update(colour="red"), [": 'colour' does not match any of the regexes: '^x-'"]),
+    (lambda d: d["lessons"][0].update(id="Hello"), ["lessons/0/id: 'Hello' does not match '^[a-z0-9][a-z0-9-]*$'"]),
+    (lambda d: d.update(architectures=["sm_9x"]), ["architectures/0: 'sm_9x' does not match '^sm_\\\\d{2,3}[af]?$'"]),
+    (lambda d: d["lessons"][0].update(sanitizers={"memchek": {}}),
+     ["lessons/0/sanitizers: 'memchek' is not one of ['memcheck', 'racecheck', 'synccheck', 'initcheck']"]),
+    (lambda d: d["lessons"][0]["claims"][0].update(expect="n > 1"),
+     ["lessons/0/claims/0: {'id': 'n-positive', 'gate': 'n > 0', 'expect': 'n > 1'} is valid under each of "
+      "{'required': ['expect']}, {'required': ['gate']}"]),
+    (lambda d: d["lessons"][0]["output"]["items"][1]["columns"].update(name="wrd"),
+     ["lessons/0/output/items/1: {'table': 'rows', 'columns': {'name': 'wrd', 'gbps': {'type': 'float'}}} is not "
+      "valid under any of the given schemas"]),
+    (lambda d: d["lessons"][0].update(day=-1), ["lessons/0/day: -1 is less than the minimum of 0"]),
+])
+def test_the_schema_refuses_what_the_manifest_refuses(validator, edit, expected):
+    assert errors(validator, edited(edit)) == expected
+
+
+def test_check_jsonschema_reads_lessons_yaml_and_refuses_a_trailing_newline(tmp_path):
+    """The command editors' and CI's checks run: ECMA-262 patterns, where `$` is the end of the text."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "check_jsonschema", "--schemafile", str(COMMITTED)]
+    good = subprocess.run([*command, str(REPO / "lessons.yaml")], capture_output=True, text=True, timeout=120)
+    assert (good.returncode, good.stdout.strip()) == (0, "ok -- validation done")
+    broken = tmp_path / "lessons.yaml"
+    broken.write_text((REPO / "lessons.yaml").read_text(encoding="utf-8").replace(
+        "  - id: day16-tiled-matmul\n", '  - id: "day16-tiled-matmul\\n"\n'), encoding="utf-8")
+    bad = subprocess.run([*command, str(broken)], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1
+    assert f"{broken}::$.lessons[2].id: 'day16-tiled-matmul\\n' does not match '^[a-z0-9][a-z0-9-]*$'" in bad.stdout
