@@ -22,6 +22,11 @@ MAX_NODES = 200_000        # values after expanding aliases; 100 lessons are abo
 
 _FastLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_STR_TAG = "tag:yaml.org,2002:str"
+_VALUE_TAG = "tag:yaml.org,2002:value"   # `=` as a key, which PyYAML reads as the string "="
+_MAP_TAG = "tag:yaml.org,2002:map"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+_APPEND = object()
 _REWORD_BYTES = 2**20      # up to this size a broken file is parsed again in Python, for its wording
 
 
@@ -31,8 +36,12 @@ def load_yaml(path: Path) -> tuple[Any, dict[tuple, int]]:
     loader = _FastLoader(text)
     try:
         node = loader.get_single_node()
-        lines = _Walk(loader, text).lines_of(node) if node is not None else {}
-        data = loader.construct_document(node) if node is not None else None
+        if node is None:
+            return None, {}
+        walk = _Walk(loader, text)
+        data, lines = walk.load(node)
+        if walk.exotic:    # !!set, !!omap and the like: PyYAML builds what it allows
+            data = loader.construct_document(node)
     except ManifestError as exc:
         exc.path = str(path)
         raise
@@ -104,28 +113,33 @@ def _is_tab_at(text: str, mark) -> bool:
 
 
 class _Walk:
-    """The node graph walked as the tree its aliases expand to, before anything is built.
+    """The node graph walked once, as the tree its aliases expand to, building the data.
 
-    Counts the nodes (MAX_NODES), refuses recursive aliases and duplicate keys,
-    and records each key path's line. A path inside an aliased or merged
-    fragment gets the fragment's line.
+    Counts the values (MAX_NODES), refuses recursive aliases and duplicate
+    keys, applies merge keys as PyYAML does, and records each key path's
+    line; a path inside an aliased or merged fragment gets the fragment's
+    line. Each alias gets a copy of what it names.
     """
 
     def __init__(self, loader, text: str):
         self.loader = loader
         self.text = text
         self.count = 0
-        self.pairs: dict[int, list[tuple[yaml.Node, yaml.Node]]] = {}
+        self.pairs: dict[int, list[tuple[Any, yaml.Node, yaml.Node]]] = {}
+        self.exotic = False                # a collection with a tag of its own: PyYAML builds it
 
-    def lines_of(self, root: yaml.Node) -> dict[tuple, int]:
+    def load(self, root: yaml.Node) -> tuple[Any, dict[tuple, int]]:
         lines: dict[tuple, int] = {(): root.start_mark.line + 1}
+        top: list[Any] = []
         active: set[int] = set()           # the nodes on the path from the root: a repeat is a cycle
-        stack: list[tuple[yaml.Node | None, tuple, int]] = [(root, (), id(root))]
+        # (node, its path, the container its value goes in, its key there or _APPEND)
+        stack: list[tuple[yaml.Node | None, tuple, Any, Any]] = [(root, (), top, _APPEND)]
         while stack:
-            node, path, ident = stack.pop()
-            if node is None:               # every child of `ident` is done
-                active.discard(ident)
+            node, path, parent, key = stack.pop()
+            if node is None:               # every child of the node `parent` is done
+                active.discard(key)
                 continue
+            ident = id(node)
             if ident in active:
                 raise self._recursive(node)
             self.count += 1
@@ -133,70 +147,85 @@ class _Walk:
                 raise ManifestError(f"aliases expand the manifest past {MAX_NODES} values; "
                                     "coursectl stops there", line=node.start_mark.line + 1)
             if isinstance(node, yaml.ScalarNode):
-                continue
-            active.add(ident)
-            stack.append((None, path, ident))
-            if isinstance(node, yaml.MappingNode):
+                value = node.value if node.tag == _STR_TAG else self.loader.construct_object(node)
                 children = []
-                for key_node, value_node in self._pairs(node, active):
-                    if not isinstance(key_node, yaml.ScalarNode):
-                        continue   # PyYAML's constructor reports an unhashable key, with its line
-                    key = key_node.value
-                    lines[path + (key,)] = key_node.start_mark.line + 1
-                    children.append((value_node, path + (key,), id(value_node)))
+            elif isinstance(node, yaml.MappingNode):
+                self.exotic = self.exotic or node.tag != _MAP_TAG
+                value = {}
+                children = []
+                for child_key, key_node, value_node in self._pairs(node, active | {ident}):
+                    lines[path + (child_key,)] = key_node.start_mark.line + 1
+                    children.append((value_node, path + (child_key,), value, child_key))
             else:
-                children = [(item, path + (index,), id(item)) for index, item in enumerate(node.value)]
-                for item, child_path, _ in children:
+                self.exotic = self.exotic or node.tag != _SEQ_TAG
+                value = []
+                children = [(item, path + (index,), value, _APPEND) for index, item in enumerate(node.value)]
+                for item, child_path, _, _ in children:
                     lines.setdefault(child_path, item.start_mark.line + 1)
-            stack.extend(reversed(children))
-        return lines
+            if key is _APPEND:
+                parent.append(value)
+            else:
+                parent[key] = value
+            if children:
+                active.add(ident)
+                stack.append((None, path, None, ident))
+                stack.extend(reversed(children))
+        return top[0], lines
 
-    def _pairs(self, node: yaml.MappingNode, active: set[int]) -> list[tuple[yaml.Node, yaml.Node]]:
-        """A mapping's key/value nodes with its merge keys applied (its own keys win)."""
+    def _pairs(self, node: yaml.MappingNode, active: set[int]) -> list[tuple[Any, yaml.Node, yaml.Node]]:
+        """A mapping's (key, key node, value node) with its merge keys applied, as the merge-key
+        spec says: merged keys first, in order; of a list of merged mappings the first one's key
+        wins; a key of the mapping's own wins over a merged one and keeps the merged one's place.
+        (PyYAML 6.0.2 and later let the last of a list win for some keys: coursectl keeps the spec.)"""
         found = self.pairs.get(id(node))
-        if found is not None:
-            return found
-        own: list[tuple[yaml.Node, yaml.Node]] = []
-        merged: list[tuple[yaml.Node, yaml.Node]] = []
-        seen: dict[Any, int] = {}
+        if found is None:
+            found = self.pairs[id(node)] = self._flatten(node, active)
+        return found
+
+    def _flatten(self, node: yaml.MappingNode, active: set[int]) -> list[tuple[Any, yaml.Node, yaml.Node]]:
+        merged: dict[Any, tuple[yaml.Node, yaml.Node]] = {}
+        own: dict[Any, tuple[yaml.Node, yaml.Node]] = {}
         for key_node, value_node in node.value:
-            if key_node.tag == _MERGE_TAG:
-                sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+            if key_node.tag != _MERGE_TAG:
+                key = self._key(node, key_node)
+                if key in own:
+                    raise ManifestError(f"duplicate key {key!r} (first at line {own[key][0].start_mark.line + 1})",
+                                        line=key_node.start_mark.line + 1)
+                own[key] = (key_node, value_node)
+                continue
+            if isinstance(value_node, yaml.MappingNode):
+                sources = [value_node]
+            elif isinstance(value_node, yaml.SequenceNode):
+                sources = value_node.value
                 for source in sources:
                     if not isinstance(source, yaml.MappingNode):
-                        continue   # PyYAML's constructor reports it, with its line
-                    if id(source) in active:
-                        raise self._recursive(source)
-                    active.add(id(source))
-                    try:
-                        merged.extend(self._pairs(source, active))
-                    finally:
-                        active.discard(id(source))
-                continue
-            key = self._key(key_node)
-            if key is not None:
-                if key in seen:
-                    raise ManifestError(f"duplicate key {key!r} (first at line {seen[key]})",
-                                        line=key_node.start_mark.line + 1)
-                seen[key] = key_node.start_mark.line + 1
-            own.append((key_node, value_node))
-        # The first source of a merge list wins over the later ones, as in PyYAML.
-        taken = set(seen)
-        result = list(own)
-        for key_node, value_node in merged:
-            key = self._key(key_node)
-            if key is None or key not in taken:
-                result.append((key_node, value_node))
-                if key is not None:
-                    taken.add(key)
-        self.pairs[id(node)] = result
-        return result
+                        raise yaml.constructor.ConstructorError(
+                            "while constructing a mapping", node.start_mark,
+                            f"expected a mapping for merging, but found {source.id}", source.start_mark)
+            else:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"expected a mapping or list of mappings for merging, but found {value_node.id}",
+                    value_node.start_mark)
+            for source in sources:
+                if id(source) in active or source is node:
+                    raise self._recursive(source)
+                for key, key_node, value_node in self._pairs(source, active | {id(node)}):
+                    merged.setdefault(key, (key_node, value_node))
+        if not merged:
+            return [(key, key_node, value_node) for key, (key_node, value_node) in own.items()]
+        merged.update(own)
+        return [(key, key_node, value_node) for key, (key_node, value_node) in merged.items()]
 
-    def _key(self, key_node: yaml.Node) -> Any:
-        if not isinstance(key_node, yaml.ScalarNode):
-            return None    # PyYAML's construct_mapping reports an unhashable key, with its line
-        key = self.loader.construct_object(key_node)
-        return key if isinstance(key, Hashable) else None
+    def _key(self, mapping: yaml.Node, key_node: yaml.Node) -> Any:
+        if isinstance(key_node, yaml.ScalarNode):
+            if key_node.tag == _STR_TAG or key_node.tag == _VALUE_TAG:
+                return key_node.value
+            key = self.loader.construct_object(key_node)
+            if isinstance(key, Hashable):
+                return key
+        raise yaml.constructor.ConstructorError("while constructing a mapping", mapping.start_mark,
+                                                "found unhashable key", key_node.start_mark)
 
     def _recursive(self, node: yaml.Node) -> ManifestError:
         """Name the alias that refers to a node it lies inside."""

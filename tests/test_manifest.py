@@ -728,3 +728,54 @@ def test_the_course_manifest_says_what_it_said_before_its_fragments(tmp_path):
                            "suffix": None, "unit": None, "label": None} for name in ("gpu", "cc")}}] * 4
     rows = [row.strip() for row in (REPO / "lessons.yaml").read_text(encoding="utf-8").splitlines()]
     assert (rows.count("- *gpu-line"), rows.count("- <<: *failures"), rows.count("- *no-spills")) == (4, 4, 3)
+
+
+# --- load_yaml builds what PyYAML builds ------------------------------------------
+
+SAME_AS_PYYAML = [
+    "a: [1, [2, [3, {b: [4]}]]]\nc: ~\nd: ''\ne: 0x1F\nf: 1_000\ng: .inf\nh: 0o17\ni: 1:30\nj: 2024-01-02\n",
+    "2: two\n2.5: x\nnull: n\n=: eq\nyes: y\n",
+    "s: !!set {a, b}\no: !!omap [{a: 1}, {b: 2}]\n",
+    "x: &x {a: 1, b: {c: 2}}\ny: &y {<<: *x, d: 4}\nm: {<<: [*y, {e: 5}], b: 3}\nn: [*x, *y]\n",
+    "- a\n- [b, {c: d}]\n",
+    "just a string\n",
+]
+
+
+@pytest.mark.parametrize("text", SAME_AS_PYYAML + ["lessons.yaml", "tests/data/manifest/lessons.before.yaml"])
+def test_load_yaml_builds_what_pyyaml_builds(tmp_path, text):
+    import yaml
+
+    from orchestrator.yamlfile import load_yaml
+
+    if text.endswith(".yaml"):
+        text = (REPO / text).read_text(encoding="utf-8")
+    path = write(tmp_path, text)
+    data, _ = load_yaml(path)
+    expected = yaml.safe_load(text)
+    assert data == expected
+    assert repr(data) == repr(expected)   # and in the same order
+
+
+def test_merge_keys_follow_the_spec(tmp_path):
+    """Own keys win and keep the merged key's place; in a list the first mapping wins (PyYAML 6.0.2+
+    lets the last win for some keys, so the keys here are long enough to show the difference)."""
+    from orchestrator.yamlfile import load_yaml
+
+    path = write(tmp_path, "first: &first {shared_key: 1, only_first: 2}\n"
+                           "second: &second {shared_key: 3, only_second: 4}\n"
+                           "both: {<<: [*first, *second], own_key: 0, only_first: 9}\n")
+    data, lines = load_yaml(path)
+    assert list(data["both"].items()) == [("shared_key", 1), ("only_first", 9), ("only_second", 4), ("own_key", 0)]
+    assert (lines[("both", "shared_key")], lines[("both", "only_first")], lines[("both", "only_second")]) == (1, 3, 2)
+
+
+def test_a_merge_of_something_not_a_mapping(tmp_path):
+    path, error = manifest_error(tmp_path, "version: 1\nx: {<<: [1, 2]}\n")
+    assert str(error) == f"{path}:2: YAML syntax: expected a mapping for merging, but found scalar"
+
+
+def test_defaults_refuse_an_unknown_sanitizer_tool(tmp_path):
+    path, error = manifest_error(tmp_path, edited("version: 1\n", "version: 1\ndefaults:\n  sanitizers: {memchek: {}}\n"))
+    assert str(error) == (f"{path}:3: defaults.sanitizers: unknown sanitizer tool 'memchek'; "
+                          "use memcheck, racecheck, synccheck, initcheck")
