@@ -1,0 +1,67 @@
+"""Hostile and broken manifests through the command line: exit status 2, one line naming file:line
+and what is wrong, the hint, and never a traceback. test_manifest.py and test_claims.py hold the
+finer cases; this file is the issue's list, end to end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import coursectl
+from test_manifest import LAUGHS, MINIMAL, edited, write
+
+HINT = "hint: fix lessons.yaml; docs/schema.md describes every key\n"
+ALLOWED = ("abs, all, any, ceil, decreasing, dims, floor, increasing, isclose, len, log2, max, min, "
+           "non_decreasing, non_increasing, round, sorted, sqrt, sum, zip")
+
+CASES = {
+    "5000-terms": (edited("gate: n > 0", "gate: " + " + ".join(["n"] * 5000) + " > 0"), 17,
+                   "lesson 'hello': claims[0].gate: 'n + n + n + n + n + n + n + n + n + n + n + n + n + n + n + '"
+                   "... (20001 characters): is 20001 characters long; a claim's expression has at most 1000"),
+    "3000-nots": (edited("gate: n > 0", "gate: " + "not " * 3000 + "n"), 17,
+                  "lesson 'hello': claims[0].gate: 'not not not not not not not not not not not not not not not '"
+                  "... (12001 characters): is 12001 characters long; a claim's expression has at most 1000"),
+    "300-terms": (edited("gate: n > 0", "gate: " + "+".join(["n"] * 300) + " > 0"), 17,
+                  "lesson 'hello': claims[0].gate: 'n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+n+'"
+                  "... (603 characters): nests more than 50 levels deep (each operator of a chain such as "
+                  "a + b + c is a level)"),
+    "method-call": (edited("gate: n > 0", "gate: gpu.upper() == 'X'"), 17,
+                    "lesson 'hello': claims[0].gate: \"gpu.upper() == 'X'\": calls the method .upper(); a claim "
+                    f"calls only the allowed functions ({ALLOWED})"),
+    "id-newline": (edited("  - id: hello\n", '  - id: "hello\\n"\n'), 3,
+                   "lesson 'hello\\n': id: lesson id 'hello\\n' must be lower-case letters, digits and dashes"),
+    "recursive-alias": ("version: 1\ncourse: &x [*x]\n" + MINIMAL[len("version: 1\n"):], 2,
+                        "recursive alias: *x lies inside the value anchored &x at line 2"),
+    "billion-laughs": (LAUGHS, 2, "aliases expand the manifest past 200000 values; coursectl stops there"),
+    "out-of-order": (edited("    day: 1\n", "    day: 5\n") + "  - id: world\n    day: 2\n    title: W\n"
+                     "    source: hello.cu\n    output: {items: [{line: w}]}\n", 19,
+                     "lesson 'world': day: day 2 comes after day 5, lesson 'hello' just before it; "
+                     "list the lessons in day order, one a day"),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_hostile_manifest_is_one_line_and_exit_2(tmp_path, name):
+    text, line, message = CASES[name]
+    path = write(tmp_path, text)
+    result = coursectl("build", "--all", "--manifest", path)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"coursectl: error: {path}:{line}: {message}\n{HINT}"
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda tmp: Path("/dev/zero"), "is larger than 4 MiB, too large for a manifest"),
+    (lambda tmp: tmp, "is a directory, not a manifest file"),
+    (lambda tmp: write(tmp, MINIMAL).parent / "latin1.yaml", None),
+], ids=["dev-zero", "directory", "not-utf8"])
+def test_a_manifest_that_is_not_a_manifest_file(tmp_path, make, message):
+    path = make(tmp_path)
+    if message is None:
+        path.write_bytes(b"version: 1\ncourse: caf\xe9\n")
+        message, where = "is not UTF-8 text: byte 0xe9 cannot be decoded", f"{path}:2"
+    else:
+        where = str(path)
+    result = coursectl("build", "--all", "--manifest", path)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"coursectl: error: {where}: {message}\n{HINT}"
