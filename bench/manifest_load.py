@@ -67,14 +67,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="manifest-load-") as tmp:
         path = write_course(Path(tmp), args.lessons)
         lines = len(path.read_text(encoding="utf-8").splitlines())
-        times = []
+        times, cpu = [], []
         for _ in range(args.runs):
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             manifest = load_manifest(path)
             times.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
         assert len(manifest.lessons) == args.lessons
+    # On a shared machine the wall clock includes waiting for a core; the CPU time does not.
     print(f"load_manifest: {args.lessons} lessons, {lines} lines: median {statistics.median(times):.3f} s, "
-          f"fastest {min(times):.3f} s over {args.runs} runs")
+          f"fastest {min(times):.3f} s, median CPU {statistics.median(cpu):.3f} s over {args.runs} runs")
 
 
 if __name__ == "__main__":

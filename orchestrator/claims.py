@@ -419,9 +419,15 @@ def uses_resources(claim: Any) -> bool:
         return False
 
 
-def check_claims(schema: OutputSchema, claim: Any) -> None:
-    """Raise ValueError if a claim's expression is malformed, not allowed, or names a missing field."""
-    fields = _static_names(schema, claim.each) | set(EXTRA_NAMES)
+def check_claims(schema: OutputSchema, claim: Any, known: dict[str | None, set[str]] | None = None) -> None:
+    """Raise ValueError if a claim's expression is malformed, not allowed, or names a missing field.
+
+    `known` keeps the names each `each` sees between the claims of one lesson.
+    """
+    known = {} if known is None else known
+    if claim.each not in known:
+        known[claim.each] = _static_names(schema, claim.each) | set(EXTRA_NAMES)
+    fields = known[claim.each]
     for label, text in (("", claim.expression), ("where: ", claim.where)):
         if text is None:
             continue

@@ -298,9 +298,10 @@ def load_manifest(path: Path) -> Manifest:
             if not full.is_file():
                 raise fail(("lessons", index, key), f"{rel} does not exist")
         _check_sanitizer_snippets(manifest, lesson, index, fail)
+        known: dict = {}
         for c_index, claim in enumerate(lesson.claims):
             try:
-                check_claims(lesson.output, claim)
+                check_claims(lesson.output, claim, known)
             except ValueError as exc:
                 field = "gate" if claim.gate is not None else "expect"
                 sub = field
