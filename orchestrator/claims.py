@@ -39,22 +39,6 @@ MAX_STEPS = 500_000       # evaluation steps of one claim, every row together
 CLAIM_SECONDS = 2.0       # wall time of one claim, every row together
 
 
-def _increasing(values) -> bool:
-    return _first_break(list(values), operator.lt) is None
-
-
-def _decreasing(values) -> bool:
-    return _first_break(list(values), operator.gt) is None
-
-
-def _non_decreasing(values) -> bool:
-    return _first_break(list(values), operator.le) is None
-
-
-def _non_increasing(values) -> bool:
-    return _first_break(list(values), operator.ge) is None
-
-
 def _first_break(values: list, holds) -> int | None:
     """The index of the first value that does not follow its predecessor as `holds` says."""
     for index in range(1, len(values)):
@@ -82,20 +66,27 @@ def _zip(*iterables) -> list:
     return list(zip(*iterables))
 
 
-FUNCTIONS = {
-    "abs": abs, "all": all, "any": any, "ceil": math.ceil,
-    "decreasing": _decreasing,
-    "dims": lambda text: tuple(int(part) for part in str(text).split("x")),
-    "floor": math.floor, "increasing": _increasing, "isclose": math.isclose, "len": len,
-    "log2": math.log2, "max": max, "min": min,
-    "non_decreasing": _non_decreasing, "non_increasing": _non_increasing,
-    "round": _round, "sorted": sorted, "sqrt": math.sqrt, "sum": _sum, "zip": _zip,
-}
-ALLOWED = ", ".join(sorted(FUNCTIONS))
+# increasing(values) and the like: how each value must follow the one before it, and what a break says
 _MONOTONE = {"increasing": operator.lt, "decreasing": operator.gt,
              "non_decreasing": operator.le, "non_increasing": operator.ge}
 _WORDS = {"increasing": "is not above", "decreasing": "is not below",
           "non_decreasing": "is below", "non_increasing": "is above"}
+
+
+def _monotone(holds):
+    def check(values) -> bool:
+        return _first_break(list(values), holds) is None
+    return check
+
+
+FUNCTIONS = {
+    "abs": abs, "all": all, "any": any, "ceil": math.ceil,
+    "dims": lambda text: tuple(int(part) for part in str(text).split("x")),
+    "floor": math.floor, "isclose": math.isclose, "len": len, "log2": math.log2, "max": max, "min": min,
+    "round": _round, "sorted": sorted, "sqrt": math.sqrt, "sum": _sum, "zip": _zip,
+    **{name: _monotone(holds) for name, holds in _MONOTONE.items()},
+}
+ALLOWED = ", ".join(sorted(FUNCTIONS))
 _EXPLAINED = {"all", "any", *_MONOTONE}
 
 
