@@ -2,8 +2,9 @@
 
 The file is read once, at most MAX_BYTES of it, and parsed once, by libyaml
 when PyYAML has it. Anchors, aliases and merge keys (`<<: *fragment`) work;
-what they expand to is walked before anything is built from it, so a
-recursive alias or a "billion laughs" file is refused at once, naming a line.
+the data is built in one walk of what they expand to, which counts what it
+builds, so a recursive alias or a "billion laughs" file is refused at once,
+naming a line.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ class _Walk:
     """The node graph walked once, as the tree its aliases expand to, building the data.
 
     Counts the values (MAX_NODES), refuses recursive aliases and duplicate
-    keys, applies merge keys as PyYAML does, and records each key path's
+    keys, applies merge keys as their spec says, and records each key path's
     line; a path inside an aliased or merged fragment gets the fragment's
     line. Each alias gets a copy of what it names.
     """
@@ -136,7 +137,7 @@ class _Walk:
         stack: list[tuple[yaml.Node | None, tuple, Any, Any]] = [(root, (), top, _APPEND)]
         while stack:
             node, path, parent, key = stack.pop()
-            if node is None:               # every child of the node `parent` is done
+            if node is None:               # every child of the node whose id is `key` is done
                 active.discard(key)
                 continue
             ident = id(node)
