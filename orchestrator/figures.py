@@ -12,7 +12,7 @@ import math
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, field_validator
+from pydantic import BaseModel, BeforeValidator, Field, field_validator
 
 from .comparison import fraction_of_peak
 from .schema import FieldSpec, LineItem, OutputSchema, SectionItem, Strict, TableItem
@@ -36,14 +36,19 @@ class FieldChoice(Strict):
     unit: str | None = None    # default: the field's own unit
 
 
+# The shorthands, in the JSON Schema editors use too: `- ms` is `- {field: ms}`, `per: case` is `per: [case]`.
+FieldChoiceOrName = Annotated[FieldChoice, BeforeValidator(_field_shorthand, json_schema_input_type=FieldChoice | str)]
+_KEYS_SCHEMA = {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}, {"type": "null"}]}
+
+
 class ChartSpec(Strict):
     """One chart drawn per GPU (and per value of `per`): a bar for each value of `field`."""
 
     field: str
     label: str | None = None
     unit: str | None = None
-    per: list[str] | None = None   # key columns, one chart per value of them; []: one chart
-    against: Annotated[FieldChoice, BeforeValidator(_field_shorthand)] | None = None
+    per: list[str] | None = Field(default=None, json_schema_extra=_KEYS_SCHEMA)  # key columns, one chart per
+    against: FieldChoiceOrName | None = None   # value of them; []: one chart
     better: Literal["lower", "higher"] | None = None   # default: from the unit (ms lower, GB/s higher)
 
     @field_validator("per", mode="before")
@@ -55,7 +60,7 @@ class ChartSpec(Strict):
 class PageSpec(Strict):
     """What a lesson's page shows beyond its prose, code and transcript."""
 
-    figures: list[Annotated[FieldChoice, BeforeValidator(_field_shorthand)]] | None = None
+    figures: list[FieldChoiceOrName] | None = None
     charts: list[ChartSpec] | None = None
 
 
