@@ -161,6 +161,8 @@ class Manifest(Strict):
     root: SkipJsonSchema[Path] = Field(default=Path("."), exclude=True)
     path: SkipJsonSchema[Path] = Field(default=Path("lessons.yaml"), exclude=True)
     lines: SkipJsonSchema[dict] = Field(default_factory=dict, exclude=True)   # key path -> its line in lessons.yaml
+    # What is worth saying but not wrong, one `path:line: ...` line each, for the CLI to print.
+    warnings: SkipJsonSchema[list[str]] = Field(default=[], exclude=True)
 
     def line_of(self, *key: str | int) -> int | None:
         """The line in lessons.yaml of a key path such as ("lessons", 2, "claims", 0)."""
@@ -255,7 +257,7 @@ def load_manifest(path: Path) -> Manifest:
         field = f"{_format_loc(rest)}: " if rest else ""
         return ManifestError(f"{lesson}{field}{message}", path=path, line=line_of(lines, loc))
 
-    for reserved in ("root", "path", "lines"):
+    for reserved in ("root", "path", "lines", "warnings"):
         if reserved in data:
             raise fail((reserved,), f"unknown key {reserved!r}")
     try:
@@ -274,17 +276,13 @@ def load_manifest(path: Path) -> Manifest:
     manifest.path = path
     manifest.lines = lines
     seen: dict[str, int] = {}
+    days: dict[int, Lesson] = {}
     for index, lesson in enumerate(manifest.lessons):
         if lesson.id in seen:
             raise fail(("lessons", index, "id"),
                        f"duplicate lesson id (also lessons[{seen[lesson.id]}])")
         seen[lesson.id] = index
-        if index and lesson.day <= manifest.lessons[index - 1].day:
-            before = manifest.lessons[index - 1]
-            order = "is also the day of" if lesson.day == before.day else "comes after day {before.day},"
-            raise fail(("lessons", index, "day"),
-                       f"day {lesson.day} {order.format(before=before)} lesson {before.id!r} just before it; "
-                       f"list the lessons in day order, one a day")
+        _check_day(manifest, index, days, fail)
         for key in ("source", "prose"):
             rel = getattr(lesson, key)
             if rel is None:
@@ -321,6 +319,23 @@ def load_manifest(path: Path) -> Manifest:
             if ids.index(ident) != c_index:
                 raise fail(("lessons", index, "claims", c_index, "id"), f"duplicate claim id {ident!r}")
     return manifest
+
+
+def _check_day(manifest: Manifest, index: int, days: dict[int, Lesson], fail) -> None:
+    """Warn where file order and day order part: pages link lessons by day, the index lists them by file."""
+    lesson = manifest.lessons[index]
+    before = manifest.lessons[index - 1] if index else None
+    if lesson.day in days:
+        text = (f"day {lesson.day} is also the day of lesson {days[lesson.day].id!r}; a mention of "
+                f"'day {lesson.day}' in prose links to the first of them")
+    elif before is not None and lesson.day < before.day:
+        text = (f"day {lesson.day} comes after day {before.day} (lesson {before.id!r}); the pages link lessons "
+                f"in day order, but the index lists them in lessons.yaml's order")
+    else:
+        text = None
+    if text is not None:
+        manifest.warnings.append(str(fail(("lessons", index, "day"), text)))
+    days.setdefault(lesson.day, lesson)
 
 
 def _check_sanitizer_snippets(manifest: Manifest, lesson: Lesson, index: int, fail) -> None:

@@ -34,10 +34,6 @@ CASES = {
     "recursive-alias": ("version: 1\ncourse: &x [*x]\n" + MINIMAL[len("version: 1\n"):], 2,
                         "recursive alias: *x lies inside the value anchored &x at line 2"),
     "billion-laughs": (LAUGHS, 2, "aliases expand the manifest past 200000 values; coursectl stops there"),
-    "out-of-order": (edited("    day: 1\n", "    day: 5\n") + "  - id: world\n    day: 2\n    title: W\n"
-                     "    source: hello.cu\n    output: {items: [{line: w}]}\n", 19,
-                     "lesson 'world': day: day 2 comes after day 5, lesson 'hello' just before it; "
-                     "list the lessons in day order, one a day"),
 }
 
 

@@ -636,21 +636,31 @@ def test_two_documents(tmp_path):
 # --- day order --------------------------------------------------------------------
 
 
-def test_lessons_out_of_day_order(tmp_path):
-    path, error = manifest_error(tmp_path, edited("    day: 1\n", "    day: 3\n") + SECOND_LESSON)
-    assert str(error) == (f"{path}:19: lesson 'world': day: day 2 comes after day 3, lesson 'hello' just before it; "
-                          "list the lessons in day order, one a day")
+def test_lessons_out_of_day_order_load_with_a_warning(tmp_path):
+    path = write(tmp_path, edited("    day: 1\n", "    day: 3\n") + SECOND_LESSON)
+    manifest = load_manifest(path)
+    assert [lesson.id for lesson in manifest.lessons] == ["hello", "world"]
+    assert manifest.warnings == [
+        f"{path}:19: lesson 'world': day: day 2 comes after day 3 (lesson 'hello'); the pages link lessons in day "
+        "order, but the index lists them in lessons.yaml's order"]
 
 
-def test_two_lessons_on_one_day(tmp_path):
-    path, error = manifest_error(tmp_path, MINIMAL + edited("    day: 2\n", "    day: 1\n", SECOND_LESSON))
-    assert str(error) == (f"{path}:19: lesson 'world': day: day 1 is also the day of lesson 'hello' just before it; "
-                          "list the lessons in day order, one a day")
+def test_two_lessons_on_one_day_load_with_a_warning(tmp_path):
+    path = write(tmp_path, MINIMAL + edited("    day: 2\n", "    day: 1\n", SECOND_LESSON))
+    assert load_manifest(path).warnings == [
+        f"{path}:19: lesson 'world': day: day 1 is also the day of lesson 'hello'; a mention of 'day 1' in prose "
+        "links to the first of them"]
+
+
+def test_warnings_are_no_manifest_key(tmp_path):
+    path, error = manifest_error(tmp_path, edited("version: 1\n", "version: 1\nwarnings: []\n"))
+    assert str(error) == f"{path}:2: warnings: unknown key 'warnings'"
 
 
 def test_days_may_skip(tmp_path):
-    path = write(tmp_path, MINIMAL + edited("    day: 2\n", "    day: 71\n", SECOND_LESSON))
-    assert [lesson.day for lesson in load_manifest(path).lessons] == [1, 71]
+    manifest = load_manifest(write(tmp_path, MINIMAL + edited("    day: 2\n", "    day: 71\n", SECOND_LESSON)))
+    assert ([lesson.day for lesson in manifest.lessons], manifest.warnings) == ([1, 71], [])
+    assert load_manifest(REPO / "lessons.yaml").warnings == []
 
 
 # --- fragments: x- keys, anchors, aliases and merge keys ----------------------------

@@ -97,11 +97,6 @@ def test_doctor_lists_both_gpus(course, two_gpus, fake_sanitizer, prebuilt):
 
 
 # -- builds overlap runs ---------------------------------------------------------------------------
-def day16_first(manifest: dict) -> None:
-    """Day 16's lesson is listed first here, so it takes an earlier day: lessons go in day order."""
-    manifest["lessons"][0]["day"] = 12
-
-
 def test_a_lesson_runs_while_another_is_still_building(make_course, prebuilt, nvcc_version):
     """day 13 is cached; day 16's nvcc (a real one) is held back until day 13 has started to run.
 
@@ -110,7 +105,6 @@ def test_a_lesson_runs_while_another_is_still_building(make_course, prebuilt, nv
     """
     def own_source(manifest: dict) -> None:
         manifest["lessons"][0]["source"] = "standins/replay_copy.cu"
-        day16_first(manifest)
 
     made = make_course(["day16-tiled-matmul", "day13-shared-memory"], edit=own_source)
     copy = made.root / "standins" / "replay_copy.cu"
@@ -144,7 +138,7 @@ def test_a_lesson_runs_while_another_is_still_building(make_course, prebuilt, nv
 
 def _two_lesson_run(make_course, nvcc_version, runner_for_lesson):
     """verify day 16 and day 13 (stand-ins, cached) on two stood-in GPUs with a runner of the test's."""
-    made = make_course(["day16-tiled-matmul", "day13-shared-memory"], edit=day16_first)
+    made = make_course(["day16-tiled-matmul", "day13-shared-memory"])
     manifest = made.load()
     toolchain = Toolchain(nvcc=shutil.which("nvcc"), nvcc_version=nvcc_version,
                           gpus=[Gpu(index=0, name="NVIDIA H200", uuid=GPU_UUID, compute_capability="9.0"),
