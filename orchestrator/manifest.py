@@ -63,8 +63,13 @@ class Claim(Strict):
 
 
 def _pattern(regex) -> dict:
-    """A name's shape for the JSON Schema; validation itself says it in its own words."""
-    return {"pattern": f"^{regex.pattern}$"}
+    """A name's shape for the JSON Schema; validation itself says it in its own words.
+
+    `$(?!\n)`: JSON Schema means ECMA-262's `$`, the end of the text, but validators
+    written in Python (jsonschema, older check-jsonschema) use `re`, whose `$` also
+    matches before a final newline; the lookahead makes both refuse "sm_90\n".
+    """
+    return {"pattern": rf"^{regex.pattern}$(?!\n)"}
 
 
 _TOOLS_SCHEMA = {"propertyNames": {"enum": list(SANITIZER_TOOLS)}}

@@ -20,6 +20,7 @@ from .errors import ManifestError
 
 MAX_BYTES = 4 * 2**20      # a manifest of 100 lessons is about 0.3 MiB
 MAX_NODES = 200_000        # values after expanding aliases; 100 lessons are about 21,000
+MAX_DEPTH = 64             # values inside values; lessons.yaml goes about 12 deep
 
 _FastLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -143,6 +144,8 @@ class _Walk:
             ident = id(node)
             if ident in active:
                 raise self._recursive(node)
+            if len(path) > MAX_DEPTH:
+                raise ManifestError(f"values nest deeper than {MAX_DEPTH} levels", line=node.start_mark.line + 1)
             self.count += 1
             if self.count > MAX_NODES:
                 raise ManifestError(f"aliases expand the manifest past {MAX_NODES} values; "

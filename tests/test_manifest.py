@@ -619,13 +619,16 @@ def test_a_control_character(tmp_path):
 
 
 def test_yaml_nested_too_deeply(tmp_path):
-    import yaml
+    path, error = manifest_error(tmp_path, "version: 1\ncourse: " + "[" * 200 + "]" * 200 + "\n" + MINIMAL[11:])
+    assert str(error) == f"{path}:2: values nest deeper than 64 levels"
 
+
+def test_yaml_nested_past_what_the_parser_takes(tmp_path):
     path, error = manifest_error(tmp_path, "version: 1\ncourse: " + "[" * 3000 + "]" * 3000 + "\n")
-    if yaml.__with_libyaml__:
-        assert str(error) == f"{path}:2: YAML syntax: exceeded maximum nesting depth"
-    else:
-        assert str(error) == f"{path}: YAML syntax: the document nests too deeply"
+    # libyaml 0.2.5 and later stop at 1000 levels; an older one parses on, and the walk stops at 64
+    assert str(error) in (f"{path}:2: YAML syntax: exceeded maximum nesting depth",
+                          f"{path}:2: values nest deeper than 64 levels",
+                          f"{path}: YAML syntax: the document nests too deeply")
 
 
 def test_two_documents(tmp_path):
@@ -764,7 +767,8 @@ def test_load_yaml_builds_what_pyyaml_builds(tmp_path, text):
     data, _ = load_yaml(path)
     expected = yaml.safe_load(text)
     assert data == expected
-    assert repr(data) == repr(expected)   # and in the same order
+    if "<<" not in text:   # PyYAML orders merged keys differently from version to version
+        assert repr(data) == repr(expected)
 
 
 def test_merge_keys_follow_the_spec(tmp_path):
