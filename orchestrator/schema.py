@@ -229,22 +229,24 @@ class LineItem(_TemplatedLine):
     optional: bool = False
     flag: str | None = None   # a bool field: true when the (optional) line is present
 
+    _names: dict[str, FieldSpec] = {}
+
     @model_validator(mode="after")
     def _check_flag(self) -> "LineItem":
+        names = dict(self.pattern.fields)
         if self.flag is not None:
             if not is_identifier(self.flag):
                 raise ValueError(f"flag {self.flag!r} is not an identifier")
-            if self.flag in self.pattern.fields:
+            if self.flag in names:
                 raise ValueError(f"flag {self.flag!r} is also a field of the line")
+            names[self.flag] = FieldSpec(type="bool")
+        self._names = names
         return self
 
     @property
     def names(self) -> dict[str, FieldSpec]:
-        """The fields this line sets, its flag included."""
-        names = dict(self.pattern.fields)
-        if self.flag is not None:
-            names[self.flag] = FieldSpec(type="bool")
-        return names
+        """The fields this line sets, its flag included (worked out once: loading a course asks often)."""
+        return self._names
 
 
 class RowCount(Strict):
