@@ -1,7 +1,9 @@
 """The JSON Schema of lessons.yaml, generated from the manifest's models, for editors.
 
-lessons.yaml names the committed copy on its first line,
-``# yaml-language-server: $schema=schemas/lessons.schema.json``, so an editor
+The committed copy ships in the package beside the report's,
+orchestrator/schemas/lessons.schema.json, and lessons.yaml names it on its
+first line, ``# yaml-language-server: $schema=orchestrator/schemas/lessons.schema.json``,
+so an editor
 with the YAML language server completes keys and flags typos as they are
 typed. The schema says what the models accept; what it cannot say (the day
 order, a claim's names, that a source file exists) is still checked by
@@ -16,7 +18,7 @@ from pathlib import Path
 from .files import atomic_write
 from .manifest import Manifest
 
-SCHEMA_PATH = Path("schemas") / "lessons.schema.json"   # relative to the course root
+SHIPPED = Path(__file__).resolve().parent / "schemas" / "lessons.schema.json"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
@@ -34,7 +36,7 @@ def schema_text() -> str:
     return json.dumps(manifest_schema(), indent=2, ensure_ascii=False) + "\n"
 
 
-def write_manifest_schema(path: Path) -> Path:
-    """Write the schema to `path` (atomically); return the path."""
+def write_manifest_schema(path: Path = SHIPPED) -> Path:
+    """Write the schema to `path` (atomically), by default the shipped copy; return the path."""
     atomic_write(Path(path), schema_text())
     return Path(path)

@@ -655,11 +655,6 @@ def test_two_lessons_on_one_day_load_with_a_warning(tmp_path):
         "links to the first of them"]
 
 
-def test_warnings_are_no_manifest_key(tmp_path):
-    path, error = manifest_error(tmp_path, edited("version: 1\n", "version: 1\nwarnings: []\n"))
-    assert str(error) == f"{path}:2: warnings: unknown key 'warnings'"
-
-
 def test_days_may_skip(tmp_path):
     manifest = load_manifest(write(tmp_path, MINIMAL + edited("    day: 2\n", "    day: 71\n", SECOND_LESSON)))
     assert ([lesson.day for lesson in manifest.lessons], manifest.warnings) == ([1, 71], [])
@@ -793,3 +788,9 @@ def test_defaults_refuse_an_unknown_sanitizer_tool(tmp_path):
     path, error = manifest_error(tmp_path, edited("version: 1\n", "version: 1\ndefaults:\n  sanitizers: {memchek: {}}\n"))
     assert str(error) == (f"{path}:3: defaults.sanitizers: unknown sanitizer tool 'memchek'; "
                           "use memcheck, racecheck, synccheck, initcheck")
+
+
+@pytest.mark.parametrize("key", ["lines", "warnings"])
+def test_what_load_manifest_sets_is_no_manifest_key(tmp_path, key):
+    path, error = manifest_error(tmp_path, edited("version: 1\n", f"version: 1\n{key}: {{}}\n"))
+    assert str(error) == f"{path}:2: {key}: unknown key {key!r}"

@@ -9,10 +9,10 @@ import jsonschema
 import pytest
 import yaml
 
-from orchestrator.manifest_schema import SCHEMA_PATH, manifest_schema, schema_text, write_manifest_schema
+from orchestrator.manifest_schema import SHIPPED, manifest_schema, schema_text, write_manifest_schema
 
 REPO = Path(__file__).resolve().parent.parent
-COMMITTED = REPO / SCHEMA_PATH
+COMMITTED = REPO / "orchestrator" / "schemas" / "lessons.schema.json"
 
 
 @pytest.fixture(scope="module")
@@ -29,9 +29,9 @@ def errors(validator, data) -> list[str]:
 def test_the_committed_schema_is_what_the_models_generate():
     # Compared as JSON: pydantic 2.10 writes a bound as 0.0 where later ones write 0.
     assert json.loads(COMMITTED.read_text(encoding="utf-8")) == manifest_schema(), (
-        "schemas/lessons.schema.json is stale: regenerate it with "
-        "python -c 'from orchestrator.manifest_schema import write_manifest_schema as w; "
-        "w(\"schemas/lessons.schema.json\")'")
+        "orchestrator/schemas/lessons.schema.json is stale: regenerate it with "
+        "python -c 'from orchestrator.manifest_schema import write_manifest_schema; write_manifest_schema()'")
+    assert SHIPPED == COMMITTED
 
 
 def test_write_manifest_schema_writes_that_text(tmp_path):
@@ -42,7 +42,7 @@ def test_write_manifest_schema_writes_that_text(tmp_path):
 
 def test_lessons_yaml_names_the_schema_on_its_first_line():
     first = (REPO / "lessons.yaml").read_text(encoding="utf-8").splitlines()[0]
-    assert first == f"# yaml-language-server: $schema={SCHEMA_PATH.as_posix()}"
+    assert first == "# yaml-language-server: $schema=orchestrator/schemas/lessons.schema.json"
 
 
 def test_the_course_manifest_is_valid_under_the_schema(validator):
