@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, field_validator
 
 from .errors import EvidenceError
 from .files import atomic_write, sha256_bytes
@@ -15,6 +16,9 @@ from .resources import BuildEvidence
 
 TRANSCRIPT = "transcript.txt"
 META = "meta.json"
+# What one evidence file may hold: a transcript is captured up to 16 MiB, and
+# sanitizer logs and XML of a lesson are far smaller.
+FILE_LIMIT = 64 * 1024 * 1024
 
 
 class EvidenceMeta(BaseModel):
@@ -43,18 +47,88 @@ class EvidenceMeta(BaseModel):
     repeat: dict = {}           # with record --repeat: runs and per-field spread
     stale_passes: list[str] = []  # sanitizer reports kept from an earlier record whose build has changed since
 
+    @field_validator("files")
+    @classmethod
+    def _plain_names(cls, files: dict[str, str]) -> dict[str, str]:
+        for name in files:
+            if not is_plain_name(name):
+                raise ValueError(f"{name!r} is not the plain name of a file in the evidence folder")
+        return files
+
 
 class Evidence(BaseModel):
     meta: EvidenceMeta
     transcript: str
     directory: Path
 
-    def extra(self, name: str) -> str:
-        return self.read_bytes(name).decode("utf-8", errors="replace")
+    def extra(self, name: str) -> str | None:
+        """An extra file of this evidence (a sanitizer log or XML) as text; None if there is none.
 
-    def read_bytes(self, name: str) -> bytes:
-        """One of the files recorded with the evidence (a sanitizer report), as it was written."""
-        return (self.directory / name).read_bytes()
+        Raises EvidenceError for anything but a plain file in the evidence folder.
+        """
+        data = self.read_bytes(name)
+        return None if data is None else data.decode("utf-8", errors="replace")
+
+    def read_bytes(self, name: str) -> bytes | None:
+        """One of the files recorded with the evidence (a sanitizer report), as it was written; None if absent.
+
+        Raises EvidenceError for anything but a plain file in the evidence folder.
+        """
+        return read_evidence_file(self.directory / name) if is_plain_name(name) else None
+
+
+def is_plain_name(name: str) -> bool:
+    """Whether `name` names a file right in its folder: no path, not `.` or `..`."""
+    return name not in ("", ".", "..") and not any(c in name for c in "/\\\0")
+
+
+def read_evidence_file(path: Path, limit: int = FILE_LIMIT) -> bytes | None:
+    """The bytes of one file of the evidence store; None if there is none.
+
+    Evidence is data anyone can edit, so only a regular file is read, and only
+    up to `limit` bytes: a folder, a device, a FIFO, a link leading out of its
+    folder, or a bigger file raises EvidenceError naming it.
+    """
+    path = Path(path)
+    try:
+        if path.is_symlink():
+            target = Path(os.path.realpath(path))
+            if not target.is_relative_to(Path(os.path.realpath(path.parent))):
+                raise EvidenceError(f"a link leading out of the evidence folder, to {target}", path=path)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise EvidenceError(f"cannot read: {exc.strerror}", path=path) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise EvidenceError(f"{_kind(mode)} where a file should be", path=path)
+        chunks, size = [], 0
+        while size <= limit and (chunk := os.read(fd, min(1 << 20, limit + 1 - size))):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise EvidenceError(f"cannot read: {exc.strerror}", path=path) from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        most = f"{limit >> 20} MiB" if limit % (1 << 20) == 0 else f"{limit:,} bytes"
+        raise EvidenceError(f"larger than {most}, the most an evidence file may hold", path=path)
+    return data
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
 
 
 # The source header lines render owns (and rewrites); lesson_digest leaves them out.
@@ -76,7 +150,8 @@ def _first_error(exc: ValidationError) -> str:
     """`field.path: message` of a file's first validation error (no path for invalid JSON)."""
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first["loc"])
-    return f"{where}: {first['msg']}" if where else first["msg"]
+    message = first["msg"].removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
 
 
 def evidence_root(course_root: Path) -> Path:
@@ -88,36 +163,47 @@ def evidence_dir(course_root: Path, lesson_id: str, slug: str) -> Path:
 
 
 def list_gpus(course_root: Path, lesson_id: str) -> list[str]:
+    """The GPUs a lesson has evidence for, a set an interrupted record left aside included.
+
+    It only reads: putting such a set back is recover_evidence's, which record calls.
+    """
     base = evidence_root(course_root) / lesson_id
     if not base.is_dir():
         return []
-    for backup in base.glob(".*.old"):  # an interrupted write_evidence left its old set aside
-        _restore_backup(base / backup.name[1:-len(".old")])
-    return sorted(p.name for p in base.iterdir()
-                  if p.is_dir() and not p.name.startswith(".") and (p / META).exists())
+    found = set()
+    for folder in base.iterdir():
+        if not folder.name.startswith("."):
+            if folder.is_dir() and (folder / META).exists():
+                found.add(folder.name)
+        elif (slug := _aside_slug(folder.name)) and not (base / slug).exists() \
+                and _is_left_aside(folder, lesson_id, slug):
+            found.add(slug)
+    return sorted(found)
 
 
 def load_evidence(course_root: Path, lesson_id: str, slug: str) -> Evidence | None:
     """The evidence for one lesson on one GPU model; None if there is none.
 
     Raises EvidenceError when it exists but cannot be trusted: unreadable
-    metadata, or a transcript whose hash is not the one recorded.
+    metadata, a transcript whose hash is not the one recorded, a file that is
+    not a plain file of the folder, or a set an interrupted record left aside.
     """
     directory = evidence_dir(course_root, lesson_id, slug)
-    _restore_backup(directory)
+    aside = _aside(directory)
+    if not directory.exists() and _is_left_aside(aside, lesson_id, slug):
+        raise EvidenceError(f"the evidence for {slug}, left aside by an interrupted record; "
+                            f"`coursectl record {lesson_id}` puts it back", path=aside)
     meta_path = directory / META
-    if not meta_path.exists():
+    data = read_evidence_file(meta_path)
+    if data is None:
         return None
     try:
-        meta = EvidenceMeta.model_validate_json(meta_path.read_bytes())
+        meta = EvidenceMeta.model_validate_json(data)
     except ValidationError as exc:
         raise EvidenceError(f"corrupt metadata: {_first_error(exc)}", path=meta_path)
-    except OSError as exc:
-        raise EvidenceError(f"cannot read: {exc.strerror}", path=meta_path)
     transcript_path = directory / TRANSCRIPT
-    try:
-        data = transcript_path.read_bytes()
-    except OSError:
+    data = read_evidence_file(transcript_path)
+    if data is None:
         raise EvidenceError("metadata without its transcript", path=transcript_path)
     if sha256_bytes(data) != meta.transcript_sha256:
         raise EvidenceError("transcript does not match the sha256 in meta.json: it was edited "
@@ -127,9 +213,36 @@ def load_evidence(course_root: Path, lesson_id: str, slug: str) -> Evidence | No
                             f"in {lesson_id}/{slug}", path=meta_path)
     for name, digest in meta.files.items():
         path = directory / name
-        if not path.exists() or sha256_bytes(path.read_bytes()) != digest:
+        extra = read_evidence_file(path)
+        if extra is None or sha256_bytes(extra) != digest:
             raise EvidenceError(f"{name} is missing or does not match its sha256 in meta.json", path=path)
     return Evidence(meta=meta, transcript=data.decode("utf-8", errors="replace"), directory=directory)
+
+
+def recover_evidence(course_root: Path, lesson_id: str) -> list[str]:
+    """Finish the swaps of evidence sets an interrupted write_evidence left half done.
+
+    Killed between its two renames, write_evidence leaves the old set in
+    `.SLUG.old` and no SLUG: it is put back. Killed after them, both are
+    there and the old set is removed. Only record calls this; every other
+    command reads the store as it finds it. Returns one sentence per set.
+    """
+    base = evidence_root(course_root) / lesson_id
+    if not base.is_dir():
+        return []
+    done = []
+    for backup in sorted(base.iterdir()):
+        slug = _aside_slug(backup.name)
+        if slug is None or not _is_left_aside(backup, lesson_id, slug):
+            continue
+        directory = base / slug
+        if directory.exists() or directory.is_symlink():
+            shutil.rmtree(backup)
+            done.append(f"removed {backup}: the evidence {slug} had before an interrupted record")
+        else:
+            os.rename(backup, directory)
+            done.append(f"put back {directory}: an interrupted record had left it aside in {backup.name}")
+    return done
 
 
 def write_evidence(course_root: Path, meta: EvidenceMeta, transcript: str,
@@ -147,7 +260,7 @@ def write_evidence(course_root: Path, meta: EvidenceMeta, transcript: str,
         "transcript_sha256": sha256_bytes(data),
         "files": {name: sha256_bytes(blob) for name, blob in (extra or {}).items()}})
     staging = directory.parent / f".{directory.name}.new-{os.getpid()}"
-    backup = directory.parent / f".{directory.name}.old"
+    backup = _aside(directory)
     shutil.rmtree(staging, ignore_errors=True)
     try:
         atomic_write(staging / TRANSCRIPT, data)
@@ -164,10 +277,30 @@ def write_evidence(course_root: Path, meta: EvidenceMeta, transcript: str,
     return directory
 
 
-def _restore_backup(directory: Path) -> None:
-    backup = directory.parent / f".{directory.name}.old"
-    if not directory.exists() and backup.is_dir():
-        os.rename(backup, directory)
+def _aside(directory: Path) -> Path:
+    """Where write_evidence keeps the old set of `directory` while it swaps the new one in."""
+    return directory.parent / f".{directory.name}.old"
+
+
+def _is_left_aside(folder: Path, lesson_id: str, slug: str) -> bool:
+    """Whether `folder` holds a set write_evidence moved aside: its metadata names this lesson and GPU.
+
+    Any other folder whose name starts with a dot is not evidence, and is left alone.
+    """
+    if folder.is_symlink() or not folder.is_dir():
+        return False
+    try:
+        data = read_evidence_file(folder / META)
+        meta = EvidenceMeta.model_validate_json(data) if data is not None else None
+    except (EvidenceError, ValidationError):
+        return False
+    return meta is not None and meta.lesson == lesson_id and meta.gpu_slug == slug
+
+
+def _aside_slug(name: str) -> str | None:
+    """The GPU of a set left aside (`.nvidia-h200.old` -> `nvidia-h200`); None for any other name."""
+    match = re.fullmatch(r"\.([^.].*)\.old", name)
+    return match.group(1) if match else None
 
 
 def build_evidence_path(course_root: Path, lesson_id: str, arch: str) -> Path:
@@ -177,10 +310,11 @@ def build_evidence_path(course_root: Path, lesson_id: str, arch: str) -> Path:
 def load_build_evidence(course_root: Path, lesson_id: str, arch: str):
     """ptxas' recorded report for one lesson and architecture, or None."""
     path = build_evidence_path(course_root, lesson_id, arch)
-    if not path.exists():
+    data = read_evidence_file(path)
+    if data is None:
         return None
     try:
-        return BuildEvidence.model_validate_json(path.read_bytes())
+        return BuildEvidence.model_validate_json(data)
     except ValidationError as exc:
         raise EvidenceError(f"corrupt build evidence: {_first_error(exc)}", path=path)
 

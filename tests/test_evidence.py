@@ -17,6 +17,8 @@ from orchestrator.evidence import (
     evidence_dir,
     list_gpus,
     load_evidence,
+    read_evidence_file,
+    recover_evidence,
     write_evidence,
 )
 from orchestrator.files import sha256_bytes
@@ -197,8 +199,8 @@ def test_interrupted_write_leaves_the_old_evidence(tmp_path, monkeypatch, fail_a
     assert load_evidence(tmp_path, LESSON, SLUG).transcript == TRANSCRIPT
 
 
-def test_interrupt_between_the_renames_is_recovered_on_load(tmp_path, monkeypatch):
-    """Old set moved aside, new one not yet in place: load_evidence puts the old one back."""
+def test_interrupt_between_the_renames_is_recovered_by_record_alone(tmp_path, monkeypatch):
+    """Old set moved aside, new one not yet in place: loading names it and moves nothing; recover_evidence puts it back."""
     directory = write_evidence(tmp_path, make_meta(), TRANSCRIPT, {"racecheck.log": RACECHECK_LOG})
     before = snapshot(directory)
     real_rename = os.rename
@@ -215,12 +217,114 @@ def test_interrupt_between_the_renames_is_recovered_on_load(tmp_path, monkeypatc
         write_evidence(tmp_path, make_meta(), "new transcript\n")
     monkeypatch.undo()
     assert renames == [(SLUG, f".{SLUG}.old"), (f".{SLUG}.new-{os.getpid()}", SLUG)]
-    assert sorted(p.name for p in directory.parent.iterdir()) == [f".{SLUG}.old"]
+    aside = directory.parent / f".{SLUG}.old"
+    assert sorted(p.name for p in directory.parent.iterdir()) == [aside.name]
 
-    loaded = load_evidence(tmp_path, LESSON, SLUG)
-    assert loaded.transcript == TRANSCRIPT
+    assert list_gpus(tmp_path, LESSON) == [SLUG]
+    with pytest.raises(EvidenceError) as caught:
+        load_evidence(tmp_path, LESSON, SLUG)
+    assert str(caught.value) == (f"{aside}: the evidence for {SLUG}, left aside by an interrupted record; "
+                                 f"`coursectl record {LESSON}` puts it back")
+    assert sorted(p.name for p in directory.parent.iterdir()) == [aside.name]
+
+    assert recover_evidence(tmp_path, LESSON) == [
+        f"put back {directory}: an interrupted record had left it aside in .{SLUG}.old"]
     assert snapshot(directory) == before
+    assert load_evidence(tmp_path, LESSON, SLUG).transcript == TRANSCRIPT
+    assert recover_evidence(tmp_path, LESSON) == []
+
+
+def test_recover_removes_the_old_set_once_the_new_one_is_in(tmp_path, monkeypatch):
+    """Killed after both renames, before the old set was removed: the new set stands, the old one goes."""
+    write_evidence(tmp_path, make_meta(), TRANSCRIPT)
+    monkeypatch.setattr(evidence_module.shutil, "rmtree", lambda path, ignore_errors=False: None)
+    directory = write_evidence(tmp_path, make_meta(), "new transcript\n")
+    monkeypatch.undo()
+    aside = directory.parent / f".{SLUG}.old"
+    assert sorted(p.name for p in directory.parent.iterdir()) == [aside.name, SLUG]
+    assert load_evidence(tmp_path, LESSON, SLUG).transcript == "new transcript\n"
+    assert list_gpus(tmp_path, LESSON) == [SLUG]
+    assert recover_evidence(tmp_path, LESSON) == [
+        f"removed {aside}: the evidence {SLUG} had before an interrupted record"]
     assert sorted(p.name for p in directory.parent.iterdir()) == [SLUG]
+
+
+def test_a_dot_folder_that_is_not_a_set_left_aside_is_left_alone(tmp_path):
+    """Only a folder whose metadata names its lesson and GPU is a set write_evidence left aside."""
+    directory = write_evidence(tmp_path, make_meta(), TRANSCRIPT)
+    for name in (".evil.old", ".tesla-t4.old"):
+        os.mkdir(directory.parent / name)
+        (directory.parent / name / "meta.json").write_bytes((directory / "meta.json").read_bytes())
+    assert list_gpus(tmp_path, LESSON) == [SLUG]
+    assert recover_evidence(tmp_path, LESSON) == []
+    assert sorted(p.name for p in directory.parent.iterdir()) == [".evil.old", ".tesla-t4.old", SLUG]
+
+
+# -- files that are not what evidence holds ------------------------------------------------
+def make_folder(path: Path) -> None:
+    path.mkdir()
+
+
+def make_fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def link_to_dev_zero(path: Path) -> None:
+    path.symlink_to("/dev/zero")
+
+
+def link_out(path: Path) -> None:
+    outside = path.parent.parent / "outside.log"
+    outside.write_bytes(RACECHECK_LOG)
+    path.symlink_to(outside)
+
+
+NOT_A_FILE = [
+    (make_folder, "{path}: a folder where a file should be"),
+    (make_fifo, "{path}: a named pipe where a file should be"),
+    (link_to_dev_zero, "{path}: a link leading out of the evidence folder, to /dev/zero"),
+    (link_out, "{path}: a link leading out of the evidence folder, to {folder}/../outside.log"),
+]
+
+
+@pytest.mark.parametrize("make, message", NOT_A_FILE, ids=["folder", "fifo", "dev-zero", "link-out"])
+def test_only_a_plain_file_of_the_folder_is_read(tmp_path, make, message):
+    folder = tmp_path / "evidence" / SLUG
+    folder.mkdir(parents=True)
+    path = folder / "memcheck.log"
+    make(path)
+    with pytest.raises(EvidenceError) as caught:
+        read_evidence_file(path)
+    assert str(caught.value) == message.format(path=path, folder=folder).replace(f"{SLUG}/../", "")
+
+
+def test_a_link_inside_the_folder_and_a_missing_file(tmp_path):
+    (tmp_path / "racecheck.log").write_bytes(RACECHECK_LOG)
+    (tmp_path / "copy.log").symlink_to("racecheck.log")
+    assert read_evidence_file(tmp_path / "copy.log") == RACECHECK_LOG
+    assert read_evidence_file(tmp_path / "missing.log") is None
+
+
+def test_a_file_over_the_limit_is_refused(tmp_path):
+    path = tmp_path / "memcheck.log"
+    path.write_bytes(b"x" * 1025)
+    assert read_evidence_file(path, limit=1025) == b"x" * 1025
+    with pytest.raises(EvidenceError) as caught:
+        read_evidence_file(path, limit=1024)
+    assert str(caught.value) == f"{path}: larger than 1,024 bytes, the most an evidence file may hold"
+    assert evidence_module.FILE_LIMIT == 64 * 1024 * 1024   # said as "larger than 64 MiB, ..."
+
+
+@pytest.mark.parametrize("name", ["/dev/zero", "../../../../etc/hostname", "..", "a/b.log", ""])
+def test_extra_files_have_plain_names(tmp_path, name):
+    directory = write_evidence(tmp_path, make_meta(), TRANSCRIPT)
+    meta = json.loads((directory / "meta.json").read_text())
+    meta["files"] = {name: "0" * 64}
+    (directory / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(EvidenceError) as caught:
+        load_evidence(tmp_path, LESSON, SLUG)
+    assert str(caught.value) == (f"{directory / 'meta.json'}: corrupt metadata: files: {name!r} is not the plain "
+                                 "name of a file in the evidence folder")
 
 
 def test_a_stale_staging_folder_is_replaced(tmp_path):
