@@ -22,7 +22,8 @@ from typing import Callable
 from . import __version__
 from .build import BuildResult, build_lesson
 from .errors import CoursectlError, EvidenceError, Interrupted, describe_os_error
-from .evidence import EvidenceMeta, lesson_digest, load_evidence, write_build_evidence, write_evidence
+from .evidence import (EvidenceMeta, lesson_digest, load_evidence, recover_evidence, write_build_evidence,
+                       write_evidence)
 from .judging import (build_evidence_of, compare_build_evidence, compare_with_previous, describe_environment,
                       judge_evidence, judge_run, judge_runs, judge_sanitizer_run, judge_source)
 from .locks import gpu_lock
@@ -54,10 +55,13 @@ def verify(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opti
 def record(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, options: Options,
            emit: Emit = quiet, runner=run_command) -> list[LessonResult]:
     """Build (every listed architecture too), run, judge, sanitize, and store only if every gate held."""
+    recovered = {lesson.id: recover_evidence(manifest.root, lesson.id) for lesson in lessons}
+
     def stages(turn: Turn) -> LessonResult:
         runs = turn.run_program()
         result, chosen = judge_runs(manifest, turn.lesson, runs, turn.gpu, turn.arch, False, turn.build.resources,
                                     turn.environment)
+        result.notes += recovered[turn.lesson.id]
         files = turn.sanitize(result)
         return turn.store(settle(result, compared=False), runs[chosen], files)
     options = options.model_copy(update={"all_archs": True})

@@ -1,0 +1,166 @@
+"""Hostile and broken input: evidence that is not what it claims, a toolchain that cannot run,
+command lines that try to leave the cache, output built to be slow, programs that leave children
+behind, and templates that try to run a shell.
+
+Each case ends as a result or as one line with the right exit status, never a traceback, and
+writes nothing it should not. Most tests run coursectl in this process (typer's CliRunner) on
+stand-in lessons, as tests/test_cli.py does; test_no_hostile_case_prints_a_traceback runs the
+installed console script on each case.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import GPU_SLUG, after, coursectl, edit, snapshot, statuses
+
+DAY14_MEMCHECK = {"day14-syncthreads": {"memcheck": {}}}
+
+
+def tree(folder: Path) -> list[str]:
+    """Every path under `folder`, folders and links included: what a rename would change."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def recorded(course, lesson_ids=("day14-syncthreads", "day16-tiled-matmul"), sanitizers=DAY14_MEMCHECK):
+    """A course whose lessons were recorded on the stood-in H200 (day 14 with its memcheck log)."""
+    made = course(list(lesson_ids), sanitizers=sanitizers)
+    assert coursectl("record", "--all", "-q").exit_code == 0
+    return made
+
+
+# -- 1. a folder where an evidence file should be ---------------------------------------------------
+FOLDER_IN_PLACE = [
+    ("memcheck.log", False, "evidence: {ev}/memcheck.log: a folder where a file should be"),
+    ("memcheck.log", True, "evidence for nvidia-h200: {ev}/memcheck.log: a folder where a file should be"),
+    ("memcheck.xml", True, "nvidia-h200: recorded {ev}/memcheck.xml: a folder where a file should be"),
+    ("build/sm_90.json", False, "{ev}/../build/sm_90.json: a folder where a file should be"),
+    ("build/sm_90.json", True, "{ev}/../build/sm_90.json: a folder where a file should be"),
+]
+
+
+@pytest.mark.parametrize("name, offline, reason", FOLDER_IN_PLACE,
+                         ids=["log", "log-offline", "xml-offline", "build", "build-offline"])
+def test_a_folder_in_place_of_an_evidence_file_fails_that_lesson_only(course, fake_sanitizer, prebuilt, tmp_path,
+                                                                    name, offline, reason):
+    made = recorded(course)
+    evidence = made.evidence("day14-syncthreads")
+    target = evidence / ".." / name if name.startswith("build/") else evidence / name
+    if target.exists():
+        target.unlink()
+    target.mkdir()
+    report = tmp_path / "report.json"
+    result = coursectl("verify", "--all", "-q", "--json", report, *(["--offline"] if offline else []))
+    assert (result.exit_code, result.stderr) == (1, "")
+    title = "verify --offline" if offline else "verify"
+    assert statuses(result.stdout, title) == {"day14-syncthreads": "FAIL", "day16-tiled-matmul": "PASS"}
+    [failed, passed] = json.loads(report.read_text())["results"]
+    assert failed["reasons"] == [reason.format(ev=evidence).replace(f"{GPU_SLUG}/../", "")]
+    assert passed["reasons"] == []
+
+
+# -- 2. evidence that points outside its folder -----------------------------------------------------
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def link_log_to_dev_zero(evidence: Path, outside: Path) -> str:
+    (evidence / "memcheck.log").unlink()
+    (evidence / "memcheck.log").symlink_to("/dev/zero")
+    return f"{evidence}/memcheck.log: a link leading out of the evidence folder, to /dev/zero"
+
+
+def name_dev_zero(evidence: Path, outside: Path) -> str:
+    meta = json.loads((evidence / "meta.json").read_text())
+    meta["files"] = {"/dev/zero": hashlib.sha256(b"").hexdigest()}
+    (evidence / "meta.json").write_text(json.dumps(meta))
+    return (f"{evidence}/meta.json: corrupt metadata: files: '/dev/zero' is not the plain name of a file in the "
+            "evidence folder")
+
+
+def name_a_file_above(evidence: Path, outside: Path) -> str:
+    meta = json.loads((evidence / "meta.json").read_text())
+    meta["files"] = {"../../../../secret.txt": sha256(outside)}
+    (evidence / "meta.json").write_text(json.dumps(meta))
+    return (f"{evidence}/meta.json: corrupt metadata: files: '../../../../secret.txt' is not the plain name of a "
+            "file in the evidence folder")
+
+
+def link_log_to_a_file_above(evidence: Path, outside: Path) -> str:
+    log = evidence / "memcheck.log"
+    outside.write_bytes(log.read_bytes())   # the same bytes: only where it lies gives it away
+    log.unlink()
+    log.symlink_to(outside)
+    return f"{evidence}/memcheck.log: a link leading out of the evidence folder, to {outside}"
+
+
+@pytest.mark.parametrize("plant", [link_log_to_dev_zero, name_dev_zero, name_a_file_above, link_log_to_a_file_above],
+                         ids=["link-to-dev-zero", "dev-zero-in-files", "path-above-in-files", "link-above"])
+def test_evidence_naming_a_file_outside_its_folder_is_refused(course, fake_sanitizer, prebuilt, tmp_path, plant):
+    made = recorded(course)
+    outside = tmp_path / "secret.txt"
+    outside.write_text("not evidence\n")
+    assert made.evidence("day14-syncthreads").resolve().parents[3] == tmp_path.resolve()
+    reason = plant(made.evidence("day14-syncthreads"), outside)
+    report = tmp_path / "report.json"
+    result = coursectl("verify", "--all", "--offline", "-q", "--json", report)
+    assert (result.exit_code, result.stderr) == (1, "")
+    assert statuses(result.stdout, "verify --offline") == {"day14-syncthreads": "FAIL", "day16-tiled-matmul": "PASS"}
+    assert json.loads(report.read_text())["results"][0]["reasons"] == [f"evidence for nvidia-h200: {reason}"]
+
+
+# -- 8. read-only commands write nothing ----------------------------------------------------------------
+def left_aside(made) -> tuple[Path, str]:
+    """Killed between write_evidence's two renames, record left `.nvidia-h200.old`; a stray `.evil.old` lies beside."""
+    directory = made.evidence("day16-tiled-matmul")
+    os.rename(directory, directory.parent / f".{GPU_SLUG}.old")
+    stray = directory.parent / ".evil.old"
+    stray.mkdir()
+    (stray / "meta.json").write_bytes((directory.parent / f".{GPU_SLUG}.old" / "meta.json").read_bytes())
+    reason = (f"{directory.parent}/.{GPU_SLUG}.old: the evidence for {GPU_SLUG}, left aside by an interrupted "
+              "record; `coursectl record day16-tiled-matmul` puts it back")
+    return directory, reason
+
+
+READ_ONLY = [
+    (["verify", "--all", "-q"], 1, "verify", "evidence: {reason}"),
+    (["verify", "--all", "--offline", "-q"], 1, "verify --offline", "evidence for nvidia-h200: {reason}"),
+    (["render", "--check"], 1, None, "coursectl: error: {reason}"),
+    (["doctor"], 0, None, None),
+]
+
+
+@pytest.mark.parametrize("command, status, title, said", READ_ONLY, ids=["verify", "offline", "render-check", "doctor"])
+def test_read_only_commands_leave_a_set_left_aside_where_it_lies(course, fake_sanitizer, prebuilt, command, status,
+                                                                title, said):
+    made = recorded(course, ["day16-tiled-matmul"], sanitizers=None)
+    _, reason = left_aside(made)
+    before = (tree(made.root / "evidence"), snapshot(made.root / "evidence"))
+    result = coursectl(*command)
+    assert (tree(made.root / "evidence"), snapshot(made.root / "evidence")) == before
+    assert result.exit_code == status
+    if title is not None:
+        assert after(result.stdout, title) == [f"day16-tiled-matmul: {said.format(reason=reason)}"]
+    elif said is not None:
+        assert result.stderr.splitlines()[0] == said.format(reason=reason)
+
+
+def test_record_puts_back_a_set_left_aside_and_says_so(course, fake_gpu, prebuilt, tmp_path):
+    """Here the gate fails, so record writes no new set: what it put back is the old one, byte for byte."""
+    made = recorded(course, ["day16-tiled-matmul"], sanitizers=None)
+    before = snapshot(made.evidence("day16-tiled-matmul"))
+    directory, _ = left_aside(made)
+    edit(made.transcript("day16-tiled-matmul"), "all 3 cases match", "all 2 cases match")
+    report = tmp_path / "report.json"
+    result = coursectl("record", "--all", "-q", "--json", report)
+    assert (result.exit_code, result.stderr) == (1, "")
+    [lesson] = json.loads(report.read_text())["results"]
+    assert lesson["notes"] == [f"put back {directory}: an interrupted record had left it aside in .{GPU_SLUG}.old"]
+    assert lesson["reasons"][0] == "not recorded: the previous evidence is untouched"
+    assert snapshot(directory) == before
+    assert sorted(p.name for p in directory.parent.iterdir()) == [".evil.old", "build", GPU_SLUG]
