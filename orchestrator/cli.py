@@ -207,9 +207,8 @@ def doctor(manifest_path: Path = ManifestOpt) -> None:
 
     tc = _discover()
     table = Table(show_header=False, show_edge=False)
-    table.add_row("nvcc", f"{tc.nvcc} ({tc.nvcc_version})" if tc.nvcc else "NOT FOUND")
-    table.add_row("compute-sanitizer", f"{tc.sanitizer} ({tc.sanitizer_version})" if tc.sanitizer
-                  else "NOT FOUND: verify and record need --no-sanitize")
+    table.add_row("nvcc", tc.describe("nvcc"))
+    table.add_row("compute-sanitizer", tc.describe("compute-sanitizer"))
     table.add_row("driver", tc.driver_version or "-")
     table.add_row("CUDA (driver)", tc.cuda_version or "-")
     table.add_row("GPUs via", tc.gpu_source or "none: only `coursectl verify --offline` and render work here")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -53,8 +54,28 @@ class Toolchain(BaseModel):
     sanitizer: str | None = None
     sanitizer_version: str | None = None
     notes: list[str] = []
+    broken: dict[str, str] = {}          # tool -> why it was found but cannot start
+
+    def describe(self, tool: str) -> str:
+        """What doctor says of nvcc or compute-sanitizer: where and which version, or what is wrong."""
+        path, version = (self.nvcc, self.nvcc_version) if tool == "nvcc" else (self.sanitizer,
+                                                                               self.sanitizer_version)
+        if tool in self.broken:
+            return f"{path}: CANNOT RUN: {self.broken[tool]}"
+        if not path:
+            return "NOT FOUND" if tool == "nvcc" else "NOT FOUND: verify and record need --no-sanitize"
+        return f"{path} ({version})"
+
+    def _cannot_run(self, tool: str, path: str | None) -> ToolchainError | None:
+        if tool not in self.broken:
+            return None
+        hint = ("repair the CUDA toolkit, or put a working nvcc first on PATH" if tool == "nvcc" else
+                "repair the CUDA toolkit's compute-sanitizer, or use --no-sanitize")
+        return ToolchainError(f"{tool} at {path} cannot run: {self.broken[tool]}", hint=hint)
 
     def require_nvcc(self) -> str:
+        if error := self._cannot_run("nvcc", self.nvcc):
+            raise error
         if not self.nvcc:
             raise ToolchainError("nvcc not found on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin",
                                  hint="install the CUDA toolkit or set CUDA_HOME")
@@ -68,6 +89,8 @@ class Toolchain(BaseModel):
         return self.gpus
 
     def require_sanitizer(self) -> str:
+        if error := self._cannot_run("compute-sanitizer", self.sanitizer):
+            raise error
         if not self.sanitizer:
             raise ToolchainError("compute-sanitizer not found on PATH, beside nvcc or in $CUDA_HOME/bin",
                                  hint="install the CUDA toolkit's compute-sanitizer, or use --no-sanitize")
@@ -193,15 +216,38 @@ def _gpus_from_smi(smi: str, runner=run_command) -> tuple[list[Gpu], str | None,
     return gpus, driver, cuda
 
 
+def why_it_cannot_run(path: str, exc: OSError) -> str:
+    """Why a tool that was found does not start, e.g. a script whose interpreter is missing."""
+    why = exc.strerror or str(exc)
+    if exc.errno == errno.ENOENT and os.path.isfile(path):
+        try:
+            with open(path, "rb") as handle:
+                first = handle.readline(256)
+        except OSError:
+            first = b""
+        if first.startswith(b"#!") and first[2:].split():
+            interpreter = first[2:].split()[0].decode(errors="replace")
+            why += f" (its interpreter {interpreter} is missing)"
+        else:
+            why += " (it exists: a library or loader it needs is missing)"
+    return why
+
+
 def discover(runner=run_command, use_nvml: bool = True) -> Toolchain:
-    """Look for every tool; record what is missing instead of failing."""
+    """Look for every tool; record what is missing or cannot run instead of failing."""
     tc = Toolchain()
     tc.nvcc = find_tool("nvcc")
     if tc.nvcc:
-        tc.nvcc_version = nvcc_version(tc.nvcc, runner)
+        try:
+            tc.nvcc_version = nvcc_version(tc.nvcc, runner)
+        except OSError as exc:
+            tc.broken["nvcc"] = why_it_cannot_run(tc.nvcc, exc)
     tc.sanitizer = find_tool("compute-sanitizer", beside=tc.nvcc)
     if tc.sanitizer:
-        tc.sanitizer_version = sanitizer_version(tc.sanitizer, runner)
+        try:
+            tc.sanitizer_version = sanitizer_version(tc.sanitizer, runner)
+        except OSError as exc:
+            tc.broken["compute-sanitizer"] = why_it_cannot_run(tc.sanitizer, exc)
     if os.environ.get("COURSECTL_NO_NVML"):
         use_nvml = False
     if use_nvml:

@@ -10,6 +10,7 @@ installed console script on each case.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GPU_SLUG, after, coursectl, edit, snapshot, statuses
+from conftest import GPU_SLUG, H, after, coursectl, edit, lines, snapshot, statuses
 
 DAY14_MEMCHECK = {"day14-syncthreads": {"memcheck": {}}}
 
@@ -164,3 +165,58 @@ def test_record_puts_back_a_set_left_aside_and_says_so(course, fake_gpu, prebuil
     assert lesson["reasons"][0] == "not recorded: the previous evidence is untouched"
     assert snapshot(directory) == before
     assert sorted(p.name for p in directory.parent.iterdir()) == [".evil.old", "build", GPU_SLUG]
+
+
+# -- 3. an nvcc that cannot start -------------------------------------------------------------------
+@pytest.fixture
+def nvcc_that_cannot_start(tmp_path, monkeypatch, gpu_bin, sanitizer_bin) -> Path:
+    """PATH: an nvcc script whose interpreter is missing, then the fake GPU tools."""
+    from orchestrator import toolchain
+
+    folder = tmp_path / "broken-bin"
+    folder.mkdir()
+    nvcc = folder / "nvcc"
+    nvcc.write_text("#!/nonexistent/python\nprint('never')\n")
+    nvcc.chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(folder), str(gpu_bin), str(sanitizer_bin)]))
+    monkeypatch.setattr(toolchain, "_cuda_dirs", lambda: [])  # not /usr/local/cuda/bin of this machine
+    return nvcc
+
+
+def cannot_run(nvcc: Path) -> str:
+    return (f"coursectl: error: nvcc at {nvcc} cannot run: No such file or directory (its interpreter "
+            "/nonexistent/python is missing)\n"
+            "hint: repair the CUDA toolkit, or put a working nvcc first on PATH\n")
+
+
+@pytest.mark.parametrize("command", [["build", "--all"], ["verify", "--all"], ["verify", "--all", "--offline"],
+                                     ["record", "--all"]], ids=["build", "verify", "offline", "record"])
+def test_an_nvcc_that_cannot_start_exits_3(course, nvcc_that_cannot_start, command):
+    made = course(["day16-tiled-matmul"])
+    result = coursectl(*command)
+    assert (result.exit_code, result.stdout, result.stderr) == (3, "", cannot_run(nvcc_that_cannot_start))
+    assert not (made.root / "evidence").exists()
+
+
+def test_doctor_marks_an_nvcc_that_cannot_start_and_still_prints_its_table(course, nvcc_that_cannot_start,
+                                                                         sanitizer_bin):
+    course(["day16-tiled-matmul"])
+    result = coursectl("doctor")
+    assert result.exit_code == 3
+    assert lines(result.stdout)[:3] == [
+        f" nvcc              {H} {nvcc_that_cannot_start}: CANNOT RUN: No such file or directory (its interpreter "
+        "/nonexistent/python is missing)",
+        f" compute-sanitizer {H} {sanitizer_bin / 'compute-sanitizer'} (2025.3.1.0)",
+        f" driver            {H} 580.159.04"]
+    assert lines(result.stdout)[-1] == f" day16-tiled-matmul {H} none        {H} NO"
+    assert result.stderr == cannot_run(nvcc_that_cannot_start)
+
+
+def test_a_tool_that_is_not_a_program_is_said_so(tmp_path):
+    from orchestrator.toolchain import why_it_cannot_run
+
+    binary = tmp_path / "nvcc"
+    binary.write_bytes(b"\x7fELF not really")
+    assert why_it_cannot_run(str(binary), OSError(errno.ENOENT, os.strerror(errno.ENOENT))) == (
+        "No such file or directory (it exists: a library or loader it needs is missing)")
+    assert why_it_cannot_run(str(binary), OSError(errno.ENOEXEC, os.strerror(errno.ENOEXEC))) == "Exec format error"
