@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -12,8 +16,9 @@ import pytest
 from orchestrator.errors import ManifestError
 
 from conftest import FLAGS, SEEDS, STANDINS, write_course
-from orchestrator.build import build_lesson, cache_key, nvcc_command
-from orchestrator.errors import BuildError
+from orchestrator import process
+from orchestrator.build import build_lesson, cache_key, check_arch, nvcc_command
+from orchestrator.errors import BuildError, UsageError
 from orchestrator.process import run_command
 
 NVCC = shutil.which("nvcc")
@@ -21,13 +26,15 @@ LESSON = "day13-shared-memory"
 
 
 class CountingRunner:
-    """run_command, counting and recording the commands it is given."""
+    """run_command, counting and recording the commands it is given and their environments."""
 
     def __init__(self):
         self.commands: list[list[str]] = []
+        self.envs: list[dict | None] = []
 
     def __call__(self, argv, **kwargs):
         self.commands.append([str(a) for a in argv])
+        self.envs.append(kwargs.get("env"))
         return run_command(argv, **kwargs)
 
     @property
@@ -47,6 +54,16 @@ def nvcc_argv(flags: list[str], arch: str, output: Path, source: Path, lineinfo:
     """The nvcc command coursectl runs for a build, written out."""
     return [NVCC, *flags, *(["-lineinfo"] if lineinfo else []), f"-arch={arch}", "--resource-usage",
             "-o", str(output), str(source)]
+
+
+def output_of(argv: list[str]) -> Path:
+    """Where an nvcc command writes its binary."""
+    return Path(argv[argv.index("-o") + 1])
+
+
+def is_build_folder(folder: Path, entry: Path) -> bool:
+    """Whether `folder` is the folder of one build of the cache entry `entry`: beside it, named for it."""
+    return folder.parent == entry.parent and re.fullmatch(rf"\.{entry.name}\.\w+\.build", folder.name) is not None
 
 
 def files_under(folder: Path) -> list[str]:
@@ -76,8 +93,11 @@ def test_build_then_cached(tmp_path, own_cache, nvcc_version):
     runner = CountingRunner()
     first = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=runner)
     assert runner.count == 1
-    partial = binary.parent / f".replay.{os.getpid()}.partial"  # written beside the entry, then renamed
-    assert runner.commands == [nvcc_argv(FLAGS, "sm_90", partial, source)]
+    work = output_of(runner.commands[0]).parent   # the build's own folder beside the entry, then renamed
+    assert is_build_folder(work, binary.parent)
+    assert runner.commands == [nvcc_argv(FLAGS, "sm_90", work / "replay", source)]
+    assert runner.envs == [{"TMPDIR": str(work / "tmp")}]
+    assert not work.exists()
     assert (first.lesson, first.arch, first.variant, first.binary, first.cached) == (
         LESSON, "sm_90", "plain", binary, False)
     assert first.command == command == nvcc_command(NVCC, manifest, lesson, "sm_90", binary)
@@ -151,15 +171,17 @@ def test_syntax_error(tmp_path, own_cache, nvcc_version):
     manifest, lesson = load(tmp_path / "course")
     source = manifest.source_path(lesson)
     source.write_text(BROKEN)
+    runner = CountingRunner()
     with pytest.raises(BuildError) as caught:
-        build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version)
+        build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=runner)
     error = caught.value
     assert (error.path, error.line) == (str(source), 6)
     assert error.hint == "fix the diagnostics above; the lesson was not run"
     key = cache_key(BROKEN.encode(), FLAGS, "sm_90", nvcc_version, "plain")
-    partial = own_cache / LESSON / "sm_90-plain" / key / f".replay.{os.getpid()}.partial"
+    output = output_of(runner.commands[0])
+    assert is_build_folder(output.parent, own_cache / LESSON / "sm_90-plain" / key)
     assert error.message.splitlines() == [f"nvcc failed for lesson {LESSON!r} (sm_90):",
-                                          f"$ {shlex.join(nvcc_argv(FLAGS, 'sm_90', partial, source))}",
+                                          f"$ {shlex.join(nvcc_argv(FLAGS, 'sm_90', output, source))}",
                                           "exit status 2",
                                           "stderr (last lines):",
                                           f'{source}(6): error: expected a ";"',
@@ -246,3 +268,118 @@ def test_command_substitution_in_a_flag_is_refused(tmp_path, own_cache, nvcc_ver
     assert "flags: flag '-DGREETING=\"a b $(touch X)\"' holds '$' or '`'" in str(caught.value)
     assert caught.value.exit_status == 2
     assert list(tmp_path.rglob("X")) == []
+
+
+# -- several builds of one entry at once, and temporary files -------------------------------------
+def test_builds_of_one_entry_at_once_each_write_their_own_files(tmp_path, own_cache, nvcc_version):
+    """Three builds of one lesson and architecture, their nvcc runs made to overlap: each writes its own files."""
+    manifest, lesson = load(tmp_path / "course")
+    both_ran = threading.Barrier(3, timeout=120)
+    outputs = []
+
+    def overlapping(argv, **kwargs):
+        both_ran.wait()
+        result = run_command(argv, **kwargs)
+        outputs.append(output_of([str(a) for a in argv]))
+        both_ran.wait()   # every nvcc has finished before any build moves its binary
+        return result
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        builds = list(pool.map(lambda _: build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version,
+                                                      runner=overlapping), range(3)))
+    assert len(set(outputs)) == 3
+    [binary] = {build.binary for build in builds}
+    key = binary.parent.name
+    assert files_under(own_cache) == [f"{LESSON}/sm_90-plain/{key}/build.json", f"{LESSON}/sm_90-plain/{key}/replay"]
+    assert sorted(p.name for p in binary.parent.parent.iterdir()) == [key]
+    seed = SEEDS / "shared_memory.txt"
+    assert run_command([binary, seed], timeout=30).stdout == seed.read_bytes()
+    again = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run)
+    assert (again.cached, again.binary, again.notes) == (True, binary, [])
+
+
+def test_an_interrupted_build_leaves_no_temporary_files(tmp_path, own_cache, nvcc_version):
+    """nvcc cleans its tmpxft_* files when it alone is signalled, not when its process group is killed:
+    they are written into the build's own folder (TMPDIR), which goes with the build."""
+    manifest, lesson = load(tmp_path / "course")
+    seen: list[str] = []
+
+    def interrupted_once_it_writes(argv, **kwargs):
+        temporary = Path(kwargs["env"]["TMPDIR"])
+
+        def interrupt():
+            deadline = time.monotonic() + 60
+            while not list(temporary.glob("tmpxft_*")) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            seen.extend(p.name for p in temporary.iterdir())
+            process.kill_all()   # what coursectl does on Ctrl-C: every child's process group is killed
+
+        watcher = threading.Thread(target=interrupt)
+        watcher.start()
+        try:
+            return run_command(argv, **kwargs)
+        finally:
+            watcher.join()
+            process.resume()
+
+    with pytest.raises(BuildError):
+        build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=interrupted_once_it_writes)
+    assert any(name.startswith("tmpxft_") for name in seen)
+    assert files_under(own_cache) == []
+    assert list((own_cache / LESSON / "sm_90-plain").iterdir()) == []
+
+
+# -- the cache stamp ------------------------------------------------------------------------------
+CORRUPT_STAMPS = [
+    (b'{"command": ["nvcc", "-O3"', "Expecting ',' delimiter: line 1 column 27 (char 26)"),
+    (b"[]", "not the stamp a build writes"),
+    (b"\x00\xff\xfe\x7fELF", "'utf-8' codec can't decode byte 0xff in position 1: invalid start byte"),
+    (b"", "Expecting value: line 1 column 1 (char 0)"),
+    (b'{"command": [], "diagnostics": "", "seconds": 1.0}', "not the stamp a build writes"),
+]
+
+
+@pytest.mark.parametrize("stamp, why", CORRUPT_STAMPS, ids=["truncated", "list", "binary", "empty", "no-sha256"])
+def test_a_corrupt_stamp_is_a_cache_miss_said_in_a_note(tmp_path, own_cache, nvcc_version, stamp, why):
+    manifest, lesson = load(tmp_path / "course")
+    built = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version)
+    entry = built.binary.parent
+    (entry / "build.json").write_bytes(stamp)
+    runner = CountingRunner()
+    rebuilt = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=runner)
+    assert (runner.count, rebuilt.cached, rebuilt.binary) == (1, False, built.binary)
+    assert rebuilt.notes == [f"cache entry {entry} had an unreadable stamp ({why}); rebuilt"]
+    again = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run)
+    assert (again.cached, again.notes) == (True, [])
+
+
+def test_a_binary_that_no_longer_matches_its_stamp_is_rebuilt(tmp_path, own_cache, nvcc_version):
+    manifest, lesson = load(tmp_path / "course")
+    built = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version)
+    built.binary.write_bytes(built.binary.read_bytes() + b"\0")
+    runner = CountingRunner()
+    rebuilt = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=runner)
+    assert (runner.count, rebuilt.cached) == (1, False)
+    assert rebuilt.notes == [f"cache entry {built.binary.parent} held a binary that no longer matches its stamp; "
+                             "rebuilt"]
+    seed = SEEDS / "shared_memory.txt"
+    assert run_command([rebuilt.binary, seed], timeout=30).stdout == seed.read_bytes()
+
+
+# -- the architecture ------------------------------------------------------------------------------
+@pytest.mark.parametrize("arch", ["../../../../tmp/x", "sm_90; touch X", "", "sm_90\n", "sm_9", "compute_90"])
+def test_an_architecture_that_is_not_one_is_refused_before_anything_is_made(tmp_path, own_cache, nvcc_version, arch):
+    manifest, lesson = load(tmp_path / "course")
+    with pytest.raises(UsageError) as caught:
+        build_lesson(manifest, lesson, arch, NVCC, nvcc_version, runner=nvcc_would_run)
+    assert str(caught.value) == f"architecture {arch!r} is not a GPU architecture; write one like sm_90"
+    assert caught.value.exit_status == 2
+    assert not own_cache.exists()
+    with pytest.raises(UsageError) as caught:
+        check_arch(arch)
+    assert str(caught.value) == f"--arch {arch!r} is not a GPU architecture; write one like sm_90"
+
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_90", "sm_90a", "sm_100f", "sm_121"])
+def test_architectures_like_the_manifests_pass(arch):
+    assert check_arch(arch) == arch
