@@ -181,6 +181,9 @@ class Manifest(Strict):
                 raise ValueError(f"architecture {arch!r} must look like sm_90")
         if not value:
             raise ValueError("list at least one architecture")
+        twice = next((arch for index, arch in enumerate(value) if arch in value[:index]), None)
+        if twice is not None:
+            raise ValueError(f"architecture {twice!r} is listed twice")
         return value
 
     def lesson(self, lesson_id: str) -> Lesson:

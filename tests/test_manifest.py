@@ -371,6 +371,11 @@ def test_no_architecture(tmp_path):
     assert str(error) == f"{path}:2: architectures: list at least one architecture"
 
 
+def test_an_architecture_listed_twice(tmp_path):
+    path, error = manifest_error(tmp_path, edited("version: 1\n", "version: 1\narchitectures: [sm_89, sm_89, sm_89]\n"))
+    assert str(error) == f"{path}:2: architectures: architecture 'sm_89' is listed twice"
+
+
 def test_architecture_suffixes(tmp_path):
     path = write(tmp_path, edited("version: 1\n", "version: 1\narchitectures: [sm_75, sm_90a, sm_100f]\n"))
     assert load_manifest(path).architectures == ["sm_75", "sm_90a", "sm_100f"]
