@@ -245,8 +245,11 @@ def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, key
     """Build lessons with nvcc, in parallel, reusing cached binaries; a line per build as it finishes."""
     import shlex
 
+    from .build import check_arch
     from .pipeline import build_many
 
+    if arch is not None:
+        check_arch(arch)
     manifest = load_manifest(manifest_path)
     lessons = _lessons(manifest, lesson_ids, all_, keyword=keyword)
     tc = _discover()
@@ -259,6 +262,8 @@ def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, key
             return
         state = "cached" if result.cached else f"built in {result.seconds:.1f} s"
         console.print(f"{event.lesson} ({result.arch}): {state}: {result.binary}", markup=False, soft_wrap=True)
+        for note in result.notes:
+            err_console.print(f"{event.lesson} ({result.arch}): {note}", markup=False, soft_wrap=True)
         if verbose:
             console.print(f"  $ {shlex.join(result.command)}", markup=False, soft_wrap=True)
         if result.diagnostics.strip() and not result.cached:
@@ -279,8 +284,11 @@ def run(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson 
         gpu: Optional[str] = typer.Option(None, "--gpu", metavar="ID", help="GPU index or UUID (default: the first)."),
         manifest_path: Path = ManifestOpt) -> None:
     """Build and run one lesson on a GPU and print its transcript."""
+    from .build import check_arch
     from .pipeline import run as run_workflow
 
+    if arch is not None:
+        check_arch(arch)
     manifest = load_manifest(manifest_path)
     lesson = _lessons(manifest, [lesson_id], False)[0]
     tc = _discover()
@@ -354,8 +362,11 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
            json_path: Optional[Path] = JsonOpt, junit_path: Optional[Path] = JunitOpt,
            quiet: bool = QuietOpt, verbose: int = VerboseOpt, manifest_path: Path = ManifestOpt) -> None:
     """Build, run, sanitize, parse, check claims and compare with this GPU's evidence."""
+    from .build import check_arch
     from .pipeline import verify as verify_workflow, verify_offline
 
+    if arch is not None:
+        check_arch(arch)
     _json_to_stdout(json_path)
     manifest = load_manifest(manifest_path)
     lessons = _lessons(manifest, lesson_ids, all_, shard, keyword)

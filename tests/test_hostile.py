@@ -220,3 +220,40 @@ def test_a_tool_that_is_not_a_program_is_said_so(tmp_path):
     assert why_it_cannot_run(str(binary), OSError(errno.ENOENT, os.strerror(errno.ENOENT))) == (
         "No such file or directory (it exists: a library or loader it needs is missing)")
     assert why_it_cannot_run(str(binary), OSError(errno.ENOEXEC, os.strerror(errno.ENOEXEC))) == "Exec format error"
+
+
+# -- 4. one architecture listed twice: see tests/test_build.py and tests/test_manifest.py ------------------
+
+# -- 5. --arch that is not an architecture ---------------------------------------------------------
+@pytest.mark.parametrize("arch", ["../../../../tmp/x", "sm_90; touch X", ""], ids=["path", "shell", "empty"])
+@pytest.mark.parametrize("command", [["build", "--all"], ["verify", "--all"], ["verify", "--all", "--offline"],
+                                     ["run", "day16-tiled-matmul"]], ids=["build", "verify", "offline", "run"])
+def test_an_arch_that_is_not_one_is_a_usage_error_and_makes_nothing(course, fake_gpu, tmp_path, monkeypatch,
+                                                                  command, arch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("COURSECTL_CACHE", str(cache))
+    made = course(["day16-tiled-matmul"])
+    before = tree(tmp_path)
+    result = coursectl(*command, "--arch", arch)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"coursectl: error: --arch {arch!r} is not a GPU architecture; write one like sm_90\n"
+    assert tree(tmp_path) == before
+    assert not (made.root / "evidence").exists()
+
+
+# -- 6. a corrupt cache stamp ---------------------------------------------------------------------------
+def test_a_corrupt_stamp_is_rebuilt_and_said(course, fake_gpu, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("COURSECTL_CACHE", str(cache))
+    course(["day16-tiled-matmul"])
+    assert coursectl("build", "--all").exit_code == 0
+    [stamp] = cache.rglob("build.json")
+    stamp.write_bytes(stamp.read_bytes()[:20])
+    result = coursectl("build", "--all")
+    assert result.exit_code == 0
+    assert result.stdout.startswith("day16-tiled-matmul (sm_90): built in ")
+    assert result.stderr == (f"day16-tiled-matmul (sm_90): cache entry {stamp.parent} had an unreadable stamp "
+                             "(Unterminated string starting at: line 3 column 3 (char 18)); rebuilt\n")
+    cached = coursectl("build", "--all")
+    assert (cached.exit_code, cached.stderr) == (0, "")
+    assert cached.stdout == f"day16-tiled-matmul (sm_90): cached: {stamp.parent / 'replay'}\n"
