@@ -33,6 +33,7 @@ from orchestrator.build import cache_key
 from orchestrator.evidence import EvidenceMeta, write_evidence
 
 INTERRUPTED = "coursectl: error: interrupted: running programs were stopped; nothing was recorded\n"
+BUILD_INTERRUPTED = "coursectl: error: interrupted: builds were stopped; no cache entry is half-written\n"
 H100 = "NVIDIA H100 80GB HBM3"   # another GPU of compute capability 9.0
 H100_SLUG = "nvidia-h100-80gb-hbm3"
 NO_SPACE = os.strerror(errno.ENOSPC)
@@ -465,8 +466,8 @@ def test_sigterm_during_coursectl_build_stops_nvcc(course, fake_gpu, monkeypatch
     course(["day16-tiled-matmul"])
     proc = spawned("build", "--all")
     wait_for(lambda: nvcc_child(proc.pid), "nvcc to start")
-    terminate(proc)
-    assert proc.returncode == 130
+    out, err = terminate(proc)
+    assert (proc.returncode, out, err) == (130, "", BUILD_INTERRUPTED)
     assert files_under(cache) == []
 
 
