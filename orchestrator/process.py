@@ -63,9 +63,44 @@ def _signal_name(number: int) -> str:
         return "unknown"
 
 
+LINE_LIMIT = 200   # characters of a program's line that coursectl quotes
+
+
+def clip_line(line: str, quote: bool = False, limit: int = LINE_LIMIT) -> str:
+    """A line a program printed, as coursectl quotes it: cut to about `limit` characters.
+
+    Every reason and report that shows a program's line goes through here, so a
+    16 MiB line is shown as its first 200 characters and its length. With
+    `quote` the kept text is written as a Python string literal (repr), cut so
+    that the literal itself stays within `limit`.
+    """
+    kept = line[:limit]
+    if quote:
+        shown = repr(kept)
+        while len(shown) > limit + 2:   # escapes make a literal longer than its text
+            kept = kept[:max(0, len(kept) * (limit + 2) // len(shown) - 1)]
+            shown = repr(kept)
+    else:
+        shown = kept
+    return shown if len(kept) == len(line) else f"{shown}… ({len(line):,} characters)"
+
+
 def tail_lines(data: bytes, count: int = 12) -> str:
-    text = data.decode("utf-8", errors="replace").rstrip("\n")
-    return "\n".join(text.splitlines()[-count:])
+    """The last `count` lines of a program's output, each clipped.
+
+    Only the end of the output is decoded: a window that grows until it holds
+    more than `count` lines (or all of the output), so that 16 MiB of output
+    costs what its last lines cost, and a 16 MiB line is decoded once.
+    """
+    data = data.rstrip(b"\n")
+    window = 64 * 1024
+    while True:
+        part = data[-window:]
+        lines = part.decode("utf-8", errors="replace").splitlines()
+        if len(part) == len(data) or len(lines) > count:
+            break
+        window *= 4
+    return "\n".join(clip_line(line) for line in lines[-count:])
 
 
 def _drain(stream, limit: int, sink: list, flags: list) -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import SEEDS, is_gone
-from orchestrator.process import DEFAULT_OUTPUT_LIMIT, CommandResult, run_command, tail_lines
+from orchestrator.process import (DEFAULT_OUTPUT_LIMIT, LINE_LIMIT, CommandResult, clip_line, run_command,
+                                  tail_lines)
 
 GPU_LINE = b"GPU: NVIDIA H200 (compute capability 9.0)\n"
 CUDA_ERROR = (b"CUDA error at shared_memory.cu:142: cudaMalloc(&d_in, bytes): "
@@ -202,3 +203,45 @@ def test_describe_without_output():
 
 def test_tail_lines_replaces_bytes_that_are_not_utf8():
     assert tail_lines(b"one\ntwo\xff\nthree\n", count=2) == "two\ufffd\nthree"
+
+
+# -- quoting a program's lines: one helper cuts them -----------------------------------
+def test_clip_line_keeps_a_short_line_whole():
+    assert clip_line("x" * 200) == "x" * 200
+    assert clip_line("it's", quote=True) == '"it\'s"'
+
+
+def test_clip_line_cuts_a_long_line_and_says_how_long_it_was():
+    assert LINE_LIMIT == 200
+    assert clip_line("x" * 16_777_216) == "x" * 200 + "… (16,777,216 characters)"
+    assert clip_line("y" * 201, quote=True) == "'" + "y" * 200 + "'… (201 characters)"
+
+
+def test_clip_line_keeps_a_literal_of_escapes_within_the_limit():
+    quoted = clip_line("\x00" * 300, quote=True)
+    assert quoted == "'" + "\\x00" * 49 + "'… (300 characters)"
+    assert len(quoted.split("…")[0]) <= LINE_LIMIT + 2
+
+
+@pytest.mark.parametrize("data, tail", [
+    (b"\n" * (16 << 20), ""),
+    (b"\r" * (16 << 20), "\n" * 11),
+    (b"x" * (16 << 20), "x" * 200 + "… (16,777,216 characters)"),
+    (b"first\n" + b"z" * (16 << 20) + b"\nlast\n", "first\n" + "z" * 200 + "… (16,777,216 characters)\nlast"),
+], ids=["newlines", "returns", "one-line", "long-middle-line"])
+def test_tail_lines_of_16_mib_are_short(data, tail):
+    assert tail_lines(data) == tail
+
+
+def test_tail_lines_agrees_with_splitting_the_whole_output():
+    lines = [b"a" * n + sep for n, sep in zip(range(0, 40_000, 997), [b"\n", b"\r\n", b"\r", b"\x0b"] * 20)]
+    data = b"".join(lines) + b"\n\n"
+    whole = data.decode().rstrip("\n").splitlines()
+    for count in (1, 5, 12, 40):
+        assert tail_lines(data, count) == "\n".join(clip_line(line) for line in whole[-count:])
+
+
+def test_a_failed_command_is_described_with_short_lines():
+    result = CommandResult(argv=["./lesson"], returncode=1, stdout=b"x" * (16 << 20), stderr=b"\r" * (16 << 20))
+    assert result.describe() == ("$ ./lesson\nexit status 1\nstdout (last lines):\n"
+                                 + "x" * 200 + "… (16,777,216 characters)\nstderr (last lines):\n" + "\n" * 11)
