@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterator, Union
 from pydantic import BaseModel
 
 from .errors import TranscriptError
+from .process import clip_line
 from .schema import FieldSpec, LineItem, OutputSchema, SectionItem, TableItem, TextItem
 
 Value = Union[int, float, str, None]
@@ -59,36 +60,102 @@ def _never(_: str) -> bool:
     return False
 
 
+# Where str.splitlines() ends a line, so that line numbers agree with it.
+_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_BREAK = r"\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]"
+# One line, or a run of blank lines at once: whitespace up to the last line break it holds.
+_LINES = re.compile(r"(?P<blank>\s*[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029])"
+                    rf"|(?P<line>[^{_BREAKS}]*)(?:{_BREAK}|\Z)")
+_ONE_LINE = re.compile(rf"(?P<line>[^{_BREAKS}]*)(?:{_BREAK}|\Z)")
+_BLANK_PROBES = ("", " ", "\t", "  ")
+
+# No lesson prints anywhere near this many lines; past it the parser reads no further, so
+# that what a program prints costs time in proportion to what the schema looks at.
+MAX_LINES = 100_000
+
+
+class _Lines:
+    """The transcript's lines the parser looks at, numbered, taken from the text as it asks for them.
+
+    Lines the schema ignores and rows of its `anywhere` tables are set aside on
+    the way. A run of blank lines is one entry: the parser only ever skips
+    blank lines or stops at one, so 16 MiB of newlines cost one regex match.
+    """
+
+    def __init__(self, parser: "_Parser", text: str):
+        self.parser = parser
+        self.text = text
+        self.taken: list[tuple[int, str]] = []
+        self.count = 0          # lines read so far, blank ones included
+        self.done = False
+        self.ignore = ignore = parser.schema.ignore_patterns
+        self.anywhere = [(table.table, table.match_row) for table in parser.anywhere]
+        # A schema whose ignore patterns or anywhere rows could take a blank line must see each one.
+        self.collapse = not any(p.search(probe) for p in ignore for probe in _BLANK_PROBES) and not any(
+            t.match_row(probe) is not None for t in parser.anywhere for probe in _BLANK_PROBES)
+        self.matches = (_LINES if self.collapse else _ONE_LINE).finditer(text)
+
+    def has(self, pos: int) -> bool:
+        while len(self.taken) <= pos and not self.done:
+            self._next()
+        return pos < len(self.taken)
+
+    def __getitem__(self, pos: int) -> tuple[int, str]:
+        self.has(pos)
+        return self.taken[pos]
+
+    def total(self) -> int:
+        while not self.done:
+            self._next()
+        return self.count
+
+    def _next(self) -> None:
+        match = next(self.matches, None)
+        if match is None or match.start() == len(self.text):
+            self.done = True
+            return
+        if match.lastgroup == "blank":
+            start, end = match.span()
+            lines = sum(self.text.count(c, start, end) for c in _BREAKS) - self.text.count("\r\n", start, end)
+            self.taken.append((self.count + 1, ""))
+            self.count += lines
+            return
+        self.count += 1
+        line = match.group("line")
+        if self.count > MAX_LINES and (line.strip() or not self.collapse):
+            raise TranscriptError(f"the output goes on past line {MAX_LINES:,}, longer than any transcript; "
+                                  f"it is not parsed further; found {clip_line(line.strip(), quote=True)}",
+                                  path=self.parser.source, line=self.count)
+        if any(p.search(line) for p in self.ignore):
+            return
+        for table, match_row in self.anywhere:
+            values = match_row(line)
+            if values is not None:
+                self.parser.anywhere_rows[table].append((self.count, values))
+                return
+        self.taken.append((self.count, line))
+
+
 class _Parser:
     def __init__(self, schema: OutputSchema, text: str, source: str):
         self.schema = schema
         self.source = source
-        numbered = list(enumerate(text.splitlines(), 1))
-        kept = [(no, line) for no, line in numbered
-                if not any(p.search(line) for p in schema.ignore_patterns)]
         self.anywhere = [item for item in schema.items if isinstance(item, TableItem) and item.anywhere]
         self.anywhere_rows: dict[str, list[tuple[int, dict]]] = {t.table: [] for t in self.anywhere}
-        self.lines: list[tuple[int, str]] = []
-        for no, line in kept:
-            for table in self.anywhere:
-                values = table.match_row(line)
-                if values is not None:
-                    self.anywhere_rows[table.table].append((no, values))
-                    break
-            else:
-                self.lines.append((no, line))
-        self.total = len(numbered)
+        self.lines = _Lines(self, text)
 
     # -- helpers ---------------------------------------------------------
     def error(self, pos: int, message: str) -> TranscriptError:
-        if pos < len(self.lines):
+        if self.lines.has(pos):
             no, line = self.lines[pos]
-            return TranscriptError(f"{message}; found {line.strip()!r}", path=self.source, line=no)
-        return TranscriptError(f"{message}; the transcript ends at line {self.total}",
-                               path=self.source, line=self.total or None)
+            return TranscriptError(f"{message}; found {clip_line(line.strip(), quote=True)}",
+                                   path=self.source, line=no)
+        total = self.lines.total()
+        return TranscriptError(f"{message}; the transcript ends at line {total}", path=self.source,
+                               line=total or None)
 
     def skip_blank(self, pos: int) -> int:
-        while pos < len(self.lines) and not self.lines[pos][1].strip():
+        while self.lines.has(pos) and not self.lines[pos][1].strip():
             pos += 1
         return pos
 
@@ -128,7 +195,7 @@ class _Parser:
 
     def line(self, item: LineItem, pos: int, scope: Scope) -> int:
         p = self.skip_blank(pos)
-        values = item.pattern.match(self.lines[p][1]) if p < len(self.lines) else None
+        values = item.pattern.match(self.lines[p][1]) if self.lines.has(p) else None
         if values is not None:
             if item.flag is not None:
                 values[item.flag] = True
@@ -145,7 +212,7 @@ class _Parser:
 
     def text(self, item: TextItem, pos: int, stop: Stop) -> int:
         taken = 0
-        while pos < len(self.lines) and not stop(self.lines[pos][1]):
+        while self.lines.has(pos) and not stop(self.lines[pos][1]):
             if self.lines[pos][1].strip():
                 taken += 1
                 if item.max_lines is not None and taken > item.max_lines:
@@ -162,17 +229,17 @@ class _Parser:
         p = self.skip_blank(pos)
         header = item.header_pattern
         if header is not None:
-            if p < len(self.lines) and header.match(self.lines[p][1]) is not None:
+            if self.lines.has(p) and header.match(self.lines[p][1]) is not None:
                 p += 1
             elif item.optional:
                 return pos
             else:
                 raise self.error(p, f"expected the header of table {item.table!r} matching {item.header!r}")
-        elif p >= len(self.lines) or item.match_row(self.lines[p][1]) is None:
+        elif not self.lines.has(p) or item.match_row(self.lines[p][1]) is None:
             if item.optional or count.min == 0:
                 return pos
             raise self.error(p, f"expected a row of table {item.table!r}: {item.describe_row()}")
-        while p < len(self.lines):
+        while self.lines.has(p):
             no, line = self.lines[p]
             if not line.strip():
                 break
@@ -196,7 +263,7 @@ class _Parser:
             else:
                 break
         if len(rows) < count.min:
-            if p < len(self.lines) and self.lines[p][1].strip():
+            if self.lines.has(p) and self.lines[p][1].strip():
                 raise self.error(p, f"table {item.table!r} has {len(rows)} of its {count.min} rows and this "
                                     f"line is not a row ({item.describe_row()})")
             end = self.lines[p - 1][0] if p else 0
@@ -236,7 +303,7 @@ class _Parser:
 
         while True:
             p = self.skip_blank(pos)
-            if p >= len(self.lines) or first.pattern.match(self.lines[p][1]) is None:
+            if not self.lines.has(p) or first.pattern.match(self.lines[p][1]) is None:
                 break
             if count.max is not None and len(blocks) >= count.max:
                 raise self.error(p, f"section {item.section!r} repeats more than {count.max} times")
@@ -257,7 +324,7 @@ class _Parser:
         scope = Scope()
         pos = self.items(self.schema.items, 0, scope, _never)
         pos = self.skip_blank(pos)
-        if pos < len(self.lines):
+        if self.lines.has(pos):
             raise self.error(pos, "unexpected line after the last item of the schema")
         for table in self.anywhere:
             found = self.anywhere_rows[table.table]
@@ -268,7 +335,7 @@ class _Parser:
             scope.tables[table.table] = [
                 Row(key=self._key(table.key_columns, values, i), line=no, values=values)
                 for i, (no, values) in enumerate(found)]
-        return Transcript(scope=scope, line_count=self.total)
+        return Transcript(scope=scope, line_count=self.lines.total())
 
 
 def decode_output(data: bytes) -> str:

@@ -9,7 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
+from orchestrator import transcript as transcript_module
 from orchestrator.errors import TranscriptError
 from orchestrator.manifest import load_manifest
 from orchestrator.schema import Compare, OutputSchema
@@ -476,3 +478,71 @@ def test_flatten_day16_notes_and_day14_flags(schemas):
     first_bad = flat14["blocks[64/reverseTileRacy].first_bad"]
     assert (first_bad.value, first_bad.line, first_bad.spec.compare) == (32, 8, Compare.volatile)
     assert flat14["blocks[64/reverseTileSynced].first_bad"].value is None
+
+
+# --- hostile output: bounded work, bounded quotes -------------------------------------
+MIB16 = 16 * 1024 * 1024
+GPU_TEMPLATE = "GPU: {gpu} (compute capability {cc:word})"
+
+
+@pytest.mark.parametrize("breaks, lines", [("\n", MIB16), ("\r", MIB16), ("\r\n", MIB16 // 2),
+                                           (" \t\n", MIB16 // 3)], ids=["newlines", "returns", "crlf", "spaces"])
+def test_megabytes_of_blank_lines_end_the_transcript_where_they_end(schemas, breaks, lines):
+    """A run of blank lines is one entry for the parser: linear, and the line numbers stay those of splitlines()."""
+    text = breaks * (MIB16 // len(breaks))
+    assert len(text.splitlines()) == lines
+    error = parse_error(schemas, DAY13, "shared_memory.txt", text)
+    assert str(error) == (f"shared_memory.txt:{lines}: expected a line matching {GPU_TEMPLATE!r}; "
+                          f"the transcript ends at line {lines}")
+
+
+def test_blank_lines_after_a_whole_transcript(schemas):
+    text = seed("shared_memory.txt") + "\r\n \n\t\r" * 100_000
+    transcript = parse(schemas, DAY13, "shared_memory.txt", text)
+    assert transcript.line_count == len(text.splitlines()) == 20 + 300_000
+    assert transcript.scope.values["moved_mib"] == parse(schemas, DAY13, "shared_memory.txt").scope.values["moved_mib"]
+
+
+def test_line_numbers_count_every_kind_of_line_break(schemas):
+    text = "\n\r\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029  \n\tgarbage\n"
+    error = parse_error(schemas, DAY13, "shared_memory.txt", text)
+    assert text.splitlines().index("\tgarbage") + 1 == 13
+    assert str(error) == f"shared_memory.txt:13: expected a line matching {GPU_TEMPLATE!r}; found 'garbage'"
+
+
+@pytest.mark.parametrize("tail", ["", "\n"], ids=["no-newline", "newline"])
+def test_a_16_mib_line_is_quoted_by_its_first_200_characters(schemas, tail):
+    text = "x" * MIB16 + tail
+    error = parse_error(schemas, DAY13, "shared_memory.txt", text)
+    assert str(error) == (f"shared_memory.txt:1: expected a line matching {GPU_TEMPLATE!r}; found "
+                          f"'{'x' * 200}'… ({MIB16:,} characters)")
+
+
+def test_a_long_line_after_a_whole_transcript_is_quoted_short(schemas):
+    text = seed("shared_memory.txt") + "y" * 1_000_000
+    error = parse_error(schemas, DAY13, "shared_memory.txt", text)
+    assert str(error) == ("shared_memory.txt:21: unexpected line after the last item of the schema; found "
+                          f"'{'y' * 200}'… (1,000,000 characters)")
+
+
+def test_output_that_goes_on_past_the_line_limit_is_not_parsed_further(schemas):
+    """Rows of an `anywhere` table are taken wherever they stand, so every line of them is parsed, up to a limit."""
+    row = "FAILED copy: first wrong element at 1: got 2, want 3\n"
+    text = seed("shared_memory.txt") + row * 200_000
+    error = parse_error(schemas, DAY13, "shared_memory.txt", text)
+    assert transcript_module.MAX_LINES == 100_000
+    assert str(error) == ("shared_memory.txt:100001: the output goes on past line 100,000, longer than any "
+                          "transcript; it is not parsed further; found "
+                          "'FAILED copy: first wrong element at 1: got 2, want 3'")
+
+
+def test_a_schema_that_ignores_blank_lines_still_sees_each_of_them(schemas):
+    """An ignore pattern that takes blank lines lets a table run across them: blank lines are not collapsed then."""
+    schema = schemas[DAY13]
+    written = next(l for l in yaml.safe_load((REPO / "lessons.yaml").read_text())["lessons"] if l["id"] == DAY13)
+    ignoring = OutputSchema.model_validate({**written["output"], "ignore": [r"^\s*$", "^========= "]})
+    text = seed("shared_memory.txt").replace("copyRowMajor ", "\n\n  \ncopyRowMajor ")
+    with pytest.raises(TranscriptError):
+        parse_transcript(schema, text, "shared_memory.txt")
+    transcript = parse_transcript(ignoring, text, "shared_memory.txt")
+    assert [row.line for row in transcript.scope.tables["kernels"]] == [12, 13, 14, 15]
