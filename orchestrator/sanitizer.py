@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .process import clip_line
 from .words import plural
 
 __all__ = [
@@ -233,12 +234,12 @@ def _describe(finding: Finding) -> tuple[str, str, str]:
     """(what, details in brackets, trailing text) of an unexpected finding."""
     if finding.kernel is None:
         what = {"Api": "API error", "Leak": "leak"}.get(finding.kind, finding.severity)
-        return what, "", f": {finding.text}"
+        return what, "", f": {clip_line(finding.text)}"
     place = f" in {finding.kernel}{_location(finding.file, finding.line)}"
     if finding.is_race:
         hazards = plural(finding.hazards, "hazard") if finding.hazards is not None else ""
         return f"race{place}", hazards, ""
-    return f"{finding.severity}{place}", "", f": {finding.text}"
+    return f"{finding.severity}{place}", "", f": {clip_line(finding.text)}"
 
 
 def _summary_counts(summary: Summary) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .errors import EvidenceError
 from .kernels import split_kernel_name
+from .process import clip_line
 from .sanitizer import DEFAULT_ERROR_EXITCODE, PREFIX, Access, Finding, Report, Severity, Summary, Tool
 
 
@@ -253,7 +254,7 @@ def parse_log(text: str, tool: Tool, path: str | Path = "<log>") -> tuple[Summar
         elif match := _LEAK_SUMMARY.match(heading):
             summary.leaked_bytes, summary.leaked_allocations = map(int, match.groups())
         elif _ANY_SUMMARY.match(heading):
-            raise EvidenceError(f"unrecognised sanitizer summary line {heading!r}",
+            raise EvidenceError(f"unrecognised sanitizer summary line {clip_line(heading, quote=True)}",
                                 path=str(path), line=number)
         elif match := _RACE.match(heading):
             findings.append(_race_finding(tool, match, details))
@@ -271,10 +272,18 @@ def has_program_failed(log_text: str) -> bool:
     return any(body == _PROGRAM_FAILED for _, body in _sanitizer_lines(log_text))
 
 
+# A line of the sanitizer's, with its line break: where str.splitlines() starts and ends lines.
+_SANITIZER_LINE = re.compile(r"(?:\A|(?<=[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]))" + re.escape(PREFIX)
+                             + r"[^\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]*"
+                             r"(?:\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029])?")
+
+
 def strip_sanitizer_lines(stdout: str) -> str:
-    """The program's own output from a transcript the sanitizer wrote into."""
-    return "".join(line for line in stdout.splitlines(keepends=True)
-                   if not line.startswith(PREFIX))
+    """The program's own output from a transcript the sanitizer wrote into.
+
+    One regex pass, not a list of lines: a program may print 16 MiB of line breaks.
+    """
+    return _SANITIZER_LINE.sub("", stdout) if PREFIX in stdout else stdout
 
 
 _VERSION = re.compile(r"\bVersion\s+(\d+(?:\.\d+)+)")

@@ -266,6 +266,33 @@ def test_a_race_on_another_line_fails_both_ways():
     ]
 
 
+@pytest.mark.parametrize("text, program", [
+    ("a\r========= x\rb\r", "a\rb\r"),
+    ("========= x\r\nb\r\n=========", "b\r\n"),
+    ("a\u2028========= x\x0bb=========\n", "a\u2028b=========\n"),
+    (" ========= not the sanitizer's\n", " ========= not the sanitizer's\n"),
+], ids=["returns", "crlf-and-no-last-break", "unicode-breaks", "indented"])
+def test_strip_sanitizer_lines_takes_lines_as_splitlines_does(text, program):
+    assert strip_sanitizer_lines(text) == program == "".join(
+        line for line in text.splitlines(keepends=True) if not line.startswith("========="))
+
+
+def test_strip_sanitizer_lines_of_16_mib_of_line_breaks_is_one_pass():
+    text = "\r" * (16 << 20)
+    assert strip_sanitizer_lines(text) is text
+    assert strip_sanitizer_lines("========= x\n" + text) == text
+
+
+def test_a_long_line_of_the_sanitizer_is_quoted_short():
+    log = f"========= Program hit cudaErrorInvalidValue {'x' * 5000}\n========= ERROR SUMMARY: 1 error\n"
+    assert judge(build_report(Tool.MEMCHECK, 0, log), Expectation(tool=Tool.MEMCHECK)) == [
+        f"memcheck: unexpected API error: Program hit cudaErrorInvalidValue {'x' * 166}… (5,034 characters)"]
+    with pytest.raises(EvidenceError) as caught:
+        parse_log(f"========= ERROR SUMMARY: {'9' * 5000}x\n", Tool.MEMCHECK)
+    assert str(caught.value) == (f"<log>:1: unrecognised sanitizer summary line 'ERROR SUMMARY: {'9' * 185}'… "
+                                 "(5,016 characters)")
+
+
 def test_clean_memcheck_passes_the_default_expectation():
     assert Expectation(tool=Tool.MEMCHECK) == Expectation(tool=Tool.MEMCHECK, findings=[],
                                                              allow_other=False)
