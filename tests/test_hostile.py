@@ -257,3 +257,35 @@ def test_a_corrupt_stamp_is_rebuilt_and_said(course, fake_gpu, tmp_path, monkeyp
     cached = coursectl("build", "--all")
     assert (cached.exit_code, cached.stderr) == (0, "")
     assert cached.stdout == f"day16-tiled-matmul (sm_90): cached: {stamp.parent / 'replay'}\n"
+
+
+# -- 7. output built to be slow or long -------------------------------------------------------------------
+def test_a_megabyte_line_in_an_evidence_transcript_is_quoted_short(course, fake_gpu, prebuilt, tmp_path):
+    made = recorded(course, ["day16-tiled-matmul"], sanitizers=None)
+    evidence = made.evidence("day16-tiled-matmul")
+    transcript = evidence / "transcript.txt"
+    transcript.write_bytes(transcript.read_bytes() + b"y" * 1_000_000 + b"\n")
+    meta = json.loads((evidence / "meta.json").read_text())
+    meta["transcript_sha256"] = sha256(transcript)   # as if it had been recorded so
+    (evidence / "meta.json").write_text(json.dumps(meta))
+    report = tmp_path / "report.json"
+    result = coursectl("verify", "--all", "--offline", "-q", "--json", report)
+    reason = (f"evidence for nvidia-h200: {transcript.relative_to(made.root)}:17: unexpected line after the last "
+              f"item of the schema; found '{'y' * 200}'… (1,000,000 characters)")
+    assert (result.exit_code, result.stderr) == (1, "")
+    assert after(result.stdout, "verify --offline") == [f"day16-tiled-matmul: {reason}"]
+    assert json.loads(report.read_text())["results"][0]["reasons"] == [reason]
+
+
+def test_a_lesson_printing_one_long_line_fails_with_a_short_reason(course, fake_gpu, prebuilt, tmp_path):
+    made = course(["day16-tiled-matmul"])
+    made.transcript("day16-tiled-matmul").write_bytes(b"x" * (4 << 20))   # what the stand-in prints
+    report = tmp_path / "report.json"
+    result = coursectl("verify", "--all", "-q", "--json", report)
+    reason = ("day16-tiled-matmul stdout:1: expected a line matching 'GPU: {gpu} (compute capability {cc:word})'; "
+              f"found '{'x' * 200}'… (4,194,304 characters)")
+    assert (result.exit_code, result.stderr) == (1, "")
+    assert after(result.stdout, "verify") == [f"day16-tiled-matmul: {reason}"]
+    assert max(len(line) for line in result.stdout.splitlines()) < 400
+    [lesson] = json.loads(report.read_text())["results"]
+    assert (lesson["reasons"], len(lesson["transcript"])) == ([reason], 4 << 20)
