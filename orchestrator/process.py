@@ -19,6 +19,9 @@ from typing import Callable, Mapping, Sequence
 from pydantic import BaseModel
 
 DEFAULT_OUTPUT_LIMIT = 16 * 1024 * 1024
+# How long a program's children may keep its output open once it has exited.
+CHILD_GRACE = 0.5
+LEFT_A_CHILD = "left a child process running; stopped"
 
 
 class CommandResult(BaseModel):
@@ -31,6 +34,7 @@ class CommandResult(BaseModel):
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     seconds: float = 0.0
+    notes: list[str] = []       # what else happened, e.g. LEFT_A_CHILD
 
     @property
     def ok(self) -> bool:
@@ -171,14 +175,16 @@ def run_command(argv: Sequence[str | os.PathLike], *, timeout: float,
         with _LIVE_LOCK:
             _LIVE.discard(proc)
         raise
-    # A grandchild may still hold the pipes open; the group kill above ends it,
-    # and for a clean exit we give the readers a bounded moment.
-    for reader in readers:
-        reader.join(timeout=5)
+    # A child the program left behind may still hold its output open: it gets
+    # a moment to finish, then its process group is stopped and what it wrote
+    # so far is kept. After a timeout the group is already gone.
+    notes = []
+    _join(readers, 5 if timed_out else CHILD_GRACE)
     if any(r.is_alive() for r in readers):
+        if not timed_out and _group_is_alive(proc.pid):   # not merely readers slow on a busy machine
+            notes.append(LEFT_A_CHILD)
         _kill_group(proc)
-        for reader in readers:
-            reader.join(timeout=5)
+        _join(readers, 5)
     with _LIVE_LOCK:
         _LIVE.discard(proc)
     code = proc.returncode
@@ -186,7 +192,25 @@ def run_command(argv: Sequence[str | os.PathLike], *, timeout: float,
     return CommandResult(argv=argv, returncode=None if timed_out else code, signal=sig,
                          timed_out=timed_out, stdout=b"".join(out), stderr=b"".join(err),
                          stdout_truncated=bool(out_cut), stderr_truncated=bool(err_cut),
-                         seconds=time.monotonic() - start)
+                         seconds=time.monotonic() - start, notes=notes)
+
+
+def _group_is_alive(pgid: int) -> bool:
+    """Whether any process of the process group `pgid` is left."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _join(threads: list[threading.Thread], seconds: float) -> None:
+    """Wait for every thread, `seconds` in all."""
+    deadline = time.monotonic() + seconds
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 Runner = Callable[..., CommandResult]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import _thread
+import os
 import shlex
 import signal
 import sys
@@ -13,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import SEEDS, is_gone
-from orchestrator.process import (DEFAULT_OUTPUT_LIMIT, LINE_LIMIT, CommandResult, clip_line, run_command,
-                                  tail_lines)
+from orchestrator.process import (CHILD_GRACE, DEFAULT_OUTPUT_LIMIT, LEFT_A_CHILD, LINE_LIMIT, CommandResult,
+                                  clip_line, run_command, tail_lines)
 
 GPU_LINE = b"GPU: NVIDIA H200 (compute capability 9.0)\n"
 CUDA_ERROR = (b"CUDA error at shared_memory.cu:142: cudaMalloc(&d_in, bytes): "
@@ -245,3 +246,54 @@ def test_a_failed_command_is_described_with_short_lines():
     result = CommandResult(argv=["./lesson"], returncode=1, stdout=b"x" * (16 << 20), stderr=b"\r" * (16 << 20))
     assert result.describe() == ("$ ./lesson\nexit status 1\nstdout (last lines):\n"
                                  + "x" * 200 + "… (16,777,216 characters)\nstderr (last lines):\n" + "\n" * 11)
+
+
+# -- a program that exits and leaves a child holding its output --------------------------
+LEAVES_A_CHILD = """
+import subprocess, sys
+late = "import time; time.sleep(0.2); print('printed by the child', flush=True); time.sleep(60)"
+child = subprocess.Popen([sys.executable, "-c", late])
+print(child.pid, flush=True)
+"""
+
+
+def test_a_child_left_holding_the_output_is_stopped_after_a_short_grace():
+    """The program's own exit ends the run: its child gets CHILD_GRACE, then the group is stopped, output kept."""
+    started = time.monotonic()
+    result = run_command([sys.executable, "-c", LEAVES_A_CHILD], timeout=30)
+    elapsed = time.monotonic() - started
+    child, said = result.stdout.decode().splitlines()
+    assert (result.returncode, result.ok, result.timed_out, said) == (0, True, False, "printed by the child")
+    assert result.notes == [LEFT_A_CHILD] == ["left a child process running; stopped"]
+    assert CHILD_GRACE == 0.5
+    assert elapsed < 5, f"{elapsed:.1f} s: the run waited for the child"   # it waited 10 s before
+    assert is_gone(int(child))
+
+
+def test_a_child_that_let_go_of_the_output_is_not_waited_for(tmp_path):
+    detached = ("import subprocess, sys; child = subprocess.Popen(['sleep', '60'], stdout=subprocess.DEVNULL, "
+                "stderr=subprocess.DEVNULL); print(child.pid)")
+    result = run_command([sys.executable, "-c", detached], timeout=30)
+    os.kill(int(result.stdout), signal.SIGKILL)
+    assert (result.returncode, result.notes) == (0, [])
+
+
+def test_readers_slower_than_the_grace_are_not_taken_for_a_child(standin, monkeypatch):
+    """On a busy machine the readers may finish after the grace: with no process of the group left, no note."""
+    from orchestrator import process
+
+    drain = process._drain
+
+    def slow_drain(*args):
+        drain(*args)
+        time.sleep(2 * CHILD_GRACE)   # a reader thread the scheduler leaves waiting
+
+    monkeypatch.setattr(process, "_drain", slow_drain)
+    seed = SEEDS / "shared_memory.txt"
+    result = run_command([standin["replay"], seed], timeout=30)
+    assert (result.returncode, result.notes, result.stdout) == (0, [], seed.read_bytes())
+
+
+def test_a_program_without_children_has_no_note(standin):
+    result = run_command([standin["replay"], SEEDS / "shared_memory.txt"], timeout=30)
+    assert (result.returncode, result.notes) == (0, [])
