@@ -108,6 +108,7 @@ def judge_run(manifest: Manifest, lesson: Lesson, result: CommandResult, gpu_slu
                        environment=environment or RunEnvironment())
     if out.environment.untrusted:
         out.notes.append(f"timings not trusted: {out.environment.untrusted}")
+    out.notes += result.notes
     if result.timed_out:
         tail = tail_lines(result.stdout, 5) or "(no output)"
         out.reasons.append(f"killed after {result.seconds:.1f} s (timeout "

@@ -14,11 +14,13 @@ import errno
 import hashlib
 import json
 import os
+import shutil
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import GPU_SLUG, H, after, coursectl, edit, lines, snapshot, statuses
+from conftest import GPU_SLUG, STANDINS, H, after, coursectl, edit, is_gone, lines, snapshot, statuses
 
 DAY14_MEMCHECK = {"day14-syncthreads": {"memcheck": {}}}
 
@@ -289,3 +291,27 @@ def test_a_lesson_printing_one_long_line_fails_with_a_short_reason(course, fake_
     assert max(len(line) for line in result.stdout.splitlines()) < 400
     [lesson] = json.loads(report.read_text())["results"]
     assert (lesson["reasons"], len(lesson["transcript"])) == ([reason], 4 << 20)
+
+
+# -- 10. a lesson that exits and leaves a child holding its stdout ------------------------------------------
+def test_a_lesson_leaving_a_child_is_judged_at_once_with_a_note(course, fake_gpu, tmp_path):
+    pid_file = tmp_path / "child.pid"
+
+    def orphan(manifest: dict) -> None:
+        manifest["lessons"][0]["source"] = "standins/orphan.cu"
+        manifest["lessons"][0]["args"].append(str(pid_file))
+
+    made = course(["day16-tiled-matmul"], edit=orphan)
+    shutil.copyfile(STANDINS / "orphan.cu", made.root / "standins" / "orphan.cu")
+    assert coursectl("build", "--all").exit_code == 0
+    report = tmp_path / "report.json"
+    started = time.monotonic()
+    result = coursectl("verify", "--all", "-q", "--json", report)
+    elapsed = time.monotonic() - started
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert statuses(result.stdout) == {"day16-tiled-matmul": "NO_EVIDENCE"}
+    assert after(result.stdout, "verify")[-1] == "day16-tiled-matmul: note: left a child process running; stopped"
+    [lesson] = json.loads(report.read_text())["results"]
+    assert lesson["notes"] == ["left a child process running; stopped"]
+    assert elapsed < 8, f"verify took {elapsed:.1f} s: it waited for the child"   # 10 s and more before
+    assert is_gone(int(pid_file.read_text()))
