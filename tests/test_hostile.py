@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GPU_SLUG, STANDINS, H, after, coursectl, edit, is_gone, lines, snapshot, statuses
+from conftest import GPU_SLUG, ROOT, STANDINS, H, after, coursectl, edit, is_gone, lines, snapshot, statuses
 
 DAY14_MEMCHECK = {"day14-syncthreads": {"memcheck": {}}}
 
@@ -315,3 +315,48 @@ def test_a_lesson_leaving_a_child_is_judged_at_once_with_a_note(course, fake_gpu
     assert lesson["notes"] == ["left a child process running; stopped"]
     assert elapsed < 8, f"verify took {elapsed:.1f} s: it waited for the child"   # 10 s and more before
     assert is_gone(int(pid_file.read_text()))
+
+
+# -- 11. a template that reaches for a shell --------------------------------------------------------------
+@pytest.fixture
+def course_copy(tmp_path, monkeypatch) -> Path:
+    """This repository's course (manifest, lessons, templates, evidence, README) in a folder of its own."""
+    copy = tmp_path / "course"
+    for name in ("lessons", "templates", "evidence"):
+        shutil.copytree(ROOT / name, copy / name)
+    for name in ("lessons.yaml", "README.md"):
+        shutil.copyfile(ROOT / name, copy / name)
+    monkeypatch.chdir(copy)
+    return copy
+
+
+ESCAPES = [
+    ("{{ lipsum.__globals__['os'].system('touch ' ~ marker) }}",
+     "access to attribute '__globals__' of 'function' object is unsafe"),
+    ("{{ cycler.__init__.__globals__.os.system('touch ' ~ marker) }}",
+     "access to attribute '__init__' of 'type' object is unsafe"),
+    ("{{ ''.__class__.__mro__[1].__subclasses__() }}",
+     "access to attribute '__class__' of 'str' object is unsafe"),
+    ("{{ '{0.__class__.__init__}'.format(lesson) }}",   # the sandbox's formatter looks up each part
+     "access to attribute '__init__' of 'StrictUndefined' object is unsafe"),
+]
+
+
+@pytest.mark.parametrize("payload, message", ESCAPES, ids=["lipsum-globals", "cycler-init", "str-mro", "format"])
+def test_a_template_reaching_for_python_internals_is_a_template_error(course_copy, tmp_path, payload, message):
+    marker = tmp_path / "ran-a-shell"
+    template = course_copy / "templates" / "lessons" / "day13-shared-memory.md.j2"
+    template.write_text('{% extends "lesson.md.j2" %}\n{% block code %}\n{% set marker = "' + str(marker)
+                        + '" %}\n' + payload + "\n{% endblock %}\n")
+    before = (tree(course_copy), snapshot(course_copy))
+    for command in (["render", "--check"], ["render"]):
+        result = coursectl(*command)
+        assert (result.exit_code, result.stdout) == (2, "")
+        assert result.stderr == f"coursectl: error: templates/lessons/day13-shared-memory.md.j2:4: {message}\n"
+    assert not marker.exists()
+    assert (tree(course_copy), snapshot(course_copy)) == before
+
+
+def test_the_sandbox_renders_the_course_as_before(course_copy):
+    result = coursectl("render", "--check")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "every page is up to date\n", "")
