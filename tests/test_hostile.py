@@ -15,6 +15,8 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -360,3 +362,96 @@ def test_a_template_reaching_for_python_internals_is_a_template_error(course_cop
 def test_the_sandbox_renders_the_course_as_before(course_copy):
     result = coursectl("render", "--check")
     assert (result.exit_code, result.stdout, result.stderr) == (0, "every page is up to date\n", "")
+
+
+# -- every case above through the installed console script: a line, never a traceback -------------------------
+COURSECTL = Path(sys.executable).parent / "coursectl"
+
+
+def folder_for_the_memcheck_log(made, tmp_path, monkeypatch):
+    log = made.evidence("day14-syncthreads") / "memcheck.log"
+    log.unlink()
+    log.mkdir()
+    return ["verify", "--all", "--offline", "-q"], 1
+
+
+def memcheck_log_linked_to_dev_zero(made, tmp_path, monkeypatch):
+    link_log_to_dev_zero(made.evidence("day14-syncthreads"), tmp_path / "secret.txt")
+    return ["verify", "--all", "-q"], 1
+
+
+def a_path_above_in_files(made, tmp_path, monkeypatch):
+    (tmp_path / "secret.txt").write_text("not evidence\n")
+    name_a_file_above(made.evidence("day14-syncthreads"), tmp_path / "secret.txt")
+    return ["render", "--check"], 1
+
+
+def an_nvcc_that_cannot_start(made, tmp_path, monkeypatch):
+    nvcc = tmp_path / "broken-bin" / "nvcc"
+    nvcc.parent.mkdir()
+    nvcc.write_text("#!/nonexistent/python\n")
+    nvcc.chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(nvcc.parent), os.environ["PATH"]]))
+    return ["doctor"], 3
+
+
+def an_architecture_listed_twice(made, tmp_path, monkeypatch):
+    made.manifest.write_text(made.manifest.read_text().replace("architectures:\n- sm_90\n- sm_75\n",
+                                                               "architectures: [sm_89, sm_89, sm_89]\n"))
+    return ["build", "--all"], 2
+
+
+def arch_leaving_the_cache(made, tmp_path, monkeypatch):
+    return ["build", "--all", "--arch", "../../../../tmp/x"], 2
+
+
+def a_corrupt_stamp(made, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("COURSECTL_CACHE", str(cache))
+    assert coursectl("build", "day16-tiled-matmul").exit_code == 0
+    [stamp] = cache.rglob("build.json")
+    stamp.write_bytes(b"[]")
+    return ["build", "day16-tiled-matmul"], 0
+
+
+def a_set_left_aside(made, tmp_path, monkeypatch):
+    directory = made.evidence("day16-tiled-matmul")
+    os.rename(directory, directory.parent / f".{GPU_SLUG}.old")
+    return ["verify", "--all", "--offline", "-q"], 1
+
+
+def a_megabyte_line_in_the_evidence(made, tmp_path, monkeypatch):
+    evidence = made.evidence("day16-tiled-matmul")
+    transcript = evidence / "transcript.txt"
+    transcript.write_bytes(transcript.read_bytes() + b"y" * 1_000_000)
+    meta = json.loads((evidence / "meta.json").read_text())
+    meta["transcript_sha256"] = sha256(transcript)
+    (evidence / "meta.json").write_text(json.dumps(meta))
+    return ["verify", "--all", "-q"], 1
+
+
+def a_template_reaching_for_a_shell(made, tmp_path, monkeypatch):
+    shutil.copytree(ROOT / "templates", made.root / "templates")
+    (made.root / "README.md").write_text("# Course\n\n<!-- lessons:begin -->\n<!-- lessons:end -->\n")
+    (made.root / "templates" / "lesson.md.j2").write_text(
+        "{{ lipsum.__globals__['os'].system('touch " + str(tmp_path / "ran-a-shell") + "') }}\n")
+    return ["render", "--check"], 2
+
+
+HOSTILE_CASES = [folder_for_the_memcheck_log, memcheck_log_linked_to_dev_zero, a_path_above_in_files,
+                 an_nvcc_that_cannot_start, an_architecture_listed_twice, arch_leaving_the_cache, a_corrupt_stamp,
+                 a_set_left_aside, a_megabyte_line_in_the_evidence, a_template_reaching_for_a_shell]
+
+
+@pytest.mark.parametrize("case", HOSTILE_CASES, ids=[case.__name__ for case in HOSTILE_CASES])
+def test_no_hostile_case_prints_a_traceback(course, fake_sanitizer, prebuilt, tmp_path, monkeypatch, case):
+    assert COURSECTL.is_file(), "the console script is installed with the package (pip install -e .)"
+    made = recorded(course)
+    command, status = case(made, tmp_path, monkeypatch)
+    done = subprocess.run([str(COURSECTL), *command], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, COLUMNS="200"))
+    assert "Traceback" not in done.stdout + done.stderr, done.stderr
+    assert done.returncode == status, done.stdout + done.stderr
+    if status in (2, 3):
+        assert done.stderr.startswith("coursectl: error: ") and len(done.stderr.splitlines()) <= 2, done.stderr
+    assert not (tmp_path / "ran-a-shell").exists()
