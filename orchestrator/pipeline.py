@@ -15,9 +15,10 @@ import queue
 import tempfile
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for_futures
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from . import __version__
 from .build import BuildResult, build_lesson
@@ -373,6 +374,7 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
                                      variant, runner)
                 future.add_done_callback(lambda f, lesson=lesson, key=f"{arch}/{variant}": built(lesson, key, f))
         for lesson in lessons:
+            next(_completed([turns[lesson.id]]))
             results[lesson.id] = _joined(lesson.id, turns[lesson.id])
     except KeyboardInterrupt:
         stopping.set()
@@ -390,6 +392,19 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
         pool.shutdown(wait=True, cancel_futures=True)
         resume()
     return [results[lesson.id] for lesson in lessons]
+
+
+def _completed(futures) -> Iterator[Future]:
+    """as_completed, waking the main thread every 0.1 s.
+
+    The kernel may hand Ctrl-C or SIGTERM to any thread, and Python runs the
+    handler only once the main thread runs again: a wait without end would
+    keep it from stopping the children until a lesson or a build ended.
+    """
+    pending = set(futures)
+    while pending:
+        done, pending = wait_for_futures(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+        yield from done
 
 
 def _joined(lesson_id: str, future: Future) -> LessonResult:
@@ -415,7 +430,7 @@ def build_many(manifest: Manifest, jobs: list[tuple[Lesson, str]], toolchain: To
     try:
         futures = {pool.submit(build_lesson, manifest, lesson, arch, nvcc, toolchain.nvcc_version, "plain", runner):
                    (lesson, arch) for lesson, arch in jobs}
-        for future in as_completed(futures):
+        for future in _completed(futures):
             lesson, _ = futures[future]
             try:
                 done[future] = future.result()

@@ -15,14 +15,16 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import GPU_SLUG, ROOT, STANDINS, H, after, coursectl, edit, is_gone, lines, snapshot, statuses
+from conftest import GPU_SLUG, GPU_UUID, ROOT, STANDINS, H, after, coursectl, edit, is_gone, lines, snapshot, statuses
 
 DAY14_MEMCHECK = {"day14-syncthreads": {"memcheck": {}}}
 
@@ -318,6 +320,53 @@ def test_a_lesson_leaving_a_child_is_judged_at_once_with_a_note(course, fake_gpu
     assert elapsed < 8, f"verify took {elapsed:.1f} s: it waited for the child"   # 10 s and more before
     assert is_gone(int(pid_file.read_text()))
 
+
+
+def test_a_signal_another_thread_takes_still_stops_the_run(make_course, prebuilt, nvcc_version, ctrl_c):
+    """The kernel may hand Ctrl-C or SIGTERM to any thread: here the GPU worker's own. The main thread,
+    waiting for the lessons, still stops the run at once, not when the lesson ends 30 s later."""
+    from orchestrator.errors import Interrupted
+    from orchestrator.pipeline import verify
+    from orchestrator.process import run_command
+    from orchestrator.results import Options
+    from orchestrator.toolchain import Gpu, Toolchain
+
+    manifest = make_course(["day13-shared-memory"]).load()
+    toolchain = Toolchain(nvcc=shutil.which("nvcc"), nvcc_version=nvcc_version,
+                          gpus=[Gpu(index=0, name="NVIDIA H200", uuid=GPU_UUID, compute_capability="9.0")])
+
+    def runner(argv, **kwargs):
+        if "/day13-shared-memory/" in str(argv[0]):
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)   # this worker thread, not the main one
+            return run_command(["sleep", "30"], **kwargs)
+        return run_command(argv, **kwargs)
+
+    started = time.monotonic()
+    with pytest.raises(Interrupted):
+        verify(manifest, manifest.lessons, toolchain, Options(jobs=1, sanitize=False), runner=runner)
+    assert time.monotonic() - started < 10, "the interrupt waited for the lesson to end"
+
+
+def test_a_signal_another_thread_takes_during_builds_keeps_nvcc_from_the_cache(make_course, nvcc_version, ctrl_c,
+                                                                               tmp_path, monkeypatch):
+    """Here the thread that runs nvcc takes the Ctrl-C: nvcc is still stopped before it can finish."""
+    from orchestrator.errors import Interrupted
+    from orchestrator.pipeline import build_many
+    from orchestrator.process import run_command
+    from orchestrator.toolchain import Toolchain
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("COURSECTL_CACHE", str(cache))   # so that nvcc really runs
+    manifest = make_course(["day16-tiled-matmul"]).load()
+    toolchain = Toolchain(nvcc=shutil.which("nvcc"), nvcc_version=nvcc_version)
+
+    def runner(argv, **kwargs):
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)   # a build thread, not the main one
+        return run_command(argv, **kwargs)
+
+    with pytest.raises(Interrupted):
+        build_many(manifest, [(manifest.lessons[0], "sm_90")], toolchain, 1, runner)
+    assert [p for p in cache.rglob("*") if p.is_file()] == []
 
 # -- 11. a template that reaches for a shell --------------------------------------------------------------
 @pytest.fixture
