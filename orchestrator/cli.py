@@ -149,6 +149,14 @@ def handle_errors(func: Callable) -> Callable:
     return wrapper
 
 
+def _load(manifest_path: Path) -> Manifest:
+    """load_manifest, then each of its warnings on standard error: `coursectl: warning: lessons.yaml:N: ...`."""
+    manifest = load_manifest(manifest_path)
+    for warning in manifest.warnings:
+        err_console.print(f"coursectl: warning: {warning}", markup=False, soft_wrap=True)
+    return manifest
+
+
 def _jobs(jobs: Optional[int]) -> int:
     return jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
 
@@ -221,7 +229,7 @@ def doctor(manifest_path: Path = ManifestOpt) -> None:
     console.print(table)
     manifest = None
     try:
-        manifest = load_manifest(manifest_path)
+        manifest = _load(manifest_path)
     except CoursectlError as exc:
         err_console.print(f"coursectl: {exc}", markup=False)
     if manifest is not None:
@@ -248,7 +256,7 @@ def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, key
 
     from .pipeline import build_many
 
-    manifest = load_manifest(manifest_path)
+    manifest = _load(manifest_path)
     lessons = _lessons(manifest, lesson_ids, all_, keyword=keyword)
     tc = _discover()
     tc.require_nvcc()
@@ -282,7 +290,7 @@ def run(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson 
     """Build and run one lesson on a GPU and print its transcript."""
     from .pipeline import run as run_workflow
 
-    manifest = load_manifest(manifest_path)
+    manifest = _load(manifest_path)
     lesson = _lessons(manifest, [lesson_id], False)[0]
     tc = _discover()
     gpus = tc.require_gpu()
@@ -358,7 +366,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
     from .pipeline import verify as verify_workflow, verify_offline
 
     _json_to_stdout(json_path)
-    manifest = load_manifest(manifest_path)
+    manifest = _load(manifest_path)
     lessons = _lessons(manifest, lesson_ids, all_, shard, keyword)
     tc = _discover()
     options = Options(jobs=_jobs(jobs), arch=arch, gpus=gpus, sanitize=not no_sanitize and not offline,
@@ -394,7 +402,7 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
     from .pipeline import record as record_workflow
 
     _json_to_stdout(json_path)
-    manifest = load_manifest(manifest_path)
+    manifest = _load(manifest_path)
     lessons = _lessons(manifest, lesson_ids, all_, keyword=keyword)
     tc = _discover()
     tc.require_nvcc()
@@ -429,7 +437,7 @@ def sanitize(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The le
     for t in tool or []:
         if t not in tools:
             raise UsageError(f"--tool {t!r}: use one of {', '.join(tools)}")
-    manifest = load_manifest(manifest_path)
+    manifest = _load(manifest_path)
     lesson = _lessons(manifest, [lesson_id], False)[0]
     tc = _discover()
     tc.require_nvcc()
@@ -452,7 +460,7 @@ def render(check: bool = typer.Option(False, "--check", help="Write nothing; pri
     """Regenerate the lesson pages, the README's lessons table and the sources' Build/Run/Verified lines."""
     from .render import diff_pages, render_all, write_pages
 
-    pages = render_all(load_manifest(manifest_path))
+    pages = render_all(_load(manifest_path))
     if check:
         diff = diff_pages(pages)
         if diff:
@@ -500,6 +508,15 @@ def schema_report() -> None:
     from .report import report_schema
 
     typer.echo(json.dumps(report_schema(), indent=2))
+
+
+@schema_app.command("manifest", cls=_Command)
+@handle_errors
+def schema_manifest() -> None:
+    """The JSON Schema of lessons.yaml (orchestrator/schemas/lessons.schema.json)."""
+    from .manifest_schema import schema_text
+
+    typer.echo(schema_text(), nl=False)
 
 
 if __name__ == "__main__":

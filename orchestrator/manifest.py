@@ -401,15 +401,15 @@ def _check_claim_ids(manifest: Manifest, lesson: Lesson, index: int, fail) -> No
 
 
 def _check_day(manifest: Manifest, index: int, days: dict[int, Lesson], fail) -> None:
-    """Warn where file order and day order part: pages link lessons by day, the index lists them by file."""
+    """Warn where file order and day order part: pages and the index go by day, commands by file."""
     lesson = manifest.lessons[index]
     before = manifest.lessons[index - 1] if index else None
     if lesson.day in days:
         text = (f"day {lesson.day} is also the day of lesson {days[lesson.day].id!r}; a mention of "
                 f"'day {lesson.day}' in prose links to the first of them")
     elif before is not None and lesson.day < before.day:
-        text = (f"day {lesson.day} comes after day {before.day} (lesson {before.id!r}); the pages link lessons "
-                f"in day order, but the index lists them in lessons.yaml's order")
+        text = (f"day {lesson.day} comes after day {before.day} (lesson {before.id!r}); the pages and the index "
+                f"list lessons in day order, but commands take them in lessons.yaml's order")
     else:
         text = None
     if text is not None:

@@ -644,8 +644,8 @@ def test_lessons_out_of_day_order_load_with_a_warning(tmp_path):
     manifest = load_manifest(path)
     assert [lesson.id for lesson in manifest.lessons] == ["hello", "world"]
     assert manifest.warnings == [
-        f"{path}:19: lesson 'world': day: day 2 comes after day 3 (lesson 'hello'); the pages link lessons in day "
-        "order, but the index lists them in lessons.yaml's order"]
+        f"{path}:19: lesson 'world': day: day 2 comes after day 3 (lesson 'hello'); the pages and the index list "
+        "lessons in day order, but commands take them in lessons.yaml's order"]
 
 
 def test_two_lessons_on_one_day_load_with_a_warning(tmp_path):

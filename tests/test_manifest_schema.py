@@ -139,3 +139,11 @@ def test_the_short_forms_are_valid_and_a_misspelt_key_is_not(validator):
     assert errors(validator, data) == [
         "lessons/0/claims/0: 'gaet' does not match any of the regexes: '-'",
         "lessons/0: 'timout' does not match any of the regexes: '^(?=.*-)[a-z0-9][a-z0-9-]*$(?!\\\\n)'"]
+
+
+def test_coursectl_schema_manifest_prints_the_shipped_schema():
+    from conftest import coursectl
+
+    result = coursectl("schema", "manifest")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout == SHIPPED.read_text(encoding="utf-8")
