@@ -477,6 +477,37 @@ def render(check: bool = typer.Option(False, "--check", help="Write nothing; pri
         console.print("every page is up to date")
 
 
+@app.command(cls=_Command)
+@handle_errors
+def check(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson whose schema and claims judge it."),
+          transcript: Optional[str] = typer.Argument(None, metavar="[TRANSCRIPT | -]", show_default=False,
+                                                     help="A transcript file, or - for standard input "
+                                                          "(default: the recorded evidence)."),
+          gpu: Optional[str] = typer.Option(None, "--gpu", metavar="SLUG",
+                                            help="Check the evidence recorded on this GPU (default: the first)."),
+          arch: Optional[str] = typer.Option(None, "--arch", metavar="sm_NN",
+                                             help="Judge the claims over ptxas' report on a build for this "
+                                                  "architecture (default: lessons.yaml's first)."),
+          manifest_path: Path = ManifestOpt) -> None:
+    """Check a transcript against a lesson's output schema and claims, without a GPU.
+
+    Prints the fields it parses into as a tree, then each claim's outcome.
+    Exits 0 when every gate holds, 1 when one fails, 2 when the transcript
+    does not match the schema.
+    """
+    from .authoring import check_lesson, read_transcript
+
+    manifest = _load(manifest_path)
+    lesson = _lessons(manifest, [lesson_id], False)[0]
+    if transcript is not None and gpu is not None:
+        raise UsageError("--gpu picks recorded evidence to check; leave it out when giving a TRANSCRIPT")
+    text = None if transcript is None else sys.stdin.read() if transcript == "-" else read_transcript(transcript)
+    checked = check_lesson(manifest, lesson, text, "<stdin>" if transcript == "-" else transcript or "", gpu, arch)
+    display.print_check(console, checked)
+    if not checked.gates_held:
+        raise typer.Exit(1)
+
+
 @report_app.command("merge", cls=_Command)
 @handle_errors
 def report_merge(reports: List[Path] = typer.Argument(..., metavar="REPORT", help="JSON reports of the shards."),
