@@ -508,6 +508,26 @@ def check(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesso
         raise typer.Exit(1)
 
 
+@app.command(cls=_Command)
+@handle_errors
+def new(lesson_id: str = typer.Argument(..., metavar="dayNN-name", help="The new lesson's id, such as day17-saxpy."),
+        title: str = typer.Option(..., "--title", metavar="TEXT", help="The lesson's page title."),
+        manifest_path: Path = ManifestOpt) -> None:
+    """Scaffold a lesson: lessons/<id>/ with a program that builds and its prose, and its entry in lessons.yaml.
+
+    The entry goes in day order, and its output schema and claims describe
+    what the program prints. docs/authoring.md says what comes next.
+    """
+    from .authoring import new_lesson
+
+    made = new_lesson(_load(manifest_path), lesson_id, title)
+    for name in made.files:
+        console.print(f"wrote {name}" + (f" (the entry at line {made.line})" if name.endswith(".yaml") else ""),
+                      markup=False, highlight=False)
+    console.print(f"next: write the lesson, `coursectl build {made.lesson}`, `coursectl check {made.lesson} "
+                  f"TRANSCRIPT`, `coursectl render`; docs/authoring.md walks through it", markup=False, highlight=False)
+
+
 @report_app.command("merge", cls=_Command)
 @handle_errors
 def report_merge(reports: List[Path] = typer.Argument(..., metavar="REPORT", help="JSON reports of the shards."),
