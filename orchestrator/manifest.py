@@ -108,7 +108,8 @@ def _output_items(value: Any) -> Any:
     return {"items": value} if isinstance(value, list) else value
 
 
-OutputOrItems = Annotated[OutputSchema, BeforeValidator(_output_items, json_schema_input_type=OutputSchema | list[Item])]
+OutputOrItems = Annotated[OutputSchema,
+                          BeforeValidator(_output_items, json_schema_input_type=OutputSchema | list[Item])]
 
 
 class Lesson(Strict):

@@ -16,9 +16,10 @@ import re
 from enum import Enum
 from typing import Annotated, Any, Literal, Union, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .names import is_identifier
+from .shorthand import first_field, key_of_keys, line_long_form, table_long_form
 
 
 class Strict(BaseModel):
@@ -97,19 +98,9 @@ class FieldSpec(Strict):
         return core
 
 
-def _field_spec(value: Any) -> Any:
-    """`name: float` is shorthand for `name: {type: float}`."""
-    if isinstance(value, str):
-        return {"type": value}
-    return value
-
-
 FieldMap = dict[str, FieldSpec]
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([A-Za-z]+))?\}")
-# `{smem:int:device}` is short for `{smem:int}` with `fields: {smem: {compare: device}}` (see split_rules).
-_RULED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)((?::[A-Za-z]+)+)\}")
-RULES = ("exact", "device", "volatile")
 
 
 class Pattern:
@@ -183,48 +174,6 @@ class Pattern:
         return values
 
 
-def split_rules(template: str, fields: Any) -> tuple[str, Any]:
-    """`{name:type:rule}` placeholders written out: the template without the rules, and `fields` with
-    `{compare: rule}` for each (None when the template holds no rule, so nothing changes).
-
-    A rule is `exact`, `device` or `volatile`; `tolerance` needs its bounds, so it goes under fields.
-    """
-    rules: dict[str, str] = {}
-
-    def plain(m: re.Match) -> str:
-        words = m.group(2).split(":")[1:]
-        found = [w for w in words if w in RULES or w == "tolerance"]
-        if len(words) > 2 or len(words) == 2 and len(found) != 1:
-            raise ValueError(f"{m.group(0)!r} in {template!r}: a placeholder is {{name}}, {{name:type}}, "
-                             f"{{name:rule}} or {{name:type:rule}}")
-        if not found:
-            return m.group(0)
-        if "tolerance" in found:
-            raise ValueError(f"{m.group(0)!r} in {template!r}: a tolerance needs its bounds; give it under "
-                             f"fields, as {{{m.group(1)}: {{compare: tolerance, rel: 0.25}}}}")
-        rules[m.group(1)] = found[0]
-        kept = [w for w in words if w not in RULES]
-        return "{" + ":".join([m.group(1), *kept]) + "}"
-
-    text = _RULED.sub(plain, template)
-    if not rules:
-        return template, None
-    if fields is not None and not isinstance(fields, dict):
-        return template, None         # not a mapping: validation says so
-    out = dict(fields or {})
-    for name, rule in rules.items():
-        spec = _field_spec(out.get(name, {}))
-        if isinstance(spec, FieldSpec):
-            spec = spec.model_dump(exclude_unset=True)
-        if not isinstance(spec, dict):
-            continue                  # not a field spec: validation says so
-        if spec.get("compare", rule) != rule:
-            raise ValueError(f"field {name!r} is compared {rule!r} in {template!r} but {spec['compare']!r} "
-                             f"in its fields")
-        out[name] = {**spec, "compare": rule}
-    return text, out
-
-
 def _literal(text: str, first: bool = False, last: bool = False) -> str:
     """Escape template text; a run of spaces matches any run of whitespace."""
     if "{" in text or "}" in text:
@@ -252,19 +201,10 @@ class _TemplatedLine(Strict):
 
     _pattern: Pattern | None = None
 
-    @field_validator("fields", mode="before")
-    @classmethod
-    def _shorthand(cls, value: Any) -> Any:
-        return {k: _field_spec(v) for k, v in value.items()} if isinstance(value, dict) else value
-
     @model_validator(mode="before")
     @classmethod
-    def _rules(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("line"), str) and not data.get("regex"):
-            line, fields = split_rules(data["line"], data.get("fields"))
-            if fields is not None:
-                data = {**data, "line": line, "fields": fields}
-        return data
+    def _long_form(cls, data: Any) -> Any:
+        return line_long_form(data)   # `name: float` and `{name:type:rule}` written out
 
     @model_validator(mode="after")
     def _compile_line(self):
@@ -324,15 +264,11 @@ class TableItem(Strict):
     """A table: optional header, rules, rows of typed columns, note lines.
 
     Rows are split on runs of whitespace into the columns, in order, unless
-    ``row`` gives a template (for cells holding spaces); then ``columns`` may
-    be left out: they are the template's fields, in order. A table without a
+    ``row`` gives a template (for cells holding spaces). A table without a
     header starts at its first matching row; with ``anywhere`` its rows may
-    stand anywhere in the transcript (failure lines). With ``keys`` and no
-    ``key``, the key is the first column, or the first N where the listed keys
-    have N parts (``256x256x256/naive``).
+    stand anywhere in the transcript (failure lines). shorthand.py has what
+    ``row`` and ``keys`` say when ``columns`` or ``key`` is left out.
     """
-
-    model_config = ConfigDict(json_schema_extra={"anyOf": [{"required": ["columns"]}, {"required": ["row"]}]})
 
     table: str
     header: str | None = None
@@ -351,22 +287,10 @@ class TableItem(Strict):
     _header: Pattern | None = None
     _row: Pattern | None = None
 
-    @field_validator("columns", mode="before")
-    @classmethod
-    def _shorthand(cls, value: Any) -> Any:
-        return {k: _field_spec(v) for k, v in value.items()} if isinstance(value, dict) else value
-
     @model_validator(mode="before")
     @classmethod
-    def _rules(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("row"), str) and not data.get("row_regex"):
-            columns = data.get("columns")
-            if columns is None:   # the row template's fields, in order
-                columns = {m.group(1): {} for m in re.finditer(r"\{([A-Za-z_][A-Za-z0-9_]*)[:}]", data["row"])}
-            row, columns = split_rules(data["row"], columns)
-            if columns is not None:
-                data = {**data, "row": row, "columns": columns}
-        return data
+    def _long_form(cls, data: Any) -> Any:
+        return table_long_form(data)  # `name: float`, the columns of a row template, their rules
 
     @model_validator(mode="after")
     def _compile(self) -> "TableItem":
@@ -386,7 +310,7 @@ class TableItem(Strict):
             self._row = pattern
             self.columns = {name: pattern.fields[name] for name in self.columns or pattern.fields}
         if self.key is None and self.keys:
-            self.key = self._key_of_keys()
+            self.key = key_of_keys(self.table, self.keys, list(self.columns))
         for name in self.key_columns:
             if name not in self.columns:
                 raise ValueError(f"key column {name!r} is not one of the columns "
@@ -394,19 +318,6 @@ class TableItem(Strict):
         if self.anywhere and self.header is not None:
             raise ValueError("an 'anywhere' table has rows only, no header")
         return self
-
-    def _key_of_keys(self) -> str | list[str]:
-        """The key columns `keys` implies: as many of the first columns as a listed key has parts."""
-        parts = {len(str(key).split("/")) for key in self.keys or []}
-        if len(parts) != 1:
-            raise ValueError(f"the keys of table {self.table!r} have different numbers of '/'-separated "
-                             f"parts; give its key columns with 'key'")
-        count = parts.pop()
-        names = list(self.columns)
-        if count > len(names):
-            raise ValueError(f"the keys of table {self.table!r} have {count} parts but the table has only "
-                             f"{len(names)} column{'s' if len(names) != 1 else ''}")
-        return names[0] if count == 1 else names[:count]
 
     @property
     def key_columns(self) -> list[str]:
@@ -456,8 +367,7 @@ class TextItem(Strict):
 
 
 class SectionItem(Strict):
-    """A block of items repeated once per case; its first item must be a line, whose first field
-    names each block unless `key` gives other fields."""
+    """A block of items repeated once per case; its first item must be a line (whose first field is the key)."""
 
     section: str
     key: str | list[str] | None = None
@@ -470,12 +380,7 @@ class SectionItem(Strict):
             raise ValueError(f"section name {self.section!r} is not an identifier")
         if not self.items or not isinstance(self.items[0], LineItem) or self.items[0].optional:
             raise ValueError("a section's first item must be a required line: it marks where each block starts")
-        if self.key is None:
-            first = list(self.items[0].pattern.fields)
-            if not first:
-                raise ValueError("a section's blocks are named by the first field of its first line, and this "
-                                 "line has none; give the section's key with 'key'")
-            self.key = first[0]
+        self.key = self.key if self.key is not None else first_field(self.items[0])
         names = set()
         for item in self.items:
             if isinstance(item, LineItem):
@@ -487,9 +392,7 @@ class SectionItem(Strict):
 
     @property
     def key_columns(self) -> list[str]:
-        if self.key is None:
-            return []
-        return [self.key] if isinstance(self.key, str) else list(self.key)
+        return [self.key] if isinstance(self.key, str) else list(self.key or [])
 
     @property
     def repeat_count(self) -> RowCount:

@@ -77,7 +77,8 @@ def test_check_the_recorded_evidence(in_repo):
 
 def test_check_a_transcript_with_a_gate_broken(in_repo, tmp_path):
     broken = tmp_path / "broken.txt"
-    broken.write_text(EVIDENCE.read_text().replace("0.010      3435.7            32", "0.010      3435.7            33"))
+    broken.write_text(EVIDENCE.read_text().replace("0.010      3435.7            32",
+                                                   "0.010      3435.7            33"))
     result = coursectl("check", DAY16, broken)
     assert (result.exit_code, result.stderr) == (1, "")
     assert lines(result.stdout) == [
@@ -342,13 +343,15 @@ def test_new_in_an_empty_course(tmp_path, monkeypatch):
     assert (result.exit_code, result.stderr) == (0, "")
     assert (tmp_path / "lessons.yaml").read_text().startswith(
         'version: 1\ndefaults:\n  flags: [-O2]\nlessons:\n  - day01-first: "# not a comment"\n')
-    assert "// Build: nvcc -O2 -arch=sm_90 -o first first.cu\n" in (tmp_path / "lessons/day01-first/first.cu").read_text()
+    source = (tmp_path / "lessons/day01-first/first.cu").read_text()
+    assert "// Build: nvcc -O2 -arch=sm_90 -o first first.cu\n" in source
 
 
 def test_new_writes_nothing_when_its_entry_would_not_hold(tmp_path, monkeypatch):
     """A course whose defaults claim what the skeleton does not print: the entry is refused before it is kept."""
     text = MINIMAL.replace("lessons:\n", "defaults:\n  claims:\n    - has-rows: rows\n      gate: rows > 0\n"
-                                         "lessons:\n").replace("# the end", '      - line: "rows = {rows:int}"\n# the end')
+                                         "lessons:\n")
+    text = text.replace("# the end", '      - line: "rows = {rows:int}"\n# the end')
     (tmp_path / "hello.cu").write_text("int main() { return 0; }\n")
     (tmp_path / "lessons.yaml").write_text(text)
     monkeypatch.chdir(tmp_path)

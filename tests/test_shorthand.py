@@ -14,8 +14,8 @@ import yaml
 
 from orchestrator.errors import ManifestError
 from orchestrator.manifest import load_manifest
-from orchestrator.schema import LineItem, TableItem, split_rules
-from orchestrator.shorthand import claim_order, long_entry, written_out
+from orchestrator.schema import LineItem, SectionItem, TableItem
+from orchestrator.shorthand import claim_order, long_entry, split_rules, written_out
 
 LONG = """\
 version: 1
@@ -109,7 +109,8 @@ def test_the_short_forms_say_what_the_long_form_says(tmp_path):
     assert (lesson.id, lesson.day, lesson.title, lesson.source.as_posix(), lesson.prose.as_posix()) == (
         "day7-hello", 7, "Hello", "lessons/day7-hello/hello.cu", "lessons/day7-hello/prose.md")
     assert [(c.id, c.kind, c.says) for c in lesson.claims] == [
-        ("n-positive", "gate", "n is positive"), ("no-kernel-spills", "gate", "no spills"), ("is-fast", "expect", "fast")]
+        ("n-positive", "gate", "n is positive"), ("no-kernel-spills", "gate", "no spills"),
+        ("is-fast", "expect", "fast")]
 
 
 def test_each_long_form_key_has_the_line_it_was_written_on(tmp_path):
@@ -156,7 +157,8 @@ def test_an_entry_with_an_id_key_takes_no_short_form():
 
 # -- day, source, prose ------------------------------------------------------------------------
 def test_an_id_without_a_day_needs_day(tmp_path):
-    path = course(tmp_path, edited("  - day7-hello: Hello\n", "  - hello-world: Hello\n    source: lessons/day7-hello/hello.cu\n"))
+    path = course(tmp_path, edited("  - day7-hello: Hello\n",
+                                   "  - hello-world: Hello\n    source: lessons/day7-hello/hello.cu\n"))
     assert load_error(path) == f"{path}:9: lesson 'hello-world': day: missing key 'day'"
 
 
@@ -189,7 +191,8 @@ def test_default_gates_go_before_the_first_prediction_and_predictions_last():
 
 
 def test_skip_claims_leaves_a_default_claim_out(tmp_path):
-    path = course(tmp_path, edited("  - day7-hello: Hello\n", "  - day7-hello: Hello\n    skip_claims: [no-kernel-spills]\n"))
+    path = course(tmp_path, edited("  - day7-hello: Hello\n",
+                                   "  - day7-hello: Hello\n    skip_claims: [no-kernel-spills]\n"))
     assert [c.id for c in load_manifest(path).lesson("day7-hello").claims] == ["n-positive", "is-fast"]
 
 
@@ -216,7 +219,8 @@ def test_an_error_in_a_default_names_its_line_and_the_lesson(tmp_path):
 
 
 def test_an_error_in_a_list_output_names_its_line(tmp_path):
-    path = course(tmp_path, edited('      - line: "n = {n:int}"\n', '      - line: "n = {n:int}"\n        colour: red\n'))
+    path = course(tmp_path, edited('      - line: "n = {n:int}"\n',
+                                   '      - line: "n = {n:int}"\n        colour: red\n'))
     assert load_error(path) == f"{path}:12: lesson 'day7-hello': output.items[1].colour: unknown key 'colour'"
 
 
@@ -229,7 +233,8 @@ def test_written_out_is_the_long_form(tmp_path):
     assert data["lessons"][0]["output"]["items"][0]["line"] == "GPU: {gpu:device} (compute capability {cc:word:device})"
     path = tmp_path / "written.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    assert load_manifest(path).model_dump(mode="json") == load_manifest(tmp_path / "lessons.yaml").model_dump(mode="json")
+    dump = load_manifest(tmp_path / "lessons.yaml").model_dump(mode="json")
+    assert load_manifest(path).model_dump(mode="json") == dump
 
 
 # -- the output schema's short forms ------------------------------------------------------------
@@ -278,6 +283,13 @@ def test_keys_of_different_shapes_need_a_key():
 
 def test_a_section_is_keyed_by_its_first_field(tmp_path):
     text = edited('      - line: "n = {n:int}"\n', '      - line: "n = {n:int}"\n      - section: cases\n'
-                                                       '        items:\n          - line: "case {case:word}: {ms:float}"\n')
+                  '        items:\n          - line: "case {case:word}: {ms:float}"\n')
     section = load_manifest(course(tmp_path, text)).lesson("day7-hello").output.items[2]
     assert (section.section, section.key) == ("cases", "case")
+    # The first in the line, though a field with a rule is listed under fields first.
+    assert SectionItem(section="s", items=[{"line": "case {case:word}: {ms:float:device}"}]).key == "case"
+    assert SectionItem(section="s", items=[{"line": r"(?P<k>\w+) (?P<v>\d+)", "regex": True}]).key == "k"
+    with pytest.raises(ValueError) as info:
+        SectionItem(section="s", items=[{"line": "no fields"}])
+    assert "a section's blocks are named by the first field of its first line, and this line has none; give the " \
+           "section's key with 'key'" in str(info.value)
