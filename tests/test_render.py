@@ -1001,3 +1001,12 @@ def test_day_71_charts_its_error_ratio_against_k_beside_its_times():
             '    x-axis ["matmulTiledF32", "matmulF16StoreF32Acc", "matmulF16StoreF16Acc"]\n'
             '    y-axis "ms" 0 --> 0.012\n    bar [0.01, 0.0094, 0.009]\n```\n') in page
     assert "Percentages" not in page   # no rate among its figures
+
+
+def test_the_index_lists_lessons_in_day_order(course):
+    add_first_day(course, "Say hello.\n")
+    index = by_name(render(course))["README.md"].new
+    assert [row.split(" | ")[:2] for row in index.splitlines() if row.startswith("| ") and row[2].isdigit()] == [
+        ["| 0", "[Hello, GPU](lessons/day00-hello/README.md)"],
+        ["| 1", "[Scaling a vector](lessons/day01-scale/README.md)"],
+        ["| 2", "[Summing a vector](lessons/day02-sum/README.md)"]]
