@@ -425,6 +425,7 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
             outcome.results = record_workflow(manifest, lessons, tc, options, progress) if lessons else []
         if not quiet:
             for result in outcome.results:
+                display.print_provenance(console, result)
                 if result.recorded:
                     display.print_fields(console, result, [f for f in result.fields if verbose >= 2 or
                                                            f.status.value not in ("same", "volatile", "other-gpu")])

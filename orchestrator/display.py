@@ -157,6 +157,12 @@ def print_fields(console: Console, result: LessonResult, rows: list[FieldResult]
     console.print(table)
 
 
+def print_provenance(console: Console, result: LessonResult) -> None:
+    """What changed underneath since the evidence, one line each, above the field table."""
+    for change in result.provenance:
+        console.print(Text(f"{result.lesson}: {change.text}"), highlight=False, soft_wrap=True)
+
+
 def print_claims(console: Console, result: LessonResult, failed_only: bool = False) -> None:
     claims = [c for c in result.claims if not (failed_only and c.held)]
     if not claims:
@@ -176,6 +182,7 @@ def print_details(console: Console, results: list[LessonResult], verbosity: int)
     for result in results:
         if verbosity >= 1 or result.status.is_failure:
             print_claims(console, result, failed_only=verbosity == 0)
+        print_provenance(console, result)
         print_fields(console, result, _shown_fields(result, verbosity))
 
 

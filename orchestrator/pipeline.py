@@ -22,6 +22,7 @@ from typing import Callable, Iterator
 
 from . import __version__
 from .build import BuildResult, build_lesson
+from .drift import describe_drift
 from .errors import CoursectlError, EvidenceError, Interrupted, describe_os_error
 from .evidence import (EvidenceMeta, lesson_digest, load_evidence, recover_evidence, write_build_evidence,
                        write_evidence)
@@ -49,6 +50,7 @@ def verify(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opti
                                turn.environment)
         compare_build_evidence(manifest, turn.lesson, turn.build, toolchain.nvcc_version, result)
         turn.sanitize(result)
+        describe_drift(manifest, turn.lesson, toolchain, turn.gpu, turn.arch, result)
         return settle(result)
     return on_gpus(manifest, lessons, toolchain, options, stages, emit, runner)
 
@@ -64,6 +66,7 @@ def record(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opti
                                     turn.environment)
         result.notes += recovered[turn.lesson.id]
         files = turn.sanitize(result)
+        describe_drift(manifest, turn.lesson, toolchain, turn.gpu, turn.arch, result)
         return turn.store(settle(result, compared=False), runs[chosen], files)
     options = options.model_copy(update={"all_archs": True})
     return on_gpus(manifest, lessons, toolchain, options, stages, emit, runner)

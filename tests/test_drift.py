@@ -1,0 +1,182 @@
+"""orchestrator.drift: what changed since the evidence (provenance, claims, sanitizer findings), shown
+by verify and record.
+
+The upgrade is simulated with fixture evidence written (evidence.write_evidence)
+in a test course as if recorded under driver 570.86.15 and CUDA 12.8; the
+stood-in H200 reports driver 580.159.04 and CUDA 13.0.
+"""
+
+from __future__ import annotations
+
+import json
+
+from conftest import FLAGS, GPU_SLUG, SANITIZER_DATA, coursectl, lines, statuses, table
+from orchestrator import __version__
+from orchestrator.claims import ClaimResult
+from orchestrator.drift import Provenance, claim_changes, finding_changes, provenance_changes
+from orchestrator.evidence import EvidenceMeta, lesson_digest, load_evidence, write_evidence
+from orchestrator.results import ClaimChange, FindingChange, ProvenanceChange
+from orchestrator.sanitizer import Tool
+from orchestrator.sanitizer_output import build_report
+
+DAY16 = "day16-tiled-matmul"
+DAY14 = "day14-syncthreads"
+DAY14_RACECHECK = {DAY14: {"racecheck": {"findings": [{"kernel": "reverseTileRacy"}]}}}
+
+NOW_512 = """\
+512x512x512      naive         0.062      4297.0          1024
+512x512x512      tiled         0.041      6608.3            64
+                 tiled is 1.54x faster and reads 16.0x fewer floats per thread
+"""
+# Under the old driver the tiled kernel was no faster at 512^3: three fields and a prediction differ.
+OLD_512 = """\
+512x512x512      naive         0.062      4297.0          1024
+512x512x512      tiled         0.063      4260.9            64
+                 tiled is 0.98x faster and reads 16.0x fewer floats per thread
+"""
+MOVED_ROWS = [
+    ["cases[512x512x512/tiled].ms", "tolerance ±25% + ±0.003", "0.063", "0.041", "0.651", "moved"],
+    ["cases[512x512x512/tiled].gflops", "tolerance ±25%", "4260.9", "6608.3", "1.551", "moved"],
+    ["speedups[512x512x512].speedup", "tolerance ±30%", "0.98", "1.54", "1.571", "moved"],
+]
+UPGRADE_LINES = ["day16-tiled-matmul: evidence from driver 570.86.15, now 580.159.04",
+                 "day16-tiled-matmul: evidence from CUDA 12.8, now 13.0"]
+FIELDS_TITLE = "day16-tiled-matmul: 31 fields against nvidia-h200 evidence (28 same, 3 moved)"
+
+
+def write_old_evidence(made, nvcc_version: str) -> None:
+    """Day 16's evidence as recorded on this H200 under driver 570.86.15 and CUDA 12.8."""
+    transcript = made.transcript(DAY16).read_text()
+    assert transcript.count(NOW_512) == 1
+    meta = EvidenceMeta(
+        lesson=DAY16, date="2026-10-01T12:00:00+00:00", gpu_name="NVIDIA H200", gpu_slug=GPU_SLUG,
+        compute_capability="9.0", driver_version="570.86.15", cuda_version="12.8", nvcc_version=nvcc_version,
+        arch="sm_90", flags=FLAGS, source_sha256=lesson_digest(made.root / "standins" / "replay.cu"),
+        transcript_sha256="", wall_seconds=0.5, exit_status=0, coursectl_version=__version__,
+        sanitizer_version="2025.3.1.0", max_sm_clock_mhz=1980)
+    write_evidence(made.root, meta, transcript.replace(NOW_512, OLD_512))
+
+
+def field_title_index(out: list[str], title: str = FIELDS_TITLE) -> int:
+    return out.index(title)
+
+
+# -- 1. provenance, claims and findings: computed once ---------------------------------------------
+H200_NOW = Provenance(gpu="NVIDIA H200", compute_capability="9.0", driver="580.159.04", cuda="13.0",
+                      nvcc="13.0.88", sanitizer="2025.3.1.0", coursectl="0.2.0", source="b" * 64,
+                      flags=["-std=c++17", "-O3"], arch="sm_90", max_sm_clock_mhz=1980, peak_gbps=4814.3,
+                      peak_fp32_gflops=66908.2)
+
+
+def test_every_provenance_item_that_differs_is_named_in_order():
+    old = H200_NOW.model_copy(update={
+        "driver": "570.86.15", "cuda": "12.8", "nvcc": "12.8.93", "sanitizer": "2025.1.0.0", "coursectl": "0.1.0",
+        "source": "a" * 64, "flags": ["-std=c++17", "-O2"], "max_sm_clock_mhz": 1755, "peak_gbps": None,
+        "peak_fp32_gflops": 59320.3})
+    changes = provenance_changes(old, H200_NOW)
+    assert [change.text for change in changes] == [
+        "evidence from driver 570.86.15, now 580.159.04",
+        "evidence from CUDA 12.8, now 13.0",
+        "evidence from nvcc 12.8.93, now 13.0.88",
+        "evidence from compute-sanitizer 2025.1.0.0, now 2025.3.1.0",
+        "evidence from coursectl 0.1.0, now 0.2.0",
+        "evidence from source sha256 aaaaaaaaaaaa, now bbbbbbbbbbbb",
+        "evidence from flags -std=c++17 -O2, now -std=c++17 -O3",
+        "evidence from max SM clock 1755 MHz, now 1980 MHz",
+        "evidence from peak DRAM bandwidth not recorded, now 4814.3 GB/s",
+        "evidence from peak FP32 59320.3 GFLOP/s, now 66908.2 GFLOP/s",
+    ]
+    assert changes[5] == ProvenanceChange(what="source sha256", old="a" * 64, new="b" * 64)
+    assert provenance_changes(H200_NOW, H200_NOW) == []
+    assert provenance_changes(H200_NOW, H200_NOW.model_copy(update={"peak_gbps": None}))[0].text == (
+        "evidence from peak DRAM bandwidth 4814.3 GB/s, now unknown")
+
+
+def claim(held: bool, failures: list[str] = (), claim_id: str = "tiled-is-faster", kind: str = "expect") -> ClaimResult:
+    return ClaimResult(id=claim_id, kind=kind, says="tiled beats naive", expression="speedup > 1", held=held,
+                       checked=3, failures=list(failures))
+
+
+def test_a_claim_that_stopped_or_started_holding():
+    failure = "speedups[512x512x512]: speedup > 1 is false (speedup = 0.98)"
+    assert claim_changes([claim(True), claim(True, claim_id="g", kind="gate")],
+                         [claim(False, [failure]), claim(True, claim_id="g", kind="gate")]) == [
+        ClaimChange(id="tiled-is-faster", kind="expect", says="tiled beats naive", was=True, now=False,
+                    failures=[failure])]
+    assert claim_changes([claim(False, [failure])], [claim(True)]) == [
+        ClaimChange(id="tiled-is-faster", kind="expect", says="tiled beats naive", was=False, now=True,
+                    failures=[failure])]
+    # A claim judged on one side only (one over ptxas' report, without build evidence) is no change.
+    assert claim_changes([], [claim(False, [failure])]) == []
+
+
+def racecheck(text: str):
+    return build_report(Tool.RACECHECK, 86, text)
+
+
+RACE_LOG = (SANITIZER_DATA / "syncthreads.racecheck.txt").read_text()
+MOVED_RACE_LOG = RACE_LOG.replace("syncthreads.cu:150", "syncthreads.cu:152").replace(
+    "syncthreads.cu:156", "syncthreads.cu:157")
+
+
+def test_findings_that_appeared_or_went_away_by_kernel_kind_and_place():
+    old, new = racecheck(RACE_LOG), racecheck(MOVED_RACE_LOG)
+    said = ("Race reported between Write access at reverseTileRacy(const float *, float *, unsigned long)+0x150 "
+            "in syncthreads.cu:{write} and Read access at reverseTileRacy(const float *, float *, unsigned long)"
+            "+0x1a0 in syncthreads.cu:{read}")
+    assert finding_changes("racecheck", old, new) == [
+        FindingChange(tool="racecheck", change="appeared", kernel="reverseTileRacy", kind="Race",
+                      at="write syncthreads.cu:152 → read syncthreads.cu:157", reports=4,
+                      text=said.format(write=152, read=157)),
+        FindingChange(tool="racecheck", change="went away", kernel="reverseTileRacy", kind="Race",
+                      at="write syncthreads.cu:150 → read syncthreads.cu:156", reports=4,
+                      text=said.format(write=150, read=156))]
+    assert finding_changes("racecheck", old, racecheck(RACE_LOG)) == []
+
+
+def test_verify_names_the_changes_underneath_above_the_field_table(course, fake_sanitizer, prebuilt, nvcc_version,
+                                                                   tmp_path):
+    made = course([DAY16])
+    write_old_evidence(made, nvcc_version)
+    report = tmp_path / "verify.json"
+    result = coursectl("verify", DAY16, "--json", report)
+    assert result.exit_code == 1
+    out = lines(result.stdout)
+    title = field_title_index(out)
+    assert out[title - 2:title] == UPGRADE_LINES
+    assert [row for row in table(result.stdout, FIELDS_TITLE) if row[-1] == "moved"] == MOVED_ROWS
+    [lesson] = json.loads(report.read_text())["results"]
+    assert lesson["evidence_date"] == "2026-10-01T12:00:00+00:00"
+    assert lesson["provenance"] == [{"what": "driver", "old": "570.86.15", "new": "580.159.04"},
+                                    {"what": "CUDA", "old": "12.8", "new": "13.0"}]
+    assert lesson["claim_changes"] == [{
+        "id": "tiled-is-faster", "kind": "expect", "says": "tiled beats naive on every case (a prediction)",
+        "was": False, "now": True, "failures": ["speedups[512x512x512]: speedup > 1 is false (speedup = 0.98)"]}]
+    assert lesson["finding_changes"] == []
+
+
+def test_record_names_the_changes_underneath_above_what_moved(course, fake_sanitizer, prebuilt, nvcc_version):
+    made = course([DAY16])
+    write_old_evidence(made, nvcc_version)
+    result = coursectl("record", DAY16)
+    assert (result.exit_code, result.stderr) == (0, "")
+    out = lines(result.stdout)
+    title = field_title_index(out)
+    assert out[title - 2:title] == UPGRADE_LINES
+    assert table(result.stdout, FIELDS_TITLE) == [["field", "rule", "evidence", "now", "ratio", "result"],
+                                                  *MOVED_ROWS]
+    assert statuses(result.stdout, "record") == {DAY16: "PASS (recorded)"}
+    assert load_evidence(made.root, DAY16, GPU_SLUG).meta.driver_version == "580.159.04"
+
+
+def test_right_after_record_nothing_changed_underneath(course, fake_sanitizer, monkeypatch, prebuilt, tmp_path):
+    """What verify compares with is what record writes: no change right after a record."""
+    course([DAY14, DAY16], sanitizers=DAY14_RACECHECK)
+    monkeypatch.setenv("FAKE_SANITIZER_RACECHECK_LOG", str(SANITIZER_DATA / "syncthreads.racecheck.txt"))
+    assert coursectl("record", "--all", "-q").exit_code == 0
+    report = tmp_path / "verify.json"
+    result = coursectl("verify", "--all", "--json", report)
+    assert result.exit_code == 0
+    assert [(r["lesson"], r["provenance"], r["claim_changes"], r["finding_changes"])
+            for r in json.loads(report.read_text())["results"]] == [(DAY14, [], [], []), (DAY16, [], [], [])]
+    assert not any("evidence from" in line for line in lines(result.stdout))
