@@ -406,6 +406,8 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
                                             "recorded sanitizer reports are kept."),
            repeat: int = typer.Option(1, "--repeat", min=1, metavar="N",
                                       help="Run each lesson N times; store the run closest to the medians."),
+           dry_run: bool = typer.Option(False, "--dry-run", help="Run, judge and show what would be written "
+                                        "and what moved; write nothing."),
            json_path: Optional[Path] = JsonOpt, quiet: bool = QuietOpt, verbose: int = VerboseOpt,
            manifest_path: Path = ManifestOpt) -> None:
     """Run lessons and store their evidence for this GPU, if every gate passes; show what moved."""
@@ -417,16 +419,17 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
     tc = _discover()
     tc.require_nvcc()
     tc.require_gpu()
-    options = Options(jobs=_jobs(jobs), gpus=gpus, sanitize=not no_sanitize, repeat=repeat)
+    options = Options(jobs=_jobs(jobs), gpus=gpus, sanitize=not no_sanitize, repeat=repeat, dry_run=dry_run)
     if options.sanitize and any(manifest.sanitizers(l) for l in lessons):
         tc.require_sanitizer()
-    with _reported("record", manifest, tc, json_path, None, True, verbose) as outcome:
+    title = "record --dry-run" if dry_run else "record"
+    with _reported(title, manifest, tc, json_path, None, True, verbose) as outcome:
         with display.Progress(console, [l.id for l in lessons], quiet, stages=verbose >= 1) as progress:
             outcome.results = record_workflow(manifest, lessons, tc, options, progress) if lessons else []
         if not quiet:
             for result in outcome.results:
                 display.print_provenance(console, result)
-                if result.recorded:
+                if result.recorded or dry_run:
                     display.print_fields(console, result, [f for f in result.fields if verbose >= 2 or
                                                            f.status.value not in ("same", "volatile", "other-gpu")])
 

@@ -154,6 +154,7 @@ class Options(BaseModel):
     all_archs: bool = False                   # also build the manifest's architectures (record)
     repeat: int = 1
     exitfirst: bool = False                   # after the first failure, the lessons not yet run are SKIPPED
+    dry_run: bool = False                     # record: judge and show, write nothing
 
 
 class Event(BaseModel):

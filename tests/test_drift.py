@@ -1,5 +1,5 @@
 """orchestrator.drift: what changed since the evidence (provenance, claims, sanitizer findings), shown
-by verify and record.
+by verify and record, and `record --dry-run`.
 
 The upgrade is simulated with fixture evidence written (evidence.write_evidence)
 in a test course as if recorded under driver 570.86.15 and CUDA 12.8; the
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import FLAGS, GPU_SLUG, SANITIZER_DATA, coursectl, lines, statuses, table
+from conftest import FLAGS, GPU_SLUG, SANITIZER_DATA, after, coursectl, lines, snapshot, statuses, table
 from orchestrator import __version__
 from orchestrator.claims import ClaimResult
 from orchestrator.drift import Provenance, claim_changes, finding_changes, provenance_changes
@@ -180,3 +180,38 @@ def test_right_after_record_nothing_changed_underneath(course, fake_sanitizer, m
     assert [(r["lesson"], r["provenance"], r["claim_changes"], r["finding_changes"])
             for r in json.loads(report.read_text())["results"]] == [(DAY14, [], [], []), (DAY16, [], [], [])]
     assert not any("evidence from" in line for line in lines(result.stdout))
+
+
+# -- 2. record --dry-run -----------------------------------------------------------------------------
+def test_record_dry_run_writes_nothing_and_shows_what_moved(course, fake_sanitizer, prebuilt, nvcc_version,
+                                                            tmp_path):
+    made = course([DAY16])
+    write_old_evidence(made, nvcc_version)
+    before = snapshot(made.root / "evidence")
+    report = tmp_path / "dry.json"
+    result = coursectl("record", DAY16, "--dry-run", "--json", report)
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert snapshot(made.root / "evidence") == before  # no evidence, no build evidence, no staging folder
+    out = lines(result.stdout)
+    title = field_title_index(out)
+    assert out[title - 2:title] == UPGRADE_LINES
+    assert table(result.stdout, FIELDS_TITLE)[1:] == MOVED_ROWS
+    assert statuses(result.stdout, "record --dry-run") == {DAY16: "PASS"}
+    assert after(result.stdout, "record --dry-run") == [
+        "day16-tiled-matmul: note: dry run: would write evidence/day16-tiled-matmul/nvidia-h200/ (transcript.txt, "
+        "meta.json) and evidence/day16-tiled-matmul/build/sm_90.json, evidence/day16-tiled-matmul/build/sm_75.json; "
+        "nothing was written"]
+    written = json.loads(report.read_text())
+    assert (written["command"], written["results"][0]["recorded"]) == ("record --dry-run", False)
+
+
+def test_record_dry_run_without_evidence_creates_nothing(course, fake_sanitizer, monkeypatch, prebuilt):
+    made = course([DAY14], sanitizers=DAY14_RACECHECK)
+    monkeypatch.setenv("FAKE_SANITIZER_RACECHECK_LOG", str(SANITIZER_DATA / "syncthreads.racecheck.txt"))
+    result = coursectl("record", "--all", "--dry-run", "-q")
+    assert result.exit_code == 0
+    assert not (made.root / "evidence").exists()
+    assert after(result.stdout, "record --dry-run") == [
+        "day14-syncthreads: note: dry run: would write evidence/day14-syncthreads/nvidia-h200/ (transcript.txt, "
+        "meta.json, racecheck.log) and evidence/day14-syncthreads/build/sm_90.json, "
+        "evidence/day14-syncthreads/build/sm_75.json; nothing was written"]
