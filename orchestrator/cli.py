@@ -554,6 +554,28 @@ def new(lesson_id: str = typer.Argument(..., metavar="dayNN-name", help="The new
                   f"TRANSCRIPT`, `coursectl render`; docs/authoring.md walks through it", markup=False, highlight=False)
 
 
+@app.command(cls=_Command)
+@handle_errors
+def compare(a: str = typer.Argument(..., metavar="A", help="One side: a GPU with evidence here (nvidia-h200), REV:SLUG "
+                                    "(main:nvidia-h200) or a git revision (HEAD~3) of the other side's GPU."),
+            b: str = typer.Argument(..., metavar="B", help="The other side, in the same forms."),
+            lesson_ids: Optional[List[str]] = typer.Argument(None, metavar="LESSON", show_default=False,
+                                                             help="Lesson ids (default: every lesson)."),
+            report_path: Optional[Path] = typer.Option(None, "--report", metavar="FILE.md",
+                                                       help="Also write the comparison as Markdown here."),
+            manifest_path: Path = ManifestOpt) -> None:
+    """Set two GPUs' evidence, or two revisions of it, side by side: every field and its ratio."""
+    from .compare import compare_evidence, resolve_sides, write_comparison
+
+    manifest = _load(manifest_path)
+    lessons = select_lessons(manifest, lesson_ids or [], not lesson_ids)
+    side_a, side_b = resolve_sides(manifest, a, b)
+    compared = compare_evidence(manifest, lessons, side_a, side_b)
+    display.print_comparison(console, side_a, side_b, compared)
+    if report_path:
+        write_comparison(report_path, side_a, side_b, compared)
+
+
 @report_app.command("merge", cls=_Command)
 @handle_errors
 def report_merge(reports: List[Path] = typer.Argument(..., metavar="REPORT", help="JSON reports of the shards."),
