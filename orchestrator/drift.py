@@ -191,17 +191,6 @@ CHANGED = (FieldStatus.within, FieldStatus.moved, FieldStatus.missing, FieldStat
            FieldStatus.untrusted)
 
 
-def format_value(value) -> str:
-    """A field's value as the field tables show it."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
-
-
 def move_size(field: FieldResult) -> float:
     """|log ratio| of a field's move; a move without a positive ratio (text, missing, sign) counts as infinite."""
     if field.old == field.new:
@@ -246,6 +235,7 @@ def _count(n: int, one: str, many: str | None = None) -> str:
 
 def drift_report(command: str, results: list[LessonResult], toolchain: Toolchain | None) -> str:
     """The Markdown a reviewer reads: per lesson what changed underneath, what moved, claims and findings."""
+    from .display import format_value
     from .render import cell, code, fence, md
 
     gpus = sorted({r.gpu for r in results if r.gpu})
