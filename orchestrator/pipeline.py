@@ -22,9 +22,10 @@ from typing import Callable, Iterator
 
 from . import __version__
 from .build import BuildResult, build_lesson
+from .drift import describe_drift
 from .errors import CoursectlError, EvidenceError, Interrupted, describe_os_error
-from .evidence import (EvidenceMeta, lesson_digest, load_evidence, recover_evidence, write_build_evidence,
-                       write_evidence)
+from .evidence import (EvidenceMeta, build_evidence_path, evidence_dir, lesson_digest, load_evidence,
+                       recover_evidence, write_build_evidence, write_evidence)
 from .judging import (build_evidence_of, compare_build_evidence, compare_with_previous, describe_environment,
                       judge_evidence, judge_run, judge_runs, judge_sanitizer_run, judge_source)
 from .locks import gpu_lock
@@ -49,21 +50,28 @@ def verify(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opti
                                turn.environment)
         compare_build_evidence(manifest, turn.lesson, turn.build, toolchain.nvcc_version, result)
         turn.sanitize(result)
+        describe_drift(manifest, turn.lesson, toolchain, turn.gpu, turn.arch, result)
         return settle(result)
     return on_gpus(manifest, lessons, toolchain, options, stages, emit, runner)
 
 
 def record(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, options: Options,
            emit: Emit = quiet, runner=run_command) -> list[LessonResult]:
-    """Build (every listed architecture too), run, judge, sanitize, and store only if every gate held."""
-    recovered = {lesson.id: recover_evidence(manifest.root, lesson.id) for lesson in lessons}
+    """Build (every listed architecture too), run, judge, sanitize, and store only if every gate held.
+
+    With options.dry_run nothing is stored, not even an interrupted record's sets put back: the result
+    says what would have been written.
+    """
+    recovered = {} if options.dry_run else {lesson.id: recover_evidence(manifest.root, lesson.id)
+                                            for lesson in lessons}
 
     def stages(turn: Turn) -> LessonResult:
         runs = turn.run_program()
         result, chosen = judge_runs(manifest, turn.lesson, runs, turn.gpu, turn.arch, False, turn.build.resources,
                                     turn.environment)
-        result.notes += recovered[turn.lesson.id]
+        result.notes += recovered.get(turn.lesson.id, [])
         files = turn.sanitize(result)
+        describe_drift(manifest, turn.lesson, toolchain, turn.gpu, turn.arch, result)
         return turn.store(settle(result, compared=False), runs[chosen], files)
     options = options.model_copy(update={"all_archs": True})
     return on_gpus(manifest, lessons, toolchain, options, stages, emit, runner)
@@ -203,7 +211,10 @@ class Turn:
         return files
 
     def store(self, result: LessonResult, command: CommandResult, files: dict[str, bytes]) -> LessonResult:
-        """Write the evidence and the build evidence of a lesson that held every gate; say what moved."""
+        """Write the evidence and the build evidence of a lesson that held every gate; say what moved.
+
+        A dry run writes nothing and says in a note what it would have written.
+        """
         if result.status.is_failure or self.stopping.is_set():
             result.reasons.insert(0, "not recorded: the previous evidence is untouched")
             return settle(result, compared=False)
@@ -221,10 +232,16 @@ class Turn:
             max_sm_clock_mhz=gpu.max_sm_clock_mhz, environment=result.environment.model_dump(exclude_none=True),
             repeat={"runs": result.runs, "spread": result.spread} if result.runs > 1 else {})
         files, meta.stale_passes = self._kept_reports(result, files)
+        archs = manifest.architectures   # builds finish in any order; say them in the manifest's
+        built = sorted((build_evidence_of(manifest, lesson, build, toolchain.nvcc_version)
+                        for key, build in self.builds.items() if key.endswith("/plain")),
+                       key=lambda b: archs.index(b.arch) if b.arch in archs else len(archs))
+        if self.options.dry_run:
+            result.notes.append(would_write(manifest.root, meta, files, built))
+            return settle(result, compared=False)
         write_evidence(manifest.root, meta, result.transcript or "", files)
-        for key, built in self.builds.items():
-            if key.endswith("/plain"):
-                write_build_evidence(manifest.root, build_evidence_of(manifest, lesson, built, toolchain.nvcc_version))
+        for build in built:
+            write_build_evidence(manifest.root, build)
         result.recorded = True
         result.evidence = gpu.slug
         return settle(result, compared=False)
@@ -262,6 +279,15 @@ class Turn:
             else:
                 result.notes.append(f"{tool}: not run; kept the report recorded {old.date[:10]} (same build)")
         return kept, sorted(stale)
+
+
+def would_write(root: Path, meta: EvidenceMeta, files: dict[str, bytes], built: list) -> str:
+    """What a dry run of record leaves unwritten, as one note."""
+    folder = evidence_dir(root, meta.lesson, meta.gpu_slug).relative_to(root).as_posix()
+    names = ["transcript.txt", "meta.json", *files]
+    builds = ", ".join(build_evidence_path(root, meta.lesson, b.arch).relative_to(root).as_posix() for b in built)
+    return (f"dry run: would write {folder}/ ({', '.join(names)})" + (f" and {builds}" if builds else "")
+            + "; nothing was written")
 
 
 def _state_of(gpu: Gpu):
