@@ -309,6 +309,41 @@ def standin_runs(log: Path) -> list[StandinRun]:
     return sorted(runs, key=lambda run: run.start)
 
 
+@dataclass
+class SanitizerRun:
+    """One run of the fake compute-sanitizer, as it logged itself to $FAKE_SANITIZER_RUNS."""
+
+    pid: int
+    start: float       # time.monotonic() seconds
+    end: float
+    tool: str
+    visible: str       # CUDA_VISIBLE_DEVICES
+    argument: str      # the program's first argument: for the replaying stand-in, the transcript
+
+
+def sanitizer_runs(log: Path) -> list[SanitizerRun]:
+    """The finished runs in $FAKE_SANITIZER_RUNS, in order of their start; none if it was never written."""
+    if not log.exists():
+        return []
+    starts: dict[int, list[str]] = {}
+    runs = []
+    for line in log.read_text().splitlines():
+        pid, what, seconds, tool, visible, argument = line.split(" ")
+        if what == "start":
+            starts[int(pid)] = [seconds, tool, visible, argument]
+        else:
+            started = starts.pop(int(pid))[0]
+            runs.append(SanitizerRun(pid=int(pid), start=float(started), end=float(seconds), tool=tool,
+                                     visible=visible, argument=argument))
+    assert starts == {}, f"passes that never ended: {sorted(starts)}"
+    return sorted(runs, key=lambda run: run.start)
+
+
+def overlap(a, b) -> bool:
+    """Whether two runs (anything with start and end) were running at the same moment."""
+    return a.start < b.end and b.start < a.end
+
+
 # -- the command line and what it prints -----------------------------------------------
 H = "\u2502"   # the column rule of a table row
 HH = "\u2503"  # the column rule of a table header

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
+from conftest import (GPU_SLUG, SANITIZER_DATA, after, coursectl, sanitizer_runs, seconds_masked, table,
+                      unverified, write_course)
 from orchestrator.process import CommandResult
 from orchestrator.sanitizer_cache import (FOLDER, entry_path, is_cacheable, key_environment, load_pass, pass_key,
                                           store_pass)
@@ -144,3 +148,149 @@ def test_an_entry_stored_under_another_key_is_a_miss(tmp_path, binary):
 ], ids=["clean", "findings", "timed-out", "killed", "crashed", "failed", "no-log"])
 def test_only_a_pass_that_ended_as_the_tool_ends_is_stored(result, log, cacheable):
     assert is_cacheable(result, log) is cacheable
+
+
+# -- through verify, record and sanitize -------------------------------------------------------
+DAY14 = "day14-syncthreads"
+DAY14_SANITIZERS = {DAY14: {"memcheck": {}, "racecheck": {"findings": [{"kernel": "reverseTileRacy"}]}}}
+RACE_LOG = SANITIZER_DATA / "syncthreads.racecheck.txt"
+
+
+@pytest.fixture
+def pass_log(tmp_path, monkeypatch) -> Path:
+    """$FAKE_SANITIZER_RUNS: where the fake compute-sanitizer logs each pass it runs."""
+    log = tmp_path / "passes.log"
+    monkeypatch.setenv("FAKE_SANITIZER_RUNS", str(log))
+    return log
+
+
+def passes_of(report: Path) -> list[dict]:
+    [lesson] = json.loads(report.read_text())["results"]
+    return lesson["sanitizers"]
+
+
+def summary_row(result) -> list[str]:
+    return table(seconds_masked(result.stdout), "verify")[1]
+
+
+def test_a_warm_verify_takes_each_pass_from_the_cache_and_says_so(course, fake_sanitizer, prebuilt, monkeypatch,
+                                                                   pass_log, tmp_path):
+    course([DAY14], sanitizers=DAY14_SANITIZERS)
+    monkeypatch.setenv("FAKE_SANITIZER_RACECHECK_LOG", str(RACE_LOG))
+    cold = coursectl("verify", "--all", "-q", "--json", tmp_path / "cold.json")
+    assert (cold.exit_code, cold.stderr) == (0, "")
+    assert summary_row(cold) == [DAY14, "NO_EVIDENCE", GPU_SLUG, "-", "T s", "memcheck ok T s, racecheck ok T s",
+                                 "T s"]
+    assert sorted(run.tool for run in sanitizer_runs(pass_log)) == ["memcheck", "racecheck"]
+
+    warm = coursectl("verify", "--all", "-q", "--json", tmp_path / "warm.json", "--junit", tmp_path / "warm.xml")
+    assert (warm.exit_code, warm.stderr) == (0, "")
+    assert summary_row(warm) == [DAY14, "NO_EVIDENCE", GPU_SLUG, "-", "T s",
+                                 "memcheck ok (cached), racecheck ok (cached)", "T s"]
+    assert len(sanitizer_runs(pass_log)) == 2, "a pass ran again"
+    # What is reported is what the run that was stored reported, seconds and command included.
+    cold_passes, warm_passes = passes_of(tmp_path / "cold.json"), passes_of(tmp_path / "warm.json")
+    assert [p["cached"] for p in cold_passes] == [False, False]
+    assert [p["cached"] for p in warm_passes] == [True, True]
+    assert [{**p, "cached": False} for p in warm_passes] == cold_passes
+    assert warm_passes[1]["findings"] > 0 and warm_passes[1]["problems"] == []
+    suite = ET.parse(tmp_path / "warm.xml").getroot()
+    assert [(case.get("name"), case.get("time")) for case in suite.findall("testcase")][1:] == [
+        (f"{DAY14} [memcheck] (cached)", "0.000"), (f"{DAY14} [racecheck] (cached)", "0.000")]
+
+    rerun = coursectl("verify", "--all", "-q", "--rerun-sanitizers")
+    assert (rerun.exit_code, rerun.stderr) == (0, "")
+    assert summary_row(rerun)[5] == "memcheck ok T s, racecheck ok T s"
+    assert len(sanitizer_runs(pass_log)) == 4
+
+
+def test_a_changed_expectation_is_judged_again_without_running_the_pass(course, fake_sanitizer, prebuilt,
+                                                                       monkeypatch, pass_log):
+    made = course([DAY14], sanitizers=DAY14_SANITIZERS)
+    monkeypatch.setenv("FAKE_SANITIZER_RACECHECK_LOG", str(RACE_LOG))
+    assert coursectl("verify", "--all", "-q").exit_code == 0
+    expect_another = {DAY14: {"memcheck": {}, "racecheck": {"findings": [{"kernel": "reverseTileSynced"}]}}}
+    write_course(made.root, [DAY14], sanitizers=expect_another)
+
+    result = coursectl("verify", "--all", "-q")
+    assert result.exit_code == 1
+    assert summary_row(result) == [DAY14, "FAIL", GPU_SLUG, "-", "T s", "memcheck ok (cached), racecheck FAIL (cached)",
+                                   "T s"]
+    assert after(result.stdout, "verify") == [
+        f"{DAY14}: racecheck: unexpected race in reverseTileRacy at syncthreads.cu:150 (1051020 hazards, 4 reports)",
+        f"{DAY14}: racecheck: expected a finding in reverseTileSynced, none reported"]
+    assert len(sanitizer_runs(pass_log)) == 2, "a pass ran again"
+
+    write_course(made.root, [DAY14], sanitizers=DAY14_SANITIZERS)
+    again = coursectl("verify", "--all", "-q")
+    assert (again.exit_code, summary_row(again)[5]) == (0, "memcheck ok (cached), racecheck ok (cached)")
+    assert len(sanitizer_runs(pass_log)) == 2
+
+
+@pytest.mark.parametrize("change", ["CUDA_LAUNCH_BLOCKING", "tool args", "program args"])
+def test_a_changed_input_runs_the_pass_again(course, fake_sanitizer, prebuilt, monkeypatch, pass_log, change):
+    made = course(["day13-shared-memory"], sanitizers={"day13-shared-memory": {"memcheck": {}}})
+    assert coursectl("verify", "--all", "-q").exit_code == 0
+    if change == "CUDA_LAUNCH_BLOCKING":
+        monkeypatch.setenv("CUDA_LAUNCH_BLOCKING", "1")
+    else:
+        spec = {"args": ["--check-device-heap=no"]} if change == "tool args" else {"program_args": ["0"]}
+        write_course(made.root, ["day13-shared-memory"], sanitizers={"day13-shared-memory": {"memcheck": spec}})
+    result = coursectl("verify", "--all", "-q")
+    assert (result.exit_code, summary_row(result)[5]) == (0, "memcheck ok T s")
+    assert len(sanitizer_runs(pass_log)) == 2
+    again = coursectl("verify", "--all", "-q")
+    assert (again.exit_code, summary_row(again)[5]) == (0, "memcheck ok (cached)")
+    assert len(sanitizer_runs(pass_log)) == 2
+
+
+def test_record_and_sanitize_always_run_the_passes_and_refresh_the_cache(course, fake_sanitizer, prebuilt,
+                                                                         monkeypatch, pass_log):
+    course([DAY14], sanitizers=DAY14_SANITIZERS)
+    # Without the recorded race the racecheck pass finds nothing: FAIL, and stored so.
+    failed = coursectl("verify", "--all", "-q")
+    assert (failed.exit_code, summary_row(failed)[5]) == (1, "memcheck ok T s, racecheck FAIL T s")
+    monkeypatch.setenv("FAKE_SANITIZER_RACECHECK_LOG", str(RACE_LOG))
+    still = coursectl("verify", "--all", "-q")
+    assert (still.exit_code, summary_row(still)[5]) == (1, "memcheck ok (cached), racecheck FAIL (cached)")
+    assert len(sanitizer_runs(pass_log)) == 2
+
+    recorded = coursectl("record", "--all", "-q")
+    assert recorded.exit_code == 0
+    assert table(seconds_masked(recorded.stdout), "record")[1][5] == "memcheck ok T s, racecheck ok T s"
+    assert len(sanitizer_runs(pass_log)) == 4
+    verified = coursectl("verify", "--all", "-q")
+    assert (verified.exit_code, summary_row(verified)[1], summary_row(verified)[5]) == (
+        0, "PASS", "memcheck ok (cached), racecheck ok (cached)")
+
+    sanitized = coursectl("sanitize", DAY14, "--tool", "racecheck")
+    assert (sanitized.exit_code, sanitized.stderr) == (0, "")
+    assert [run.tool for run in sanitizer_runs(pass_log)][4:] == ["racecheck"]
+
+
+def test_a_damaged_cache_entry_runs_the_pass_again(course, fake_sanitizer, prebuilt, pass_log):
+    course(["day13-shared-memory"], sanitizers={"day13-shared-memory": {"memcheck": {}}})
+    entries = Path(os.environ["COURSECTL_CACHE"]) / FOLDER / "day13-shared-memory"   # beside the build cache
+    others = set(entries.glob("*"))   # of other tests: the session shares one cache
+    assert coursectl("verify", "--all", "-q").exit_code == 0
+    [entry] = set(entries.glob("*")) - others
+    assert entry.name.startswith("memcheck-") and entry.suffix == ".json"
+    whole = entry.read_bytes()
+    entry.write_bytes(whole[: len(whole) // 2])   # as a disk that filled up mid-write would leave it
+    result = coursectl("verify", "--all", "-q")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert (summary_row(result)[1], summary_row(result)[5]) == ("NO_EVIDENCE", "memcheck ok T s")
+    assert after(result.stdout, "verify") == [unverified("day13-shared-memory")]   # nothing about the cache
+    assert len(sanitizer_runs(pass_log)) == 2
+    assert json.loads(entry.read_bytes())["exit_status"] == 0   # replaced whole
+    again = coursectl("verify", "--all", "-q")
+    assert summary_row(again)[5] == "memcheck ok (cached)"
+
+
+def test_a_crashed_pass_is_not_stored(course, fake_sanitizer, prebuilt, pass_log):
+    course(["crash"], sanitizers={"crash": {"memcheck": {}}})
+    for count in (1, 2):
+        result = coursectl("verify", "--all", "-q")
+        assert (result.exit_code, summary_row(result)[1], summary_row(result)[5]) == (1, "CRASH", "memcheck FAIL T s")
+        assert len(sanitizer_runs(pass_log)) == count
+    assert not (Path(os.environ["COURSECTL_CACHE"]) / FOLDER / "crash").exists()
