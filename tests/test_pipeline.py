@@ -46,6 +46,7 @@ def stages(text: str, lesson: str) -> list[str]:
 
 
 # -- several GPUs --------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_four_lessons_share_two_gpus_one_run_per_gpu_at_a_time(course, two_gpus, prebuilt, monkeypatch, tmp_path):
     course(FOUR)
     log = tmp_path / "runs.log"
@@ -124,6 +125,7 @@ def test_a_pass_waits_while_a_lesson_holds_its_gpu():
     thread.join(5)
 
 
+@pytest.mark.slow
 def test_timed_runs_wait_for_the_passes_running_and_hold_back_new_ones():
     share = GpuShare([H200], jobs=4, free_memory=lambda gpu: None)
     done_with_first, done_with_timed = threading.Event(), threading.Event()
@@ -255,6 +257,7 @@ def test_passes_of_different_lessons_run_together_and_never_beside_a_timed_run(
 
 
 # -- builds overlap runs ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_lesson_runs_while_another_is_still_building(make_course, prebuilt, nvcc_version):
     """day 13 is cached; day 16's nvcc (a real one) is held back until day 13 has started to run.
 
