@@ -1,6 +1,7 @@
 """Shared fixtures: the GPU tools stood in for, a build cache shared by the session,
-the stand-in lessons built once, a factory for course trees, and the helpers that
-run coursectl and read what it prints.
+the stand-in lessons built once (in the background, while the first tests run),
+a factory for course trees, and the helpers that run coursectl and read what it
+prints.
 
 Everything a test needs a GPU for is stood in for: nvidia-smi and
 compute-sanitizer by the scripts in tests/data/fakes/, the lessons by the host
@@ -10,15 +11,16 @@ them), printing transcripts recorded on an H200 (tests/data/seeds/).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import yaml
@@ -54,10 +56,17 @@ LESSONS = {
     "flood": dict(day=95, standin="flood", schema="day13-shared-memory"),
 }
 
-# Built once per session (plain, sm_90) into the session's cache, which every
-# course tree shares: the cache key holds the source, flags, arch and nvcc
-# version, not the course's folder.
-PREBUILT = list(LESSONS)
+# The lessons that the replaying stand-in plays.
+REPLAYING = [lesson_id for lesson_id, spec in LESSONS.items() if spec["standin"] == "replay"]
+
+# (lesson, arch, variant) built once per session into the session's cache,
+# which every course tree shares: the cache key holds the source, flags, arch,
+# variant and nvcc version, not the course's folder. Every lesson plain for
+# sm_90; the replaying ones also with -lineinfo (for sanitizer passes) and, with
+# the hanging one, for sm_75 (record builds every listed architecture).
+PREBUILT = ([(lesson_id, "sm_90", "plain") for lesson_id in LESSONS]
+            + [(lesson_id, "sm_90", "lineinfo") for lesson_id in REPLAYING]
+            + [(lesson_id, "sm_75", "plain") for lesson_id in [*REPLAYING, "hang"]])
 
 
 def is_gone(pid: int, within: float = 5.0) -> bool:
@@ -101,6 +110,9 @@ def pytest_collection_modifyitems(config, items):
         skip = pytest.mark.skip(reason="needs an NVIDIA GPU: `nvidia-smi -L` lists none")
         for item in marked:
             item.add_marker(skip)
+    # The tests that wait for the background builds go last, in their order:
+    # the others run meanwhile.
+    items.sort(key=lambda item: "built_in_background" in item.fixturenames)
 
 
 # -- the environment -------------------------------------------------------------------
@@ -424,6 +436,110 @@ def edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new))
 
 
+# -- builds in the background ---------------------------------------------------------
+# nvcc takes most of the suite's time. The builds that the tests ask for at
+# collection (build_in_background) start with the session, one per core, in a
+# process of their own (background_builds.py), so that a test that sets
+# COURSECTL_CACHE meanwhile cannot move them; the tests that need none run
+# first, and those that wait for them (through `built_in_background`) last.
+@dataclass
+class BackgroundBuild:
+    course: str                       # the folder, under the session's, its course is written in
+    make: Callable[[Path], Path]      # writes the course into a folder; returns its manifest
+    lesson: str
+    arch: str
+    variant: str
+    needed_by: str                    # the fixture that waits for it: no test uses that one, no build
+
+
+BACKGROUND: dict[str, BackgroundBuild] = {}
+
+
+def build_in_background(name: str, course: str, make, lesson: str, needed_by: str, arch: str = "sm_90",
+                        variant: str = "plain") -> None:
+    """Ask, at collection, for a build into the session's cache, started with the session.
+
+    `make(folder)` writes the course (once per `course`) and returns its
+    manifest; `needed_by` names the fixture that uses it, so a selection of
+    tests that never uses that fixture never builds it.
+    """
+    BACKGROUND[name] = BackgroundBuild(course, make, lesson, arch, variant, needed_by)
+
+
+@dataclass
+class Background:
+    process: subprocess.Popen | None
+    results: Path
+    manifests: dict[str, Path]        # build name -> the manifest of its course
+
+
+@pytest.fixture(scope="session", autouse=True)
+def background_builds(request, session_dir, isolated_env):
+    """Start the builds that the selected tests will need; they run while the first tests do."""
+    used = set().union(*(item.fixturenames for item in request.session.items))
+    wanted = {name: build for name, build in BACKGROUND.items() if build.needed_by in used}
+    folder = session_dir / "background"
+    folder.mkdir()
+    courses: dict[str, Path] = {}
+    jobs, manifests = [], {}
+    for name, build in wanted.items():
+        if build.course not in courses:
+            courses[build.course] = build.make(folder / build.course)
+        manifests[name] = courses[build.course]
+        jobs.append([name, str(courses[build.course]), build.lesson, build.arch, build.variant])
+    (folder / "jobs.json").write_text(json.dumps(jobs))
+    process = None
+    if jobs:
+        with open(folder / "output.txt", "wb") as output:
+            process = subprocess.Popen([sys.executable, str(Path(__file__).parent / "background_builds.py"),
+                                        str(folder / "jobs.json"), str(folder / "results.json")],
+                                       stdout=output, stderr=subprocess.STDOUT)
+    yield Background(process, folder / "results.json", manifests)
+    if process is not None and process.poll() is None:   # never leave nvcc running after the session
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture(scope="session")
+def built_in_background(background_builds) -> dict:
+    """Wait for the background builds: build name -> BuildResult (an error fails the test that asks)."""
+    from orchestrator.build import BuildResult
+
+    process = background_builds.process
+    if process is not None:
+        process.wait(timeout=600)
+    output = background_builds.results.parent / "output.txt"
+    assert process is None or process.returncode == 0, f"background builds failed:\n{output.read_text()}"
+    results = json.loads(background_builds.results.read_text()) if process is not None else {}
+
+    class Results(dict):
+        def __missing__(self, name):
+            raise KeyError(f"{name!r} was not asked for: build_in_background(..., needed_by=...) names "
+                           "the fixture that uses it")
+
+        def __getitem__(self, name):
+            found = super().__getitem__(name)
+            assert "error" not in found, f"background build {name}: {found['error']}"
+            return BuildResult.model_validate(found)
+
+    out = Results(results)
+    out.manifests = background_builds.manifests
+    return out
+
+
+def _template_course(folder: Path) -> Path:
+    return write_course(folder, list(LESSONS)).manifest
+
+
+# The builds of PREBUILT, once per stand-in, architecture and variant.
+_PREBUILT_BY: dict[tuple[str, str, str], str] = {}
+for _lesson, _arch, _variant in PREBUILT:
+    _first = _PREBUILT_BY.setdefault((LESSONS[_lesson]["standin"], _arch, _variant), _lesson)
+    if _first == _lesson:
+        build_in_background(f"prebuilt {_lesson} {_arch} {_variant}", "template", _template_course, _lesson,
+                            "prebuilt", _arch, _variant)
+
+
 # -- built stand-ins -------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def nvcc_version() -> str:
@@ -434,17 +550,23 @@ def nvcc_version() -> str:
 
 
 @pytest.fixture(scope="session")
-def prebuilt(session_dir, isolated_env, nvcc_version) -> dict[str, Path]:
-    """Every lesson of LESSONS built once (plain, sm_90) into the session's cache: id -> binary."""
-    from orchestrator.build import build_lesson
+def prebuilt(built_in_background, session_dir) -> dict[str, Path]:
+    """PREBUILT, built in the background into the session's cache: lesson id -> its plain sm_90 binary.
 
-    course = write_course(session_dir / "template", PREBUILT)
-    manifest = course.load()
-    nvcc = shutil.which("nvcc")
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        futures = {lesson.id: pool.submit(build_lesson, manifest, lesson, "sm_90", nvcc, nvcc_version)
-                   for lesson in manifest.lessons}
-        return {lesson_id: future.result().binary for lesson_id, future in futures.items()}
+    Lessons played by one stand-in share a cache key, which holds no lesson id;
+    only the folder does: each stand-in is built once per (arch, variant) and
+    its entry copied into the other lessons' folders, as nvcc would have
+    written it there.
+    """
+    binaries = {}
+    for lesson_id, arch, variant in PREBUILT:
+        built_by = _PREBUILT_BY[(LESSONS[lesson_id]["standin"], arch, variant)]
+        binary = built_in_background[f"prebuilt {built_by} {arch} {variant}"].binary
+        target = session_dir / "cache" / lesson_id / binary.parent.parent.name / binary.parent.name
+        if not target.exists():
+            shutil.copytree(binary.parent, target)
+        binaries[(lesson_id, arch, variant)] = target / binary.name
+    return {lesson_id: binaries[(lesson_id, "sm_90", "plain")] for lesson_id in LESSONS}
 
 
 @pytest.fixture(scope="session")

@@ -83,6 +83,7 @@ def own_cache(tmp_path, monkeypatch) -> Path:
     return cache
 
 
+@pytest.mark.slow
 def test_build_then_cached(tmp_path, own_cache, nvcc_version):
     manifest, lesson = load(tmp_path / "course")
     source = manifest.source_path(lesson)
@@ -113,6 +114,7 @@ def test_build_then_cached(tmp_path, own_cache, nvcc_version):
     assert (second.binary, second.cached, second.command, second.diagnostics) == (binary, True, command, "")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what", ["source", "flags", "arch"])
 def test_a_change_rebuilds(tmp_path, prebuilt, nvcc_version, what):
     """The session's cache holds this lesson as it is; a change of source, flags or arch misses it."""
@@ -126,7 +128,7 @@ def test_a_change_rebuilds(tmp_path, prebuilt, nvcc_version, what):
     source = manifest.source_path(lesson)
     if what == "source":
         source.write_text(source.read_text() + "// changed\n")
-    arch = "sm_75" if what == "arch" else "sm_90"
+    arch = "sm_80" if what == "arch" else "sm_90"   # the session's cache holds sm_90 and sm_75 builds
     runner = CountingRunner()
     rebuilt = build_lesson(manifest, lesson, arch, NVCC, nvcc_version, runner=runner)
     assert (runner.count, rebuilt.cached, rebuilt.arch) == (1, False, arch)
@@ -148,6 +150,7 @@ def test_cached_build_names_this_courses_source(tmp_path, prebuilt, nvcc_version
     assert cached.command == nvcc_argv(FLAGS, "sm_90", prebuilt[LESSON], manifest.source_path(lesson))
 
 
+@pytest.mark.slow
 def test_lineinfo_variant_is_its_own_entry(tmp_path, own_cache, nvcc_version):
     manifest, lesson = load(tmp_path / "course")
     runner = CountingRunner()
@@ -167,6 +170,7 @@ int main() {
 """
 
 
+@pytest.mark.slow
 def test_syntax_error(tmp_path, own_cache, nvcc_version):
     manifest, lesson = load(tmp_path / "course")
     source = manifest.source_path(lesson)
@@ -193,6 +197,7 @@ def test_syntax_error(tmp_path, own_cache, nvcc_version):
     assert files_under(own_cache) == []
 
 
+@pytest.mark.slow
 def test_syntax_error_in_a_folder_with_spaces(tmp_path, own_cache, nvcc_version):
     manifest, lesson = load(tmp_path / "my course")
     source = manifest.source_path(lesson)
@@ -248,6 +253,7 @@ def greeting_course(root: Path, flag: str):
     return manifest, manifest.lesson(LESSON)
 
 
+@pytest.mark.slow
 def test_flags_reach_nvcc_intact(tmp_path, own_cache, nvcc_version, monkeypatch):
     """Spaces, quotes and shell operators in a flag reach nvcc as one argument and the program as written."""
     monkeypatch.chdir(tmp_path)
