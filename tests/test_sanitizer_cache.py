@@ -296,3 +296,22 @@ def test_a_crashed_pass_is_not_stored(course, fake_sanitizer, prebuilt, pass_log
         assert (result.exit_code, summary_row(result)[1], summary_row(result)[5]) == (1, "CRASH", "memcheck FAIL T s")
         assert len(sanitizer_runs(pass_log)) == count
     assert not (Path(os.environ["COURSECTL_CACHE"]) / FOLDER / "crash").exists()
+
+
+def test_a_result_that_cannot_be_stored_is_a_note(course, fake_sanitizer, prebuilt, monkeypatch, tmp_path):
+    import orchestrator.pipeline
+
+    full = tmp_path / "cache" / "memcheck.json"
+
+    def no_space(*args, **kwargs):
+        raise OSError(28, "No space left on device", str(full))
+
+    monkeypatch.setattr(orchestrator.pipeline, "store_pass", no_space)
+    course(["day13-shared-memory"], sanitizers={"day13-shared-memory": {"memcheck": {}}})
+    result = coursectl("verify", "--all", "-q")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert (summary_row(result)[1], summary_row(result)[5]) == ("NO_EVIDENCE", "memcheck ok T s")
+    assert after(result.stdout, "verify") == [
+        unverified("day13-shared-memory"),
+        "day13-shared-memory: note: memcheck: not stored in the sanitizer cache: "
+        f"cannot write/read {full}: No space left on device"]
