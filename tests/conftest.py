@@ -62,10 +62,11 @@ REPLAYING = [lesson_id for lesson_id, spec in LESSONS.items() if spec["standin"]
 # (lesson, arch, variant) built once per session into the session's cache,
 # which every course tree shares: the cache key holds the source, flags, arch,
 # variant and nvcc version, not the course's folder. Every lesson plain for
-# sm_90; the replaying ones also with -lineinfo (for sanitizer passes) and, with
-# the hanging one, for sm_75 (record builds every listed architecture).
+# sm_90; the replaying and crashing ones also with -lineinfo (for sanitizer
+# passes); the replaying and hanging ones for sm_75 (record builds every
+# listed architecture).
 PREBUILT = ([(lesson_id, "sm_90", "plain") for lesson_id in LESSONS]
-            + [(lesson_id, "sm_90", "lineinfo") for lesson_id in REPLAYING]
+            + [(lesson_id, "sm_90", "lineinfo") for lesson_id in [*REPLAYING, "crash"]]
             + [(lesson_id, "sm_75", "plain") for lesson_id in [*REPLAYING, "hang"]])
 
 

@@ -28,8 +28,8 @@ for _id, _entry in zip(IDS, MUTATIONS):   # built while other tests run: see con
 @pytest.fixture(scope="module")
 def mutants(built_in_background) -> dict[str, tuple]:
     """Every bug course with its lesson built for sm_90: id -> (manifest, build)."""
-    return {bug_id: (load_manifest(built_in_background.manifests[f"bug {bug_id}"]), built_in_background[f"bug {bug_id}"])
-            for bug_id in IDS}
+    return {bug_id: (load_manifest(built_in_background.manifests[f"bug {bug_id}"]),
+                     built_in_background[f"bug {bug_id}"]) for bug_id in IDS}
 
 
 @pytest.mark.slow

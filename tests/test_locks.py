@@ -21,7 +21,7 @@ def test_shared_holders_hold_together_and_an_exclusive_one_waits_for_them():
 
         thread = threading.Thread(target=timed, daemon=True)
         thread.start()
-        assert not inside.wait(0.3), "an exclusive holder came in beside a shared one"
+        assert not inside.wait(0.2), "an exclusive holder came in beside a shared one"
         assert said == [f"waiting for GPU GPU-locks-test: held by coursectl pid {os.getpid()} (sanitizer passes)"]
     assert inside.wait(5)
     thread.join(5)
@@ -37,7 +37,7 @@ def test_a_shared_holder_waits_for_an_exclusive_one():
 
         thread = threading.Thread(target=one_pass, daemon=True)
         thread.start()
-        assert not inside.wait(0.3), "a shared holder came in beside an exclusive one"
+        assert not inside.wait(0.2), "a shared holder came in beside an exclusive one"
         assert said == [f"waiting for GPU GPU-locks-test: held by coursectl pid {os.getpid()}"]
     assert inside.wait(5)
     thread.join(5)

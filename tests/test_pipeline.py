@@ -119,7 +119,7 @@ def test_a_pass_waits_while_a_lesson_holds_its_gpu():
             inside.set()
 
     thread, inside = in_thread(one_pass)
-    assert not inside.wait(0.3), "a pass started while a lesson held the GPU"
+    assert not inside.wait(0.2), "a pass started while a lesson held the GPU"
     claim.release()
     assert inside.wait(5)
     thread.join(5)
@@ -152,14 +152,14 @@ def test_timed_runs_wait_for_the_passes_running_and_hold_back_new_ones():
 
     timed_thread, timed_in = in_thread(timed)
     second, second_in = in_thread(second_pass)
-    assert not timed_in.wait(0.3), "a timed run started beside a pass"
+    assert not timed_in.wait(0.2), "a timed run started beside a pass"
     assert said == ["waiting for GPU 0: 1 sanitizer pass running"]
     done_with_first.set()
     assert timed_in.wait(5)
-    assert not second_in.wait(0.3), "a pass started beside a timed run"
+    assert not second_in.wait(0.2), "a pass started beside a timed run"
     done_with_timed.set()
     timed_thread.join(5)
-    assert not second_in.wait(0.3), "a pass started while a lesson still held the GPU"
+    assert not second_in.wait(0.2), "a pass started while a lesson still held the GPU"
     claim.release()
     assert second_in.wait(5)
     for thread in (first, second):
@@ -177,7 +177,10 @@ def test_passes_at_once_are_bounded_by_jobs_and_by_the_gpus_free_memory():
             leave.wait(10)
 
     started = [in_thread(one_pass) for _ in range(3)]
-    time.sleep(0.3)
+    deadline = time.monotonic() + 5
+    while sum(inside.is_set() for _, inside in started) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)   # time for a third to come in, were it let
     assert sum(inside.is_set() for _, inside in started) == 2
     leave.set()
     assert all(inside.wait(5) for _, inside in started)
