@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -467,65 +468,71 @@ def build_in_background(name: str, course: str, make, lesson: str, needed_by: st
     BACKGROUND[name] = BackgroundBuild(course, make, lesson, arch, variant, needed_by)
 
 
-@dataclass
-class Background:
-    process: subprocess.Popen | None
-    results: Path
-    manifests: dict[str, Path]        # build name -> the manifest of its course
+class Background(dict):
+    """The background builds: build name -> BuildResult, each waited for when asked for.
+
+    A build that failed, or a process that ended without it, fails the test that asks.
+    """
+
+    def __init__(self, process: subprocess.Popen | None, folder: Path, jobs: list[list[str]]):
+        super().__init__()
+        self.process, self.folder = process, folder
+        self.index = {job[0]: index for index, job in enumerate(jobs)}
+        self.manifests = {job[0]: Path(job[1]) for job in jobs}   # build name -> the manifest of its course
+
+    def __missing__(self, name: str):
+        from orchestrator.build import BuildResult
+
+        if name not in self.index:
+            raise KeyError(f"{name!r} was not asked for, or no selected test uses the fixture it names as "
+                           "needed_by")
+        result = self.folder / "results" / f"{self.index[name]}.json"
+        while not result.exists():
+            if self.process.poll() is not None and not result.exists():
+                raise AssertionError(f"background builds ended without {name}:\n"
+                                     f"{(self.folder / 'output.txt').read_text()}")
+            time.sleep(0.02)
+        found = json.loads(result.read_text())
+        assert "error" not in found, f"background build {name}: {found['error']}"
+        self[name] = BuildResult.model_validate(found)
+        return self[name]
 
 
 @pytest.fixture(scope="session", autouse=True)
 def background_builds(request, session_dir, isolated_env):
     """Start the builds that the selected tests will need; they run while the first tests do."""
-    used = set().union(*(item.fixturenames for item in request.session.items))
-    wanted = {name: build for name, build in BACKGROUND.items() if build.needed_by in used}
+    first_use: dict[str, int] = {}   # fixture -> the index of the first test that uses it
+    for index, item in enumerate(request.session.items):
+        for fixture in item.fixturenames:
+            first_use.setdefault(fixture, index)
+    in_order = sorted(BACKGROUND.items(), key=lambda item: first_use.get(item[1].needed_by, 0))
+    wanted = {name: build for name, build in in_order if build.needed_by in first_use}   # as the tests want them
     folder = session_dir / "background"
-    folder.mkdir()
+    (folder / "results").mkdir(parents=True)
     courses: dict[str, Path] = {}
-    jobs, manifests = [], {}
+    jobs = []
     for name, build in wanted.items():
         if build.course not in courses:
             courses[build.course] = build.make(folder / build.course)
-        manifests[name] = courses[build.course]
         jobs.append([name, str(courses[build.course]), build.lesson, build.arch, build.variant])
     (folder / "jobs.json").write_text(json.dumps(jobs))
     process = None
     if jobs:
         with open(folder / "output.txt", "wb") as output:
             process = subprocess.Popen([sys.executable, str(Path(__file__).parent / "background_builds.py"),
-                                        str(folder / "jobs.json"), str(folder / "results.json")],
-                                       stdout=output, stderr=subprocess.STDOUT)
-    yield Background(process, folder / "results.json", manifests)
+                                        str(folder / "jobs.json"), str(folder / "results")],
+                                       stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+    yield Background(process, folder, jobs)
     if process is not None and process.poll() is None:   # never leave nvcc running after the session
-        process.kill()
+        os.killpg(process.pid, signal.SIGKILL)
+    if process is not None:
         process.wait()
 
 
 @pytest.fixture(scope="session")
-def built_in_background(background_builds) -> dict:
-    """Wait for the background builds: build name -> BuildResult (an error fails the test that asks)."""
-    from orchestrator.build import BuildResult
-
-    process = background_builds.process
-    if process is not None:
-        process.wait(timeout=600)
-    output = background_builds.results.parent / "output.txt"
-    assert process is None or process.returncode == 0, f"background builds failed:\n{output.read_text()}"
-    results = json.loads(background_builds.results.read_text()) if process is not None else {}
-
-    class Results(dict):
-        def __missing__(self, name):
-            raise KeyError(f"{name!r} was not asked for: build_in_background(..., needed_by=...) names "
-                           "the fixture that uses it")
-
-        def __getitem__(self, name):
-            found = super().__getitem__(name)
-            assert "error" not in found, f"background build {name}: {found['error']}"
-            return BuildResult.model_validate(found)
-
-    out = Results(results)
-    out.manifests = background_builds.manifests
-    return out
+def built_in_background(background_builds) -> Background:
+    """The background builds, for the fixtures that use them (their tests run last: see above)."""
+    return background_builds
 
 
 def _template_course(folder: Path) -> Path:
@@ -581,8 +588,6 @@ def standin(prebuilt) -> dict[str, Path]:
 @pytest.fixture
 def ctrl_c():
     """Ctrl-C raises KeyboardInterrupt in this process, also where the suite was started with SIGINT ignored."""
-    import signal
-
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)
