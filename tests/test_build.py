@@ -83,6 +83,18 @@ def own_cache(tmp_path, monkeypatch) -> Path:
     return cache
 
 
+@pytest.fixture
+def own_cache_built(own_cache, prebuilt) -> Path:
+    """A cache of this test's own holding LESSON's sm_90 build, copied from the session's.
+
+    For the tests that spoil an entry and watch it rebuilt: what they spoil
+    need not be built again by nvcc first.
+    """
+    entry = prebuilt[LESSON].parent
+    shutil.copytree(entry, own_cache / LESSON / entry.parent.name / entry.name)
+    return own_cache
+
+
 @pytest.mark.slow
 def test_build_then_cached(tmp_path, own_cache, nvcc_version):
     manifest, lesson = load(tmp_path / "course")
@@ -277,6 +289,7 @@ def test_command_substitution_in_a_flag_is_refused(tmp_path, own_cache, nvcc_ver
 
 
 # -- several builds of one entry at once, and temporary files -------------------------------------
+@pytest.mark.slow
 def test_builds_of_one_entry_at_once_each_write_their_own_files(tmp_path, own_cache, nvcc_version):
     """Three builds of one lesson and architecture, their nvcc runs made to overlap: each writes its own files."""
     manifest, lesson = load(tmp_path / "course")
@@ -345,10 +358,11 @@ CORRUPT_STAMPS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stamp, why", CORRUPT_STAMPS, ids=["truncated", "list", "binary", "empty", "no-sha256"])
-def test_a_corrupt_stamp_is_a_cache_miss_said_in_a_note(tmp_path, own_cache, nvcc_version, stamp, why):
+def test_a_corrupt_stamp_is_a_cache_miss_said_in_a_note(tmp_path, own_cache_built, nvcc_version, stamp, why):
     manifest, lesson = load(tmp_path / "course")
-    built = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version)
+    built = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run)
     entry = built.binary.parent
     (entry / "build.json").write_bytes(stamp)
     runner = CountingRunner()
@@ -359,9 +373,10 @@ def test_a_corrupt_stamp_is_a_cache_miss_said_in_a_note(tmp_path, own_cache, nvc
     assert (again.cached, again.notes) == (True, [])
 
 
-def test_a_binary_that_no_longer_matches_its_stamp_is_rebuilt(tmp_path, own_cache, nvcc_version):
+@pytest.mark.slow
+def test_a_binary_that_no_longer_matches_its_stamp_is_rebuilt(tmp_path, own_cache_built, nvcc_version):
     manifest, lesson = load(tmp_path / "course")
-    built = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version)
+    built = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run)
     built.binary.write_bytes(built.binary.read_bytes() + b"\0")
     runner = CountingRunner()
     rebuilt = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=runner)
