@@ -97,6 +97,9 @@ StrictOpt = typer.Option(False, "--strict", help="Count NO_EVIDENCE, UNSUPPORTED
                                                  "selection as failures (exit 1).")
 ExitFirstOpt = typer.Option(False, "--exitfirst", "-x", help="Stop at the first failing lesson; the rest are SKIPPED.")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="Only the summary and the tally.")
+SanitizerJobsOpt = typer.Option(None, "--sanitizer-jobs", min=1, metavar="N",
+                                help="Sanitizer passes at once (default: the CPU cores, fewer where the GPU's "
+                                     "free memory holds fewer).")
 VerboseOpt = typer.Option(0, "--verbose", "-v", count=True, show_default=False,
                           help="-v: also every stage and each lesson's claims; -vv: also every field and command.")
 DriftOpt = typer.Option(None, "--report", metavar="FILE.md",
@@ -374,6 +377,10 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
                                                help="Take a deterministic share of the lessons."),
            no_sanitize: bool = typer.Option(False, "--no-sanitize", help="Skip the compute-sanitizer passes."),
            repeat: int = RepeatOpt, exitfirst: bool = ExitFirstOpt, strict: bool = StrictOpt,
+           rerun_sanitizers: bool = typer.Option(False, "--rerun-sanitizers",
+                                                 help="Run every compute-sanitizer pass, also those whose result "
+                                                      "the sanitizer cache holds."),
+           sanitizer_jobs: Optional[int] = SanitizerJobsOpt,
            json_path: Optional[Path] = JsonOpt, junit_path: Optional[Path] = JunitOpt,
            drift_path: Optional[Path] = DriftOpt,
            quiet: bool = QuietOpt, verbose: int = VerboseOpt, manifest_path: Path = ManifestOpt) -> None:
@@ -390,7 +397,8 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
     lessons = _lessons(manifest, lesson_ids, all_, shard, keyword)
     tc = _discover()
     options = Options(jobs=_jobs(jobs), arch=arch, gpus=gpus, sanitize=not no_sanitize and not offline,
-                      repeat=repeat, exitfirst=exitfirst)
+                      repeat=repeat, exitfirst=exitfirst, rerun_sanitizers=rerun_sanitizers,
+                      sanitizer_jobs=sanitizer_jobs)
     title = "verify --offline" if offline else "verify"
     if offline:
         if any(manifest.sanitizers(l) for l in lessons):
@@ -419,6 +427,7 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
                                       help="Run each lesson N times; store the run closest to the medians."),
            dry_run: bool = typer.Option(False, "--dry-run", help="Run, judge and show what would be written "
                                         "and what moved; write nothing."),
+           sanitizer_jobs: Optional[int] = SanitizerJobsOpt,
            json_path: Optional[Path] = JsonOpt, drift_path: Optional[Path] = DriftOpt,
            quiet: bool = QuietOpt, verbose: int = VerboseOpt,
            manifest_path: Path = ManifestOpt) -> None:
@@ -431,7 +440,8 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
     tc = _discover()
     tc.require_nvcc()
     tc.require_gpu()
-    options = Options(jobs=_jobs(jobs), gpus=gpus, sanitize=not no_sanitize, repeat=repeat, dry_run=dry_run)
+    options = Options(jobs=_jobs(jobs), gpus=gpus, sanitize=not no_sanitize, repeat=repeat, dry_run=dry_run,
+                      sanitizer_jobs=sanitizer_jobs)
     if options.sanitize and any(manifest.sanitizers(l) for l in lessons):
         tc.require_sanitizer()
     title = "record --dry-run" if dry_run else "record"

@@ -192,7 +192,8 @@ def print_summary(console: Console, results: list[LessonResult], title: str) -> 
         table.add_column(column, no_wrap=column in ("lesson", "status"))
     for r in results:
         passes = ", ".join(f"{p.tool} not run" if p.not_run else
-                           f"{p.tool} {'ok' if p.ok else 'FAIL'} " + ("(recorded)" if p.recorded else f"{p.seconds:.1f} s")
+                           f"{p.tool} {'ok' if p.ok else 'FAIL'} "
+                           + ("(recorded)" if p.recorded else "(cached)" if p.cached else f"{p.seconds:.1f} s")
                            for p in r.sanitizers)
         run = f"{r.run.seconds:.2f} s" if r.run else "-"
         total = f"{r.seconds:.2f} s" if r.seconds else "-"
@@ -232,7 +233,8 @@ def print_commands(console: Console, results: list[LessonResult]) -> None:
             console.print(f"{r.lesson}: {shlex.join(r.run.command)}", highlight=False, markup=False, soft_wrap=True)
         for p in r.sanitizers:
             if p.command:
-                console.print(f"{r.lesson}: {shlex.join(p.command)}", highlight=False, markup=False, soft_wrap=True)
+                console.print(f"{r.lesson}: {'(cached) ' if p.cached else ''}{shlex.join(p.command)}",
+                              highlight=False, markup=False, soft_wrap=True)
 
 
 # -- check --------------------------------------------------------------------------------------

@@ -59,7 +59,8 @@ class PassResult(BaseModel):
     tool: str
     command: list[str] = []          # empty for a recorded report re-judged
     recorded: bool = False           # judged from the evidence, not run now
-    seconds: float = 0.0
+    cached: bool = False             # judged from the sanitizer cache: the tool was not run now
+    seconds: float = 0.0             # when cached, those of the run it was stored from
     exit_status: int | None = None
     timed_out: bool = False
     errors: int | None = None
@@ -155,6 +156,8 @@ class Options(BaseModel):
     repeat: int = 1
     exitfirst: bool = False                   # after the first failure, the lessons not yet run are SKIPPED
     dry_run: bool = False                     # record: judge and show, write nothing
+    rerun_sanitizers: bool = False            # run every pass even where the sanitizer cache holds its result
+    sanitizer_jobs: int | None = None         # passes at once (default: the CPU cores; see pipeline.GpuShare)
 
 
 class Event(BaseModel):
