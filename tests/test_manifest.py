@@ -275,6 +275,36 @@ def test_tolerance_without_bounds(tmp_path):
                           "compare 'tolerance' needs rel, abs or both")
 
 
+def test_a_refinement_keeps_the_type_its_template_declares(tmp_path):
+    """`{gflops:float}` in the line and a rule under `fields:` that sets no type: the field stays a float."""
+    text = edited('        - line: "n = {n:int}"\n',
+                  '        - line: "n = {n:int}, {gflops:float} GFLOP/s"\n'
+                  '          fields: {gflops: {compare: tolerance, rel: 0.3}, n: {label: count}}\n')
+    lesson = load_manifest(write(tmp_path, text)).lesson("hello")
+    fields = lesson.output.items[0].names
+    assert (fields["gflops"].type, fields["gflops"].compare, fields["gflops"].rel) == ("float", Compare.tolerance, 0.3)
+    assert (fields["n"].type, fields["n"].label) == ("int", "count")
+    assert lesson.output.items[0].pattern.match("n = 3, 1.5 GFLOP/s") == {"n": 3, "gflops": 1.5}
+
+
+def test_a_tolerance_on_a_field_without_a_number_type_names_the_field(tmp_path):
+    path, error = manifest_error(tmp_path, edited(
+        '        - line: "n = {n:int}"\n',
+        '        - line: "n = {n:int} on {gpu}"\n'
+        '          fields: {gpu: {compare: tolerance, rel: 0.3}}\n'))
+    assert str(error) == (f"{path}:9: lesson 'hello': output.items[0]: field 'gpu': "
+                          "compare 'tolerance' needs a number, not type 'str'")
+
+
+def test_a_refinement_setting_another_type_than_the_template_is_refused(tmp_path):
+    path, error = manifest_error(tmp_path, edited(
+        '        - line: "n = {n:int}"\n',
+        '        - line: "n = {n:int}"\n'
+        '          fields: {n: {type: float}}\n'))
+    assert str(error) == (f"{path}:9: lesson 'hello': output.items[0]: field 'n' is 'int' in the pattern "
+                          "but 'float' in fields")
+
+
 # --- claims ---------------------------------------------------------------------
 
 
