@@ -320,7 +320,8 @@ def judge_sanitizer_run(manifest: Manifest, lesson: Lesson, tool: str, spec: San
     outcome = PassResult(tool=tool, command=run.argv, seconds=round(run.seconds, 3),
                          exit_status=run.returncode, timed_out=run.timed_out)
     if run.timed_out:
-        outcome.problems.append(f"{tool}: killed after {run.seconds:.0f} s (timeout {timeout:g} s)")
+        outcome.problems.append(f"{tool}: timed out: killed after {run.seconds:.1f} s (timeout {timeout:g} s) "
+                                f"with its process group")
         return outcome
     try:
         report = build_report(Tool(tool), run.returncode if run.returncode is not None else -1,
