@@ -89,6 +89,7 @@ class Lesson(Strict):
     claims: list[Claim] = []
     prose: Path | None = None
     page: PageSpec | None = None   # what its page shows: Key figures and charts
+    source_header: bool = True     # false: render never writes its Build/Run/Verified lines into the source
 
     @field_validator("id")
     @classmethod

@@ -164,9 +164,10 @@ class LessonModel(BaseModel):
 def render_all(manifest: Manifest, templates: Path | None = None) -> list[Page]:
     """Every page render owns, old and new text, in a fixed order; nothing is written.
 
-    Per lesson: its README.md and its source (whose Build/Run/Verified lines
-    follow the manifest and the evidence); then the top README.md, whose text
-    between the lessons markers is the course index.
+    Per lesson: its page and its source (whose Build/Run/Verified lines
+    follow the manifest and the evidence; not with `source_header: false`);
+    then the top README.md, whose text between the lessons markers is the
+    course index.
     """
     root = manifest.root
     folder = Path(templates) if templates is not None else root / TEMPLATES
@@ -179,9 +180,10 @@ def render_all(manifest: Manifest, templates: Path | None = None) -> list[Page]:
         page_path = root / model.page
         pages.append(Page(path=page_path, name=model.page, old=_read(page_path),
                           new=_with_banner(model.banner, text)))
-        source = manifest.source_path(lesson)
-        pages.append(Page(path=source, name=lesson.source.as_posix(), old=model.source_old,
-                          new=model.source_new))
+        if lesson.source_header:
+            source = manifest.source_path(lesson)
+            pages.append(Page(path=source, name=lesson.source.as_posix(), old=model.source_old,
+                              new=model.source_new))
         models.append(model)
     pages.append(_index_page(manifest, env, folder, models))
     return pages
@@ -227,7 +229,7 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     verified = [f"// Verified {g.date} on {g.provenance}. Transcript: {g.transcript_path}" for g in gpus]
     source_old = source_path.read_text(encoding="utf-8")
     source_new = rewrite_header(source_old, [f"// Build: {build}", f"// Run:   {run}",
-                                             *(verified or [NO_EVIDENCE_LINE])])
+                                             *(verified or [NO_EVIDENCE_LINE])]) if lesson.source_header else source_old
     snippets = extract_snippets(source_path, source_rel, text=source_new)
 
     passes = manifest.sanitizers(lesson)
@@ -301,14 +303,73 @@ def _gpu(root: Path, page_dir: Path, evidence: Evidence) -> GpuEvidence:
                        peak_fp32_gflops=meta.peak_fp32_gflops)
 
 
+# What marks a leading comment as the file's licence or copyright notice.
+_LICENCE = re.compile(r"copyright|licen[cs]e|SPDX-License-Identifier", re.IGNORECASE)
+
+
 def rewrite_header(text: str, lines: list[str]) -> str:
     """The source with the Build/Run/Verified lines of its leading comment replaced by `lines`.
 
-    Each kind stays where it stands; a kind the header lacks is added after
-    the others (or, with none, at the end of the leading comment).
+    A leading licence or copyright notice (see `licence_end`) is left exactly
+    as it is: the lines go after it, never above it, and lines an older
+    render wrote above it move below it. After the notice, each kind stays
+    where it stands; a kind the header lacks is added after the others (or,
+    with none, at the end of the leading comment).
     """
     old = text.splitlines(keepends=True)
     newline = "\r\n" if old and old[0].endswith("\r\n") else "\n"
+    start = licence_end(old)
+    if start == 0:
+        return _rewrite_leading_comment(old, lines, newline)
+    notice = old[:start]
+    if any(_header_kind(line) for line in notice):
+        notice = [line for line in notice if _header_kind(line) is None]
+        while notice and not notice[0].strip():   # the blank line that render put after them
+            notice.pop(0)
+    gap = start
+    while gap < len(old) and not old[gap].strip():
+        gap += 1
+    if gap < len(old) and old[gap].startswith("//"):   # the lesson's own comment, after the notice
+        return "".join(notice + old[start:gap]) + _rewrite_leading_comment(old[gap:], lines, newline)
+    generated = [line + newline for kind in ("Build", "Run", "Verified")
+                 for line in lines if _header_kind(line) == kind]
+    return "".join(notice + generated + (old[start:gap] or [newline]) + old[gap:])
+
+
+def licence_end(lines: list[str]) -> int:
+    """The number of leading lines that are the file's licence or copyright notice; 0 if it has none.
+
+    The notice is the first `/* ... */` comment, when only blank and `//`
+    lines stand before it and it names a copyright, a licence or an SPDX
+    identifier (cuda-samples' style); otherwise, in the leading run of `//`
+    lines, every line up to the end of the last paragraph (paragraphs are
+    parted by an empty `//` line) that names one. Build/Run/Verified lines
+    are never part of it.
+    """
+    count = len(lines)
+    first = 0
+    while first < count and (not lines[first].strip() or lines[first].lstrip().startswith("//")):
+        first += 1
+    if first < count and lines[first].lstrip().startswith("/*"):
+        opened = lines[first].index("/*") + 2
+        last = first if "*/" in lines[first][opened:] else \
+            next((n for n in range(first + 1, count) if "*/" in lines[n]), None)
+        if last is not None and _LICENCE.search("".join(lines[first:last + 1])):
+            return last + 1
+    run = 0
+    while run < count and lines[run].startswith("//"):
+        run += 1
+    named = [n for n in range(run) if _header_kind(lines[n]) is None and _LICENCE.search(lines[n])]
+    if not named:
+        return 0
+    end = named[-1] + 1
+    while end < run and lines[end].strip() != "//" and _header_kind(lines[end]) is None:
+        end += 1
+    return end
+
+
+def _rewrite_leading_comment(old: list[str], lines: list[str], newline: str) -> str:
+    """rewrite_header on what follows the licence notice (or on the whole file, without one)."""
     end = 0
     while end < len(old) and old[end].startswith("//"):
         end += 1
