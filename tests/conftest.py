@@ -29,6 +29,7 @@ STANDINS = DATA / "standins"
 FAKES = DATA / "fakes"
 SEEDS = DATA / "seeds"
 SANITIZER_DATA = DATA / "sanitizer"
+MULTI = DATA / "multi"
 
 GPU_UUID = "GPU-00000000-test"
 SECOND_GPU_UUID = "GPU-00000001-test"   # with FAKE_GPU_COUNT=2
@@ -55,8 +56,8 @@ LESSONS = {
 }
 
 # Built once per session (plain, sm_90) into the session's cache, which every
-# course tree shares: the cache key holds the source, flags, arch and nvcc
-# version, not the course's folder.
+# course tree shares: the cache key holds the source and the headers it reads,
+# the flags, arch and nvcc version, neither the course's folder nor the lesson.
 PREBUILT = list(LESSONS)
 
 
@@ -261,6 +262,19 @@ def write_course(root: Path, lesson_ids: list[str], architectures: list[str] = (
         edit(manifest)
     course.manifest.write_text(yaml.safe_dump(manifest, sort_keys=False, width=1000), encoding="utf-8")
     return course
+
+
+def copy_multi_course(root: Path) -> Course:
+    """tests/data/multi, a course of two programs sharing a folder and a header, with the repository's templates."""
+    shutil.copytree(MULTI, root)
+    shutil.copytree(ROOT / "templates", root / "templates")
+    return Course(root)
+
+
+@pytest.fixture
+def multi_course(tmp_path) -> Course:
+    """copy_multi_course in this test's tmp_path."""
+    return copy_multi_course(tmp_path / "multi")
 
 
 @pytest.fixture
