@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from . import __version__
-from .build import BuildResult, build_lesson
+from .build import BuildResult, SharedBuilds
 from .errors import CoursectlError, EvidenceError, Interrupted, describe_os_error
 from .evidence import (EvidenceMeta, lesson_digest, load_evidence, recover_evidence, write_build_evidence,
                        write_evidence)
@@ -143,6 +143,11 @@ class Turn:
     def build(self) -> BuildResult:
         return self.builds[f"{self.arch}/plain"]
 
+    @property
+    def folder(self) -> Path:
+        """Where the lesson runs: its source's folder, so relative `args` mean what the page's run command means."""
+        return self.manifest.source_path(self.lesson).parent
+
     def _event(self, stage: str, detail: str = "") -> None:
         self.emit(Event(lesson=self.lesson.id, stage=stage, detail=detail))
 
@@ -155,7 +160,7 @@ class Turn:
             self._event("running", f"GPU {self.gpu.index}" + (f", run {index + 1}/{repeat}" if repeat > 1 else ""))
             runs.append(self.runner([str(self.build.binary), *self.lesson.args],
                                     timeout=self.manifest.timeout(self.lesson), env=self.env,
-                                    cwd=self.build.binary.parent))
+                                    cwd=self.folder))
             if runs[-1].timed_out or runs[-1].signal:
                 break
         self.environment = describe_environment(before, _state_of(self.gpu))
@@ -190,7 +195,7 @@ class Turn:
                 command = sanitizer_command(sanitizer, Tool(tool),
                                             [str(build.binary), *self.lesson.args, *spec.program_args],
                                             log_path, xml_path, extra=spec.args)
-                ran = self.runner(command, timeout=timeout, env=self.env, cwd=build.binary.parent)
+                ran = self.runner(command, timeout=timeout, env=self.env, cwd=self.folder)
                 log = log_path.read_bytes() if log_path.exists() else b""
                 xml = xml_path.read_bytes() if xml_path.exists() and xml_path.stat().st_size else None
             outcome = judge_sanitizer_run(self.manifest, self.lesson, tool, spec, ran, log, xml,
@@ -362,6 +367,7 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
             emit(Event(lesson=lesson.id, stage="done", detail=result.status.value, result=result))
 
     pool = ThreadPoolExecutor(max_workers=max(1, options.jobs))
+    shared = SharedBuilds(pool, nvcc, toolchain.nvcc_version, runner)
     workers = [threading.Thread(target=gpu_worker, args=(gpu,), daemon=True) for gpu in gpus]
     results: dict[str, LessonResult] = {}
     try:
@@ -370,8 +376,7 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
         for lesson in lessons:
             emit(Event(lesson=lesson.id, stage="building"))
             for arch, variant in builds_needed(manifest, lesson, archs, options):
-                future = pool.submit(build_lesson, manifest, lesson, arch, nvcc, toolchain.nvcc_version,
-                                     variant, runner)
+                future = shared.submit(manifest, lesson, arch, variant)
                 future.add_done_callback(lambda f, lesson=lesson, key=f"{arch}/{variant}": built(lesson, key, f))
         for lesson in lessons:
             next(_completed([turns[lesson.id]]))
@@ -426,10 +431,10 @@ def build_many(manifest: Manifest, jobs: list[tuple[Lesson, str]], toolchain: To
     for lesson_id in dict.fromkeys(lesson.id for lesson, _ in jobs):
         emit(Event(lesson=lesson_id, stage="building"))
     pool = ThreadPoolExecutor(max_workers=max(1, parallel))
+    shared = SharedBuilds(pool, nvcc, toolchain.nvcc_version, runner)
     done: dict[Future, BuildResult | CoursectlError] = {}
     try:
-        futures = {pool.submit(build_lesson, manifest, lesson, arch, nvcc, toolchain.nvcc_version, "plain", runner):
-                   (lesson, arch) for lesson, arch in jobs}
+        futures = {shared.submit(manifest, lesson, arch): (lesson, arch) for lesson, arch in jobs}
         for future in _completed(futures):
             lesson, _ = futures[future]
             try:
