@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from .build import display_command
 from .claims import ClaimResult, evaluate_claims
-from .errors import EvidenceError, TemplateError
+from .errors import EvidenceError, ManifestError, TemplateError
 from .evidence import HEADER_LINE, Evidence, build_evidence_path, list_gpus, load_build_evidence
 from .figures import (Chart, Figure, FigureTable, build_charts, build_figures, figure_tables, format_number,
                       nice_ceiling)
@@ -129,6 +129,13 @@ class Navigation(BaseModel):
     next: NavLink | None
 
 
+class SourceFolder(BaseModel):
+    """The folder of a lesson's source, where its commands are typed, when its page lies elsewhere."""
+
+    name: str                         # relative to the course root, ending in /
+    link: str                         # relative to the page
+
+
 class LessonModel(BaseModel):
     """Everything a lesson page and its index row show."""
 
@@ -136,6 +143,7 @@ class LessonModel(BaseModel):
     page: str                         # relative to the course root
     source_name: str
     source_link: str                  # relative to the page
+    source_folder: SourceFolder | None  # None: the page lies beside the source
     template: str                     # the template's name under templates/
     banner: str
     prose: str | None
@@ -171,6 +179,7 @@ def render_all(manifest: Manifest, templates: Path | None = None) -> list[Page]:
     """
     root = manifest.root
     folder = Path(templates) if templates is not None else root / TEMPLATES
+    check_page_paths(manifest)
     env = _environment(folder)
     pages: list[Page] = []
     models: list[LessonModel] = []
@@ -187,6 +196,33 @@ def render_all(manifest: Manifest, templates: Path | None = None) -> list[Page]:
         models.append(model)
     pages.append(_index_page(manifest, env, folder, models))
     return pages
+
+
+def check_page_paths(manifest: Manifest) -> None:
+    """Refuse two lessons whose pages would be one file, or a page that would overwrite a lesson's prose.
+
+    A page lies beside its source unless `page.path` says otherwise, so two
+    lessons whose sources share a folder need a path for one of them.
+    """
+    owners: dict[Path, Lesson] = {}
+    prose = {(manifest.root / l.prose).resolve(): l for l in manifest.lessons if l.prose is not None}
+    for index, lesson in enumerate(manifest.lessons):
+        path = (manifest.root / lesson.page_path).resolve()
+        given = lesson.page is not None and lesson.page.path is not None
+        line = manifest.line_of("lessons", index, "page", "path") if given else manifest.line_of("lessons", index)
+        where = "its page.path" if given else "its page, beside its source,"
+        if path in owners:
+            first = owners[path]
+            raise ManifestError(f"lesson {lesson.id!r}: {where} would be {lesson.page_path.as_posix()}, the page of "
+                                f"lesson {first.id!r} too", path=manifest.path, line=line,
+                                hint=f"give one of them its own page: page: {{path: {lesson.page_path.parent.as_posix()}"
+                                     f"/{lesson.binary_name}.md}}")
+        if path in prose or path == (manifest.root / INDEX_FILE).resolve():
+            what = f"the prose of lesson {prose[path].id!r}" if path in prose else "the course's index"
+            raise ManifestError(f"lesson {lesson.id!r}: {where} would be {lesson.page_path.as_posix()}, {what}",
+                                path=manifest.path, line=line,
+                                hint=f"give the page a name of its own: page: {{path: {lesson.binary_name}.md}}")
+        owners[path] = lesson
 
 
 def diff_pages(pages: list[Page]) -> str:
@@ -213,10 +249,14 @@ def write_pages(pages: list[Page]) -> list[Page]:
 # -- one lesson ------------------------------------------------------------------------
 def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> LessonModel:
     root = manifest.root
-    page_rel = f"lessons/{lesson.id}/README.md"
+    page_rel = lesson.page_path.as_posix()
     page_dir = (root / page_rel).parent
     source_path = manifest.source_path(lesson)
     source_rel = lesson.source.as_posix()
+    source_folder = None
+    if source_path.parent.resolve() != page_dir.resolve():
+        source_folder = SourceFolder(name=_relative(source_path.parent, root) + "/",
+                                     link=_link(source_path.parent, page_dir) + "/")
 
     recorded = [item for item in (parse_evidence(manifest, lesson, slug) for slug in list_gpus(root, lesson.id))
                 if item is not None]
@@ -268,12 +308,12 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     tables, peak_notes = figure_tables(figures, gpus)
     prose = None
     if lesson.prose is not None:
-        prose = link_days((root / lesson.prose).read_text(encoding="utf-8"), lesson.prose.as_posix(),
-                          manifest, lesson, page_dir).strip()
+        text = rebase_links((root / lesson.prose).read_text(encoding="utf-8"), (root / lesson.prose).parent, page_dir)
+        prose = link_days(text, lesson.prose.as_posix(), manifest, lesson, page_dir).strip()
 
     return LessonModel(
         lesson=lesson, page=page_rel, source_name=source_path.name,
-        source_link=_link(source_path, page_dir), template=template,
+        source_link=_link(source_path, page_dir), source_folder=source_folder, template=template,
         banner=banner(inputs, "this file"), prose=prose,
         arch=arch, arch_from=gpus[0].name if gpus else None, build=build, run=run,
         sanitizer_build=sanitizer_build, sanitizer_runs=sanitizer_runs,
@@ -428,7 +468,31 @@ def _by_day(manifest: Manifest) -> list[Lesson]:
 
 
 def _page_of(lesson: Lesson, manifest: Manifest) -> Path:
-    return manifest.root / "lessons" / lesson.id / "README.md"
+    return manifest.root / lesson.page_path
+
+
+# A link or image whose target may be a path: [text](target "title").
+_LINK = re.compile(r"^(!?\[[^\]]*\]\()([^)\s]*)(.*)$", re.DOTALL)
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def rebase_links(text: str, from_dir: Path, page_dir: Path) -> str:
+    """Prose written in one folder, shown on a page in another: its relative links still reach their files.
+
+    Links to a URL, an anchor on the page or an absolute path are left as
+    they are; so is everything inside code.
+    """
+    if Path(from_dir).resolve() == Path(page_dir).resolve():
+        return text
+
+    def rebased(kept: re.Match) -> str:
+        link = _LINK.match(kept[0])
+        if link is None or not link[2] or link[2].startswith(("#", "/")) or _SCHEME.match(link[2]):
+            return kept[0]
+        target, hash_, fragment = link[2].partition("#")
+        moved = _link(Path(from_dir) / target, page_dir) + ("/" if target.endswith("/") else "")
+        return f"{link[1]}{moved}{hash_}{fragment}{link[3]}"
+    return _KEPT.sub(rebased, text)
 
 
 def link_days(text: str, name: str, manifest: Manifest, lesson: Lesson, page_dir: Path) -> str:
@@ -663,6 +727,7 @@ def _lesson_context(model: LessonModel) -> dict[str, Any]:
     ordered = sorted(model.snippets.values(), key=lambda s: s.first_line)
     return {
         "lesson": model.lesson, "prose": model.prose, "arch": model.arch, "arch_from": model.arch_from,
+        "source_folder": model.source_folder,
         "build": model.build, "run": model.run, "sanitizer_build": model.sanitizer_build,
         "sanitizer_runs": model.sanitizer_runs, "godbolt": model.godbolt,
         "godbolt_options": model.godbolt_options, "gpus": model.gpus, "figures": model.figures,

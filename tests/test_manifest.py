@@ -491,6 +491,25 @@ def test_a_page_figure_must_be_a_number(tmp_path):
     assert str(error) == f"{path}:17: lesson 'hello': page.figures[0].field: unit is of type word, not a number"
 
 
+def test_a_page_lies_beside_its_source_unless_page_path_says_otherwise(tmp_path):
+    text = edited("    source: hello.cu\n", "    source: hello.cu\n    page: {path: pages/hello.md}\n")
+    text += SECOND_LESSON
+    manifest = load_manifest(write(tmp_path, text))
+    assert [lesson.page_path for lesson in manifest.lessons] == [Path("pages/hello.md"), Path("README.md")]
+
+
+@pytest.mark.parametrize("page, message", [
+    ("/tmp/hello.md", "/tmp/hello.md is absolute; give it relative to the course root ROOT"),
+    ("../hello.md", "../hello.md lies outside the course root ROOT"),
+    ("hello.html", "hello.html is not a Markdown file: a page's name ends in .md"),
+    ("README.md", "README.md is the course's README.md, which holds the lessons table"),
+    ("./x/../README.md", "x/../README.md is the course's README.md, which holds the lessons table"),
+])
+def test_a_page_path_render_may_not_own_is_refused(tmp_path, page, message):
+    path, error = manifest_error(tmp_path, edited("    source: hello.cu\n", f"    source: hello.cu\n    page: {{path: {page}}}\n"))
+    assert str(error) == f"{path}:7: lesson 'hello': page.path: {message.replace('ROOT', str(tmp_path.resolve()))}"
+
+
 # --- names are matched whole: a trailing newline is not part of a name ------------
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from godbolt_decoder import decode_godbolt
-from orchestrator.errors import EvidenceError, TemplateError
+from orchestrator.errors import EvidenceError, ManifestError, TemplateError
 from orchestrator.evidence import EvidenceMeta, lesson_digest, write_evidence
 from orchestrator.figures import nice_ceiling_above
 from orchestrator.manifest import load_manifest
@@ -1063,3 +1063,21 @@ def test_day_71_charts_its_error_ratio_against_k_beside_its_times():
             '    x-axis ["matmulTiledF32", "matmulF16StoreF32Acc", "matmulF16StoreF16Acc"]\n'
             '    y-axis "ms" 0 --> 0.012\n    bar [0.01, 0.0094, 0.009]\n```\n') in page
     assert "Percentages" not in page   # no rate among its figures
+
+
+def test_a_page_that_would_be_the_index_or_a_prose_file_is_refused(course):
+    """A source at the course root would put its page on the README holding the lessons table."""
+    shutil.copyfile(course / "lessons/day02-sum/sum.cu", course / "sum.cu")
+    manifest = course / "lessons.yaml"
+    manifest.write_text(manifest.read_text().replace("source: lessons/day02-sum/sum.cu", "source: sum.cu"))
+    with pytest.raises(ManifestError) as caught:
+        render(course)
+    assert str(caught.value) == (f"{manifest}:35: lesson 'day02-sum': its page, beside its source, would be "
+                                 "README.md, the course's index")
+    assert caught.value.hint == "give the page a name of its own: page: {path: sum.md}"
+    manifest.write_text(manifest.read_text().replace(
+        "source: sum.cu", "source: sum.cu\n    page: {path: lessons/day01-scale/prose.md}"))
+    with pytest.raises(ManifestError) as caught:
+        render(course)
+    assert str(caught.value) == (f"{manifest}:39: lesson 'day02-sum': its page.path would be "
+                                 "lessons/day01-scale/prose.md, the prose of lesson 'day01-scale'")

@@ -1,0 +1,88 @@
+"""Lessons of more than one file, end to end on tests/data/multi: two cuda-samples-style programs in
+one folder sharing common/check.cuh, built with -Icommon (real nvcc builds), one reading a file named
+relative to its folder, one with a licence notice of its own and its page in another folder.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from conftest import coursectl
+from orchestrator.render import render_all, write_pages
+
+LINK = re.compile(r"!?\[[^\]]*\]\((?P<inline>[^)\s]+)[^)]*\)|^\[[^\]]+\]:\s*(?P<reference>\S+)", re.MULTILINE)
+FENCE = re.compile(r"^(```+|~~~+)[^\n]*\n.*?^\1[ \t]*$", re.MULTILINE | re.DOTALL)
+
+
+def relative_links(markdown: str) -> list[str]:
+    """Every link of a page that names a file or folder (not a URL, not an anchor), outside code blocks."""
+    text = FENCE.sub("", markdown)
+    text = re.sub(r"`[^`\n]*`", "", text.replace("[`", "[").replace("`]", "]"))
+    found = [m["inline"] or m["reference"] for m in LINK.finditer(text)]
+    return [link for link in found if not re.match(r"^[a-z]+:|^#", link)]
+
+
+def rendered(course) -> dict[str, str]:
+    pages = render_all(course.load())
+    write_pages(pages)
+    return {page.name: page.new for page in pages}
+
+
+def test_each_page_lies_beside_its_source_unless_the_manifest_says_otherwise(multi_course):
+    assert list(rendered(multi_course)) == ["lessons/saxpy/README.md", "lessons/ext/saxpy.cu",
+                                            "lessons/ext/README.md", "lessons/ext/sum.cu", "README.md"]
+
+
+def test_every_relative_link_of_the_rendered_pages_resolves(multi_course):
+    pages = rendered(multi_course)
+    checked = []
+    for name, text in pages.items():
+        if not name.endswith(".md"):
+            continue
+        for link in relative_links(text):
+            target = (multi_course.root / name).parent / link.partition("#")[0]
+            assert target.exists(), f"{name}: {link} leads nowhere"
+            checked.append((name, link))
+    assert ("lessons/saxpy/README.md", "../ext/saxpy.cu#L24-L29") in checked        # a snippet's lines
+    assert ("lessons/saxpy/README.md", "../ext/common/check.cuh") in checked       # a link in the prose, moved
+    assert ("lessons/saxpy/README.md", "../ext/") in checked                        # where to type the commands
+    assert ("lessons/saxpy/README.md", "../ext/README.md") in checked               # the next day
+    assert ("lessons/ext/README.md", "../saxpy/README.md") in checked               # the day before
+    assert ("README.md", "lessons/saxpy/README.md") in checked
+
+
+def test_the_build_and_run_commands_work_where_the_page_says_to_type_them(multi_course, tmp_path):
+    pages = rendered(multi_course)
+    for name, program in (("lessons/saxpy/README.md", "saxpy"), ("lessons/ext/README.md", "sum")):
+        page = pages[name]
+        folder = re.search(r"^In \[`[^`]+`\]\(([^)]+)\), the folder of", page, re.MULTILINE)
+        here = (multi_course.root / name).parent / (folder[1] if folder else "")
+        assert bool(folder) == (program == "saxpy"), "only the page away from its source names its folder"
+        build, run = re.search(r"```sh\n(nvcc [^\n]+)\n(\./[^\n]+)\n```", page).groups()
+        assert build == f"nvcc -std=c++17 -O3 -Icommon -arch=sm_90 -o {program} {program}.cu"
+        subprocess.run(shlex.split(build), cwd=here, check=True, timeout=300, capture_output=True)
+        ran = subprocess.run(shlex.split(run), cwd=here, check=True, timeout=30, capture_output=True, text=True)
+        assert ran.stdout.endswith("built with check.cuh version 1\n")
+        (here / program).unlink()
+
+
+def test_two_pages_at_one_path_are_refused_naming_both_lessons(multi_course, monkeypatch):
+    data = yaml.safe_load(multi_course.manifest.read_text())
+    del data["lessons"][0]["page"]    # both programs' pages would now be lessons/ext/README.md
+    multi_course.manifest.write_text(yaml.safe_dump(data, sort_keys=False))
+    monkeypatch.chdir(multi_course.root)
+    before = {p: p.read_bytes() for p in multi_course.root.rglob("*") if p.is_file()}
+    result = coursectl("render", "--check")
+    line = next(n for n, text in enumerate(multi_course.manifest.read_text().splitlines(), 1) if "day02-sum" in text)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"coursectl: error: lessons.yaml:{line}: lesson 'day02-sum': its page, beside its source, would be "
+        "lessons/ext/README.md, the page of lesson 'day01-saxpy' too\n"
+        "hint: give one of them its own page: page: {path: lessons/ext/sum.md}\n")
+    assert coursectl("render").exit_code == 2
+    assert {p: p.read_bytes() for p in multi_course.root.rglob("*") if p.is_file()} == before
