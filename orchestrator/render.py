@@ -34,6 +34,7 @@ from .figures import (Chart, Figure, FigureTable, build_charts, build_figures, f
                       nice_ceiling)
 from .files import atomic_write
 from .godbolt import godbolt_url
+from .includes import local_headers
 from .manifest import Lesson, Manifest, SanitizerPass
 from .judging import judge_recorded_pass, parse_evidence, resolve_snippets
 from .sanitizer import Finding, Report
@@ -153,8 +154,10 @@ class LessonModel(BaseModel):
     run: str
     sanitizer_build: str | None
     sanitizer_runs: list[str]
-    godbolt: str
+    godbolt: str                      # "": no link, and godbolt_note says why
     godbolt_options: str
+    godbolt_files: list[str]          # the headers the link carries beside the source
+    godbolt_note: str | None
     gpus: list[GpuEvidence]
     snippets: dict[str, Snippet]
     figures: list[Figure]
@@ -279,7 +282,8 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
                       for tool, spec in passes.items()]
 
     options = " ".join([*manifest.flags(lesson), f"-arch={GODBOLT_ARCH}"])
-    godbolt = godbolt_link(_without_verified(source_new), options)
+    headers = local_headers(source_path, manifest.flags(lesson), root)
+    godbolt, godbolt_note, godbolt_files = _godbolt(source_path, _without_verified(source_new), options, headers, root)
 
     parsed = {item.slug: item.transcript for item in recorded}
     figures = build_figures(lesson.output, lesson.page, parsed)
@@ -303,7 +307,7 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     inputs = [*used, f"{TEMPLATES}/{LESSON_TEMPLATE}", _relative(manifest.path.resolve(), root)]
     if lesson.prose is not None:
         inputs.append(lesson.prose.as_posix())
-    inputs += [source_rel, f"evidence/{lesson.id}/"]
+    inputs += [source_rel, *(_relative(header, root) for header in headers), f"evidence/{lesson.id}/"]
 
     tables, peak_notes = figure_tables(figures, gpus)
     prose = None
@@ -317,7 +321,7 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
         banner=banner(inputs, "this file"), prose=prose,
         arch=arch, arch_from=gpus[0].name if gpus else None, build=build, run=run,
         sanitizer_build=sanitizer_build, sanitizer_runs=sanitizer_runs,
-        godbolt=godbolt, godbolt_options=options, gpus=gpus, snippets=snippets, figures=figures,
+        godbolt=godbolt, godbolt_options=options, godbolt_files=godbolt_files, godbolt_note=godbolt_note, gpus=gpus, snippets=snippets, figures=figures,
         figure_tables=tables, peak_notes=[md(note) for note in peak_notes],
         charts=build_charts(lesson.output, lesson.page, parsed, figures, gpus),
         nav=_navigation(manifest, lesson, page_dir),
@@ -449,9 +453,23 @@ def _without_verified(text: str) -> str:
     return "".join(line for line in text.splitlines(keepends=True) if _header_kind(line) != "Verified")
 
 
-def godbolt_link(source: str, options: str) -> str:
-    """A Compiler Explorer link whose editor holds `source`, compiled by nvcc with `options`."""
-    return godbolt_url(source, GODBOLT_LANGUAGE, GODBOLT_COMPILER, options)
+def godbolt_link(source: str, options: str, headers: dict[str, str] | None = None) -> str:
+    """A Compiler Explorer link whose editor holds `source` (beside its `headers`), compiled by nvcc with `options`."""
+    return godbolt_url(source, GODBOLT_LANGUAGE, GODBOLT_COMPILER, options, headers)
+
+
+def _godbolt(source_path: Path, source: str, options: str, headers: list[Path],
+             root: Path) -> tuple[str, str | None, list[str]]:
+    """(link, None, header names) or, when Compiler Explorer cannot hold the files, ("", why, [])."""
+    folder = source_path.parent
+    outside = [header for header in headers if not header.is_relative_to(folder)]
+    if outside:
+        names = ", ".join(code(_relative(header, root)) for header in outside)
+        return "", (f"No Compiler Explorer link: {code(source_path.name)} includes {names}, outside its own "
+                    f"folder, and Compiler Explorer holds only files that lie beside the source or below it."), []
+    files = {header.relative_to(folder).as_posix(): header.read_text(encoding="utf-8", errors="replace")
+             for header in headers}
+    return godbolt_link(source, options, files), None, list(files)
 
 
 # -- links between lessons -------------------------------------------------------------------
@@ -730,7 +748,8 @@ def _lesson_context(model: LessonModel) -> dict[str, Any]:
         "source_folder": model.source_folder,
         "build": model.build, "run": model.run, "sanitizer_build": model.sanitizer_build,
         "sanitizer_runs": model.sanitizer_runs, "godbolt": model.godbolt,
-        "godbolt_options": model.godbolt_options, "gpus": model.gpus, "figures": model.figures,
+        "godbolt_options": model.godbolt_options, "godbolt_files": model.godbolt_files,
+        "godbolt_note": model.godbolt_note, "gpus": model.gpus, "figures": model.figures,
         "figure_tables": model.figure_tables, "peak_notes": model.peak_notes, "charts": model.charts,
         "nav": model.nav, "tally": _tally(model), "claims": model.claims,
         "sanitizers": model.sanitizers, "source_name": model.source_name,

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import subprocess
-from pathlib import Path
 
 import yaml
 
 from conftest import coursectl
+from godbolt_decoder import decode_godbolt
+from orchestrator.build import build_lesson
+from orchestrator.includes import local_headers
 from orchestrator.render import render_all, write_pages
 
 LINK = re.compile(r"!?\[[^\]]*\]\((?P<inline>[^)\s]+)[^)]*\)|^\[[^\]]+\]:\s*(?P<reference>\S+)", re.MULTILINE)
@@ -86,3 +89,46 @@ def test_two_pages_at_one_path_are_refused_naming_both_lessons(multi_course, mon
         "hint: give one of them its own page: page: {path: lessons/ext/sum.md}\n")
     assert coursectl("render").exit_code == 2
     assert {p: p.read_bytes() for p in multi_course.root.rglob("*") if p.is_file()} == before
+
+
+def test_the_compiler_explorer_link_carries_every_local_file_the_source_includes(multi_course):
+    pages = rendered(multi_course)
+    page = pages["lessons/saxpy/README.md"]
+    assert ("[Open in Compiler Explorer][compiler-explorer] (the whole of `saxpy.cu` and `common/check.cuh`, "
+            "nvcc 13.0, `-std=c++17 -O3 -Icommon -arch=sm_90`)") in page
+    url = page.splitlines()[-1].removeprefix("[compiler-explorer]: ")
+    tree, editor, compiler = decode_godbolt(url)["content"][0]["content"]
+    files = {f["filename"]: f["content"] for f in tree["componentState"]["files"]}
+    source = pages["lessons/ext/saxpy.cu"]
+    without_verified = "".join(line for line in source.splitlines(keepends=True) if not line.startswith("// Verified"))
+    assert files == {"example.cu": without_verified,
+                     "common/check.cuh": (multi_course.root / "lessons/ext/common/check.cuh").read_text()}
+    assert editor["componentState"]["source"] == without_verified
+    assert compiler["componentState"] == {"tree": 1, "lang": "cuda", "compiler": "nvcc130",
+                                          "options": "-std=c++17 -O3 -Icommon -arch=sm_90"}
+
+
+def test_the_headers_a_page_finds_are_those_nvcc_reads(multi_course, nvcc_version):
+    """render scans the #include lines (it builds nothing); the build takes nvcc's list: the two agree."""
+    manifest = multi_course.load()
+    for lesson in manifest.lessons:
+        source = manifest.source_path(lesson)
+        built = build_lesson(manifest, lesson, "sm_90", shutil.which("nvcc"), nvcc_version)
+        scanned = [source, *local_headers(source, manifest.flags(lesson), manifest.root)]
+        assert [p.relative_to(manifest.root).as_posix() for p in scanned] == list(built.sources)
+
+
+def test_a_header_outside_the_sources_folder_leaves_the_link_out_with_a_note(multi_course):
+    """Compiler Explorer writes extra files below the main one's folder, never above it."""
+    shared = multi_course.root / "lessons" / "shared"
+    shared.mkdir()
+    (multi_course.root / "lessons/ext/common/check.cuh").rename(shared / "check.cuh")
+    multi_course.manifest.write_text(multi_course.manifest.read_text().replace("-Icommon", "-I../shared"))
+    pages = rendered(multi_course)
+    page = pages["lessons/saxpy/README.md"]
+    assert ("No Compiler Explorer link: `saxpy.cu` includes `lessons/shared/check.cuh`, outside its own folder, "
+            "and Compiler Explorer holds only files that lie beside the source or below it.") in page
+    assert "compiler-explorer" not in page and "godbolt" not in page
+    assert page.endswith("· Next: [Day 2: A sum read from a file named relative to the program's folder]"
+                         "(../ext/README.md)\n")
+    assert "lessons/shared/check.cuh" in page.splitlines()[0]   # the banner names it among the page's inputs
