@@ -23,10 +23,10 @@ from typing import Callable, Iterator
 from . import __version__
 from .build import BuildResult, SharedBuilds
 from .errors import CoursectlError, EvidenceError, Interrupted, describe_os_error
-from .evidence import (EvidenceMeta, lesson_digest, load_evidence, recover_evidence, write_build_evidence,
-                       write_evidence)
+from .evidence import (EvidenceMeta, lesson_digest, load_evidence, recover_evidence, source_changes,
+                       write_build_evidence, write_evidence)
 from .judging import (build_evidence_of, compare_build_evidence, compare_with_previous, describe_environment,
-                      judge_evidence, judge_run, judge_runs, judge_sanitizer_run, judge_source)
+                      judge_evidence, judge_run, judge_runs, judge_sanitizer_run, judge_source, sources_now)
 from .locks import gpu_lock
 from .manifest import Lesson, Manifest, SanitizerPass
 from .process import CommandResult, kill_all, resume, run_command
@@ -224,7 +224,9 @@ class Turn:
             coursectl_version=__version__, sanitizer_version=toolchain.sanitizer_version,
             peak_gbps=gpu.peak_gbps, peak_fp32_gflops=gpu.peak_fp32_gflops, sm_count=gpu.sm_count,
             max_sm_clock_mhz=gpu.max_sm_clock_mhz, environment=result.environment.model_dump(exclude_none=True),
-            repeat={"runs": result.runs, "spread": result.spread} if result.runs > 1 else {})
+            repeat={"runs": result.runs, "spread": result.spread} if result.runs > 1 else {},
+            sources={name: digest for name, digest in sources_now(manifest, lesson, [self.build]).items()
+                     if digest is not None})
         files, meta.stale_passes = self._kept_reports(result, files)
         write_evidence(manifest.root, meta, result.transcript or "", files)
         for key, built in self.builds.items():
@@ -253,7 +255,8 @@ class Turn:
         old = previous.meta
         same_build = (old.source_sha256, old.flags, old.nvcc_version, old.arch) == (
             lesson_digest(self.manifest.source_path(self.lesson)), self.manifest.flags(self.lesson),
-            self.toolchain.nvcc_version, self.arch)
+            self.toolchain.nvcc_version, self.arch) and not source_changes(
+            old.sources, sources_now(self.manifest, self.lesson, [self.build], old.sources))
         kept, stale = dict(files), []
         for tool in missing:
             names = [name for name in (f"{tool}.log", f"{tool}.xml") if name in old.files]

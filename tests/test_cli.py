@@ -187,6 +187,7 @@ def test_record_then_verify_passes_with_the_field_table(course, fake_sanitizer, 
         "nvcc_version": nvcc_version, "arch": "sm_90", "flags": ["-std=c++17", "-O3"],
         "source_sha256": hashlib.sha256(source).hexdigest(), "exit_status": 0,
         "coursectl_version": __version__, "sanitizer_version": "2025.3.1.0", "files": {}}
+    assert meta["sources"] == {"standins/replay.cu": hashlib.sha256(source).hexdigest()}   # it includes no header
 
     result = coursectl("verify", "--all", "-vv")
     assert (result.exit_code, result.stderr) == (0, "")

@@ -5,6 +5,8 @@ relative to its folder, one with a licence notice of its own and its page in ano
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import shlex
 import shutil
@@ -12,9 +14,10 @@ import subprocess
 
 import yaml
 
-from conftest import coursectl
+from conftest import after, coursectl, statuses
 from godbolt_decoder import decode_godbolt
 from orchestrator.build import build_lesson
+from orchestrator.evidence import lesson_digest
 from orchestrator.includes import local_headers
 from orchestrator.render import render_all, write_pages
 
@@ -132,3 +135,58 @@ def test_a_header_outside_the_sources_folder_leaves_the_link_out_with_a_note(mul
     assert page.endswith("· Next: [Day 2: A sum read from a file named relative to the program's folder]"
                          "(../ext/README.md)\n")
     assert "lessons/shared/check.cuh" in page.splitlines()[0]   # the banner names it among the page's inputs
+
+
+# -- the evidence: every local file's digest -----------------------------------------------------------
+CHECK = "lessons/ext/common/check.cuh"
+
+
+def record_multi(course, monkeypatch) -> dict:
+    monkeypatch.chdir(course.root)
+    recorded = coursectl("record", "--all", "-q")
+    assert (recorded.exit_code, recorded.stderr) == (0, ""), recorded.stdout
+    assert statuses(recorded.stdout, "record") == {"day01-saxpy": "PASS (recorded)", "day02-sum": "PASS (recorded)"}
+    return json.loads((course.evidence("day02-sum") / "meta.json").read_text())
+
+
+def test_record_keeps_the_digest_of_every_local_file_the_build_read(multi_course, fake_gpu, monkeypatch):
+    meta = record_multi(multi_course, monkeypatch)
+    source = multi_course.root / "lessons/ext/sum.cu"
+    assert meta["source_sha256"] == lesson_digest(source)        # as it always meant: the source alone
+    assert meta["sources"] == {"lessons/ext/sum.cu": lesson_digest(source),
+                               CHECK: hashlib.sha256((multi_course.root / CHECK).read_bytes()).hexdigest()}
+    transcript = (multi_course.evidence("day02-sum") / "transcript.txt").read_text()
+    assert transcript == "sum of 5 numbers from data/numbers.txt = 15\nbuilt with check.cuh version 1\n"
+
+
+def test_verify_offline_names_the_header_that_changed_since_the_evidence(multi_course, fake_gpu, monkeypatch):
+    meta = record_multi(multi_course, monkeypatch)
+    check = multi_course.root / CHECK
+    check.write_text(check.read_text().replace("#pragma once\n", "#pragma once\n// edited\n"))
+    result = coursectl("verify", "--offline", "--all", "-q")
+    assert result.exit_code == 0
+    assert statuses(result.stdout, "verify --offline") == {"day01-saxpy": "PASS", "day02-sum": "PASS"}
+    assert after(result.stdout, "verify --offline") == [
+        f"{lesson}: note: nvidia-h200: {CHECK} changed since the evidence ({meta['date']}); re-record it on that GPU"
+        for lesson in ("day01-saxpy", "day02-sum")]
+
+
+def test_evidence_recorded_before_per_file_digests_is_judged_by_its_source_alone(multi_course, fake_gpu,
+                                                                                monkeypatch):
+    record_multi(multi_course, monkeypatch)
+    for lesson in ("day01-saxpy", "day02-sum"):   # as an older coursectl wrote it: no "sources"
+        path = multi_course.evidence(lesson) / "meta.json"
+        meta = json.loads(path.read_text())
+        del meta["sources"]
+        path.write_text(json.dumps(meta, indent=2))
+    check = multi_course.root / CHECK
+    check.write_text(check.read_text() + "// edited\n")
+    result = coursectl("verify", "--offline", "--all", "-q")
+    assert (result.exit_code, after(result.stdout, "verify --offline")) == (0, [])   # the blind spot it had
+    source = multi_course.root / "lessons/ext/sum.cu"
+    source.write_text(source.read_text().replace("int main(", "// edited\nint main("))
+    result = coursectl("verify", "--offline", "--all", "-q")
+    date = json.loads((multi_course.evidence("day02-sum") / "meta.json").read_text())["date"]
+    assert after(result.stdout, "verify --offline") == [
+        f"day02-sum: note: nvidia-h200: the source changed since this evidence was recorded ({date}); "
+        "re-record it on that GPU"]
