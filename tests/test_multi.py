@@ -190,3 +190,38 @@ def test_evidence_recorded_before_per_file_digests_is_judged_by_its_source_alone
     assert after(result.stdout, "verify --offline") == [
         f"day02-sum: note: nvidia-h200: the source changed since this evidence was recorded ({date}); "
         "re-record it on that GPU"]
+
+
+# -- a program the course takes as it is ------------------------------------------------------------
+def test_the_licence_notice_stays_first_and_untouched(multi_course):
+    original = (multi_course.root / "lessons/ext/saxpy.cu").read_text()
+    notice = original[:original.index("*/\n") + 3]
+    rendered_source = rendered(multi_course)["lessons/ext/saxpy.cu"]
+    assert rendered_source.startswith(notice)
+    assert "// Build: nvcc -std=c++17 -O3 -Icommon -arch=sm_90 -o saxpy saxpy.cu\n" in rendered_source[len(notice):]
+    assert (multi_course.root / "lessons/ext/saxpy.cu").read_text() == rendered_source
+
+
+def test_a_program_the_course_must_not_edit_keeps_every_byte(multi_course, monkeypatch):
+    multi_course.manifest.write_text(multi_course.manifest.read_text().replace(
+        "    source: lessons/ext/saxpy.cu\n", "    source: lessons/ext/saxpy.cu\n    source_header: false\n"))
+    source = multi_course.root / "lessons/ext/saxpy.cu"
+    before = source.read_bytes()
+    monkeypatch.chdir(multi_course.root)
+    assert coursectl("render").exit_code == 0
+    assert source.read_bytes() == before
+    result = coursectl("render", "--check")
+    assert (result.exit_code, result.stdout) == (0, "every page is up to date\n")
+
+
+def test_a_sanitizer_pass_of_the_fixture_that_times_out_is_timeout(multi_course, fake_sanitizer, monkeypatch):
+    multi_course.manifest.write_text(multi_course.manifest.read_text().replace(
+        "sanitizers: {}", "sanitizers: {racecheck: {timeout: 0.5}}"))
+    monkeypatch.setenv("FAKE_SANITIZER_RACECHECK_SLEEP", "30")
+    monkeypatch.chdir(multi_course.root)
+    result = coursectl("verify", "day02-sum", "-q")
+    assert result.exit_code == 1
+    assert statuses(result.stdout) == {"day02-sum": "TIMEOUT"}
+    [reason] = after(result.stdout, "verify")
+    assert re.fullmatch(r"day02-sum: racecheck: timed out: killed after 0\.\d s \(timeout 0\.5 s\) "
+                        r"with its process group", reason), reason
