@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from orchestrator.manifest import load_manifest  # noqa: E402
+from orchestrator.shorthand import written_out  # noqa: E402
 
 
 class _PlainDumper(yaml.SafeDumper):
@@ -35,8 +36,8 @@ class _PlainDumper(yaml.SafeDumper):
 
 
 def write_course(root: Path, count: int) -> Path:
-    """A course of `count` lessons cycling through the real ones; the manifest's path."""
-    data = yaml.safe_load((ROOT / "lessons.yaml").read_text(encoding="utf-8"))
+    """A course of `count` lessons cycling through the real ones, in the long form; the manifest's path."""
+    data = written_out(yaml.safe_load((ROOT / "lessons.yaml").read_text(encoding="utf-8")), ROOT)
     real = data["lessons"]
     for lesson in real:
         for key in ("source", "prose"):

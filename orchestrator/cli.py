@@ -149,6 +149,14 @@ def handle_errors(func: Callable) -> Callable:
     return wrapper
 
 
+def _load(manifest_path: Path) -> Manifest:
+    """load_manifest, then each of its warnings on standard error: `coursectl: warning: lessons.yaml:N: ...`."""
+    manifest = load_manifest(manifest_path)
+    for warning in manifest.warnings:
+        err_console.print(f"coursectl: warning: {warning}", markup=False, soft_wrap=True)
+    return manifest
+
+
 def _jobs(jobs: Optional[int]) -> int:
     return jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
 
@@ -220,7 +228,7 @@ def doctor(manifest_path: Path = ManifestOpt) -> None:
     console.print(table)
     manifest = None
     try:
-        manifest = load_manifest(manifest_path)
+        manifest = _load(manifest_path)
     except CoursectlError as exc:
         err_console.print(f"coursectl: {exc}", markup=False)
     if manifest is not None:
@@ -250,7 +258,7 @@ def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, key
 
     if arch is not None:
         check_arch(arch)
-    manifest = load_manifest(manifest_path)
+    manifest = _load(manifest_path)
     lessons = _lessons(manifest, lesson_ids, all_, keyword=keyword)
     tc = _discover()
     tc.require_nvcc()
@@ -289,7 +297,7 @@ def run(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson 
 
     if arch is not None:
         check_arch(arch)
-    manifest = load_manifest(manifest_path)
+    manifest = _load(manifest_path)
     lesson = _lessons(manifest, [lesson_id], False)[0]
     tc = _discover()
     gpus = tc.require_gpu()
@@ -368,7 +376,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
     if arch is not None:
         check_arch(arch)
     _json_to_stdout(json_path)
-    manifest = load_manifest(manifest_path)
+    manifest = _load(manifest_path)
     lessons = _lessons(manifest, lesson_ids, all_, shard, keyword)
     tc = _discover()
     options = Options(jobs=_jobs(jobs), arch=arch, gpus=gpus, sanitize=not no_sanitize and not offline,
@@ -404,7 +412,7 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
     from .pipeline import record as record_workflow
 
     _json_to_stdout(json_path)
-    manifest = load_manifest(manifest_path)
+    manifest = _load(manifest_path)
     lessons = _lessons(manifest, lesson_ids, all_, keyword=keyword)
     tc = _discover()
     tc.require_nvcc()
@@ -439,7 +447,7 @@ def sanitize(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The le
     for t in tool or []:
         if t not in tools:
             raise UsageError(f"--tool {t!r}: use one of {', '.join(tools)}")
-    manifest = load_manifest(manifest_path)
+    manifest = _load(manifest_path)
     lesson = _lessons(manifest, [lesson_id], False)[0]
     tc = _discover()
     tc.require_nvcc()
@@ -462,7 +470,7 @@ def render(check: bool = typer.Option(False, "--check", help="Write nothing; pri
     """Regenerate the lesson pages, the README's lessons table and the sources' Build/Run/Verified lines."""
     from .render import diff_pages, render_all, write_pages
 
-    pages = render_all(load_manifest(manifest_path))
+    pages = render_all(_load(manifest_path))
     if check:
         diff = diff_pages(pages)
         if diff:
@@ -477,6 +485,57 @@ def render(check: bool = typer.Option(False, "--check", help="Write nothing; pri
         console.print(f"wrote {page.name}", markup=False)
     if not written:
         console.print("every page is up to date")
+
+
+@app.command(cls=_Command)
+@handle_errors
+def check(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson whose schema and claims judge it."),
+          transcript: Optional[str] = typer.Argument(None, metavar="[TRANSCRIPT | -]", show_default=False,
+                                                     help="A transcript file, or - for standard input "
+                                                          "(default: the recorded evidence)."),
+          gpu: Optional[str] = typer.Option(None, "--gpu", metavar="SLUG",
+                                            help="Check the evidence recorded on this GPU (default: the first)."),
+          arch: Optional[str] = typer.Option(None, "--arch", metavar="sm_NN",
+                                             help="Judge the claims over ptxas' report on a build for this "
+                                                  "architecture (default: lessons.yaml's first)."),
+          manifest_path: Path = ManifestOpt) -> None:
+    """Check a transcript against a lesson's output schema and claims, without a GPU.
+
+    Prints the fields it parses into as a tree, then each claim's outcome.
+    Exits 0 when every gate holds, 1 when one fails, 2 when the transcript
+    does not match the schema.
+    """
+    from .authoring import check_lesson, read_transcript
+
+    manifest = _load(manifest_path)
+    lesson = _lessons(manifest, [lesson_id], False)[0]
+    if transcript is not None and gpu is not None:
+        raise UsageError("--gpu picks recorded evidence to check; leave it out when giving a TRANSCRIPT")
+    text = None if transcript is None else sys.stdin.read() if transcript == "-" else read_transcript(transcript)
+    checked = check_lesson(manifest, lesson, text, "<stdin>" if transcript == "-" else transcript or "", gpu, arch)
+    display.print_check(console, checked)
+    if not checked.gates_held:
+        raise typer.Exit(1)
+
+
+@app.command(cls=_Command)
+@handle_errors
+def new(lesson_id: str = typer.Argument(..., metavar="dayNN-name", help="The new lesson's id, such as day17-saxpy."),
+        title: str = typer.Option(..., "--title", metavar="TEXT", help="The lesson's page title."),
+        manifest_path: Path = ManifestOpt) -> None:
+    """Scaffold a lesson: lessons/<id>/ with a program that builds and its prose, and its entry in lessons.yaml.
+
+    The entry goes in day order, and its output schema and claims describe
+    what the program prints. docs/authoring.md says what comes next.
+    """
+    from .authoring import new_lesson
+
+    made = new_lesson(_load(manifest_path), lesson_id, title)
+    for name in made.files:
+        console.print(f"wrote {name}" + (f" (the entry at line {made.line})" if name.endswith(".yaml") else ""),
+                      markup=False, highlight=False)
+    console.print(f"next: write the lesson, `coursectl build {made.lesson}`, `coursectl check {made.lesson} "
+                  f"TRANSCRIPT`, `coursectl render`; docs/authoring.md walks through it", markup=False, highlight=False)
 
 
 @report_app.command("merge", cls=_Command)
@@ -510,6 +569,15 @@ def schema_report() -> None:
     from .report import report_schema
 
     typer.echo(json.dumps(report_schema(), indent=2))
+
+
+@schema_app.command("manifest", cls=_Command)
+@handle_errors
+def schema_manifest() -> None:
+    """The JSON Schema of lessons.yaml (orchestrator/schemas/lessons.schema.json)."""
+    from .manifest_schema import schema_text
+
+    typer.echo(schema_text(), nl=False)
 
 
 if __name__ == "__main__":

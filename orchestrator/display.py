@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
+from rich.tree import Tree
 
 from .comparison import FieldResult, FieldStatus
 from .results import Event, LessonResult, Status, is_unverified, tally
@@ -225,3 +226,74 @@ def print_commands(console: Console, results: list[LessonResult]) -> None:
         for p in r.sanitizers:
             if p.command:
                 console.print(f"{r.lesson}: {shlex.join(p.command)}", highlight=False, markup=False, soft_wrap=True)
+
+
+# -- check --------------------------------------------------------------------------------------
+def check_tree(checked) -> Tree:
+    """The fields a transcript parsed into, as its schema arranges them: lines, tables with their rows by
+    key, sections with their blocks; each with its line in the transcript."""
+    title = f"{checked.lesson.id}: {checked.name}" + (f" (recorded on {checked.gpu})" if checked.gpu else "")
+    tree = Tree(Text(title, style="bold"))
+    _scope_nodes(tree, checked.lesson.output.items, checked.transcript.scope)
+    return tree
+
+
+def _at(line: int | None) -> Text:
+    return Text(f"  line {line}" if line else "  absent", style="dim")
+
+
+def _values(values: dict, skip: tuple = ()) -> str:
+    return ", ".join(f"{name} = {format_value(value)}" for name, value in values.items() if name not in skip)
+
+
+def _scope_nodes(node: Tree, items: list, scope) -> None:
+    from .schema import LineItem, SectionItem, TableItem
+    from .words import plural
+
+    for item in items:
+        if isinstance(item, LineItem):
+            if not item.names:
+                continue
+            line = next((scope.lines[name] for name in item.names if name in scope.lines), None)
+            node.add(Text(_values({name: scope.values.get(name) for name in item.names})) + _at(line))
+        elif isinstance(item, TableItem):
+            rows = scope.tables.get(item.table, [])
+            table = node.add(Text(f"{item.table}: table, {plural(len(rows), 'row')}"))
+            for row in rows:
+                table.add(Text(f"[{row.key}] {_values(row.values, tuple(item.key_columns))}") + _at(row.line))
+            for note in item.notes:
+                notes = scope.tables.get(note.name, [])
+                below = node.add(Text(f"{note.name}: notes of {item.table}, {plural(len(notes), 'row')}"))
+                for row in notes:
+                    below.add(Text(f"[{row.key}] {_values(row.values)}") + _at(row.line))
+        elif isinstance(item, SectionItem):
+            blocks = scope.sections.get(item.section, [])
+            section = node.add(Text(f"{item.section}: section, {plural(len(blocks), 'block')}"))
+            for block in blocks:
+                _scope_nodes(section.add(Text(f"[{block.key}]") + _at(block.line)), item.items, block.scope)
+
+
+def print_check(console: Console, checked) -> None:
+    """What `coursectl check` shows: the tree of fields, then each claim's outcome and the tally."""
+    from .judging import claim_reason
+    from .words import plural
+
+    console.print(check_tree(checked), highlight=False)
+    if not checked.claims:
+        return
+    where = f" (resources: ptxas' report of a build for {checked.build.arch})" if checked.build else ""
+    console.print(Text(f"claims{where}:"), highlight=False)
+    for claim in checked.claims:
+        if claim.held:
+            text = f"{claim.kind} {claim.id!r} held" + (f" ({claim.says})" if claim.says else "")
+            console.print(Text(f"  {text}", style="green"), highlight=False, soft_wrap=True)
+        else:
+            style = "bold red" if claim.kind == "gate" else "yellow"
+            for row in claim_reason(claim).splitlines():
+                console.print(Text(f"  {row}", style=style), highlight=False, soft_wrap=True)
+    parts = []
+    for kind, noun in (("gate", "gate"), ("expect", "prediction")):
+        claims = [c for c in checked.claims if c.kind == kind]
+        if claims:
+            parts.append(f"{sum(c.held for c in claims)} of {plural(len(claims), noun)} held")
+    console.print(Text(", ".join(parts), style="green" if checked.gates_held else "bold red"), highlight=False)

@@ -58,9 +58,22 @@ class BuildError(CoursectlError):
 
 
 class TranscriptError(CoursectlError):
-    """A transcript does not match its lesson's output schema."""
+    """A transcript does not match its lesson's output schema.
+
+    `item`, where the parser knows it: the path of the schema item the error
+    is about inside the lesson's `output` (("items", 3)), and what that item is
+    to the error ("the item it expected").
+    """
 
     exit_status = 1
+    item: tuple[tuple, str] | None = None
+
+
+class SchemaMismatch(TranscriptError):
+    """`coursectl check`: a transcript that does not match its lesson's output schema, the error being checked for."""
+
+    exit_status = 2
+    hint = "fix the program's output or the lesson's output schema in lessons.yaml; docs/schema.md describes it"
 
 
 class EvidenceError(CoursectlError):

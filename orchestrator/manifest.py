@@ -7,9 +7,10 @@ Every error names the file, the line, the lesson and the field path, e.g.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BeforeValidator, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 from pydantic.json_schema import SkipJsonSchema
 
 from .claims import check_claims
@@ -17,7 +18,8 @@ from .errors import ManifestError, TemplateError, UsageError
 from .figures import PageSpec, PageSpecError, check_page
 from .names import ARCH, COMPUTE_CAPABILITY, LESSON_ID, SNIPPET_NAME
 from .sanitizer import ExpectedFinding, Tool
-from .schema import OutputSchema, Strict
+from .schema import Item, OutputSchema, Strict
+from .shorthand import entry_id, lesson_long_form, long_entry, relocate_lines, with_defaults
 from .snippets import extract_snippets
 from .yamlfile import line_of, load_yaml
 
@@ -35,10 +37,24 @@ class SanitizerPass(Strict):
 SANITIZER_TOOLS = tuple(tool.value for tool in Tool)
 
 
-class Claim(Strict):
-    """An assertion over parsed fields: a gate fails verify, an expect is only reported."""
+# The short form `- ID: TEXT`: any key holding a dash is the id (no key of the manifest holds one).
+_SHORT_FORM = {"-": {"type": "string", "description": "the short form: the id as the key, the text as its value"}}
 
-    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["gate"]}, {"required": ["expect"]}]})
+
+def _claim_schema(schema: dict) -> None:
+    schema["oneOf"] = [{"required": ["gate"]}, {"required": ["expect"]}]
+    schema["required"] = [key for key in schema.get("required", []) if key != "id"]
+    schema["patternProperties"] = _SHORT_FORM
+
+
+class Claim(Strict):
+    """An assertion over parsed fields: a gate fails verify, an expect is only reported.
+
+    `- no-kernel-spills: ptxas keeps every kernel in registers` is short for
+    `{id: no-kernel-spills, says: ptxas keeps every kernel in registers}`.
+    """
+
+    model_config = ConfigDict(json_schema_extra=_claim_schema)
 
     id: str
     gate: str | None = None
@@ -46,6 +62,11 @@ class Claim(Strict):
     each: str | None = None
     where: str | None = None
     says: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _long_form(cls, data: Any) -> Any:
+        return long_entry(data, "says")
 
     @model_validator(mode="after")
     def _one_kind(self) -> "Claim":
@@ -75,7 +96,27 @@ def _pattern(regex) -> dict:
 _TOOLS_SCHEMA = {"propertyNames": {"enum": list(SANITIZER_TOOLS)}}
 
 
+def _lesson_schema(schema: dict) -> None:
+    """The short forms: `- ID: TITLE`, `day` from the id, `source` from the folder, `output` as a list."""
+    schema["required"] = [key for key in schema.get("required", []) if key not in ("id", "title", "day", "source")]
+    # The id as a key must have the shape of an id (and a dash): a key of another shape is unknown.
+    schema["patternProperties"] = {rf"^(?=.*-){LESSON_ID.pattern}$(?!\n)": _SHORT_FORM["-"]}
+
+
+def _output_items(value: Any) -> Any:
+    """`output: [...]` is short for `output: {items: [...]}`."""
+    return {"items": value} if isinstance(value, list) else value
+
+
+OutputOrItems = Annotated[OutputSchema,
+                          BeforeValidator(_output_items, json_schema_input_type=OutputSchema | list[Item])]
+
+
 class Lesson(Strict):
+    """One lesson. docs/schema.md says which keys may be left out, and what they then are."""
+
+    model_config = ConfigDict(json_schema_extra=_lesson_schema)
+
     id: str = Field(json_schema_extra=_pattern(LESSON_ID))
     day: int = Field(ge=0)
     title: str
@@ -85,11 +126,18 @@ class Lesson(Strict):
     timeout: float | None = Field(default=None, gt=0)
     min_compute_capability: str | None = Field(default=None, json_schema_extra=_pattern(COMPUTE_CAPABILITY))
     sanitizers: dict[str, SanitizerPass] | None = Field(default=None, json_schema_extra=_TOOLS_SCHEMA)
-    output: OutputSchema
+    output: OutputOrItems
     claims: list[Claim] = []
     prose: Path | None = None
     page: PageSpec | None = None   # where its page is written, and what it shows: Key figures and charts
     source_header: bool = True     # false: render never writes its Build/Run/Verified lines into the source
+    # Claims of defaults.claims this lesson does not make; read when the manifest loads.
+    skip_claims: list[str] = Field(default=[], exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _long_form(cls, data: Any, info: ValidationInfo) -> Any:
+        return lesson_long_form(data, (info.context or {}).get("root"))
 
     @field_validator("id")
     @classmethod
@@ -145,10 +193,19 @@ def _check_flags(value: list[str] | None) -> list[str] | None:
 
 
 class Defaults(Strict):
+    """What every lesson has unless it says otherwise.
+
+    `output` and `claims` are joined into each lesson when the manifest loads
+    (shorthand.with_defaults), so a lesson holds all of its own; they are left
+    out of a dump, which shows each lesson as it ends up.
+    """
+
     flags: list[str] = ["-std=c++17", "-O3"]
     timeout: float = Field(default=60.0, gt=0)
     sanitizers: dict[str, SanitizerPass] = Field(default={"memcheck": SanitizerPass()},
                                                  json_schema_extra=_TOOLS_SCHEMA)
+    output: list[Item] = Field(default=[], exclude=True)     # the items every lesson's output starts with
+    claims: list[Claim] = Field(default=[], exclude=True)    # the claims every lesson makes
 
     @field_validator("flags")
     @classmethod
@@ -180,6 +237,11 @@ class Manifest(Strict):
     def line_of(self, *key: str | int) -> int | None:
         """The line in lessons.yaml of a key path such as ("lessons", 2, "claims", 0)."""
         return line_of(self.lines, key)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _join_defaults(cls, data: Any) -> Any:
+        return with_defaults(data)
 
     @field_validator("architectures")
     @classmethod
@@ -261,14 +323,16 @@ def load_manifest(path: Path) -> Manifest:
     # Top-level x- keys hold fragments for anchors to share, as in compose files; nothing reads them.
     data = {key: value for key, value in data.items() if not (isinstance(key, str) and key.startswith("x-"))}
     raw_lessons = data.get("lessons") if isinstance(data.get("lessons"), list) else []
+    lines = relocate_lines(data, lines)
+    root = path.resolve().parent
 
     def fail(loc: tuple, message: str) -> ManifestError:
         lesson = ""
         rest = loc
         if len(loc) >= 2 and loc[0] == "lessons" and isinstance(loc[1], int):
             entry = raw_lessons[loc[1]] if loc[1] < len(raw_lessons) else None
-            ident = entry.get("id") if isinstance(entry, dict) else None
-            lesson = f"lesson {ident!r}: " if ident else f"lessons[{loc[1]}]: "
+            ident = entry_id(entry)
+            lesson = f"lesson {ident!r}: " if isinstance(ident, str) and ident else f"lessons[{loc[1]}]: "
             rest = loc[2:]
         field = f"{_format_loc(rest)}: " if rest else ""
         return ManifestError(f"{lesson}{field}{message}", path=path, line=line_of(lines, loc))
@@ -277,7 +341,7 @@ def load_manifest(path: Path) -> Manifest:
         if reserved in data:
             raise fail((reserved,), f"unknown key {reserved!r}")
     try:
-        manifest = Manifest.model_validate(data)
+        manifest = Manifest.model_validate(data, context={"root": root})
     except ValidationError as exc:
         errors = sorted(exc.errors(), key=lambda e: line_of(lines, _strip_tags(e["loc"])) or 0)
         first = errors[0]
@@ -287,7 +351,6 @@ def load_manifest(path: Path) -> Manifest:
             message += f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
         raise fail(loc, message) from None
 
-    root = path.resolve().parent
     manifest.root = root
     manifest.path = path
     manifest.lines = lines
@@ -332,10 +395,7 @@ def load_manifest(path: Path) -> Manifest:
                 check_page(lesson.output, lesson.page)
             except PageSpecError as exc:
                 raise fail(("lessons", index, "page", *exc.loc), str(exc)) from None
-        ids = [c.id for c in lesson.claims]
-        for c_index, ident in enumerate(ids):
-            if ids.index(ident) != c_index:
-                raise fail(("lessons", index, "claims", c_index, "id"), f"duplicate claim id {ident!r}")
+        _check_claim_ids(manifest, lesson, index, fail)
     return manifest
 
 
@@ -354,16 +414,31 @@ def _check_page_path(manifest: Manifest, rel: Path, loc: tuple, fail) -> None:
         raise fail(loc, f"{rel} is a folder")
 
 
+def _check_claim_ids(manifest: Manifest, lesson: Lesson, index: int, fail) -> None:
+    inherited = [claim.id for claim in manifest.defaults.claims]
+    for s_index, ident in enumerate(lesson.skip_claims):
+        if ident not in inherited:
+            raise fail(("lessons", index, "skip_claims", s_index),
+                       f"no claim {ident!r} in defaults.claims to skip "
+                       f"({'it has ' + ', '.join(inherited) if inherited else 'it has none'})")
+    ids = [c.id for c in lesson.claims]
+    for c_index, ident in enumerate(ids):
+        if ids.index(ident) != c_index:
+            also = (" (defaults.claims has it too: name it in skip_claims to make only the lesson's own)"
+                    if ident in inherited else "")
+            raise fail(("lessons", index, "claims", c_index, "id"), f"duplicate claim id {ident!r}{also}")
+
+
 def _check_day(manifest: Manifest, index: int, days: dict[int, Lesson], fail) -> None:
-    """Warn where file order and day order part: pages link lessons by day, the index lists them by file."""
+    """Warn where file order and day order part: pages and the index go by day, commands by file."""
     lesson = manifest.lessons[index]
     before = manifest.lessons[index - 1] if index else None
     if lesson.day in days:
         text = (f"day {lesson.day} is also the day of lesson {days[lesson.day].id!r}; a mention of "
                 f"'day {lesson.day}' in prose links to the first of them")
     elif before is not None and lesson.day < before.day:
-        text = (f"day {lesson.day} comes after day {before.day} (lesson {before.id!r}); the pages link lessons "
-                f"in day order, but the index lists them in lessons.yaml's order")
+        text = (f"day {lesson.day} comes after day {before.day} (lesson {before.id!r}); the pages and the index "
+                f"list lessons in day order, but commands take them in lessons.yaml's order")
     else:
         text = None
     if text is not None:

@@ -648,7 +648,9 @@ def _index_page(manifest: Manifest, env: jinja2.Environment, templates: Path,
     if ends[0] < begins[0]:
         raise TemplateError(f"{INDEX_END} comes before {INDEX_BEGIN}", path=INDEX_FILE,
                             line=ends[0] + 1, hint=hint)
-    rows = [{"lesson": model.lesson, "page": model.page, "verified": _tally(model)} for model in models]
+    # In day order, as the pages link them (lessons.yaml's order among lessons of one day).
+    rows = [{"lesson": model.lesson, "page": model.page, "verified": _tally(model)}
+            for model in sorted(models, key=lambda model: model.lesson.day)]
     context = {"course": manifest.course, "lessons": rows}
     text = _render(env, templates, root, INDEX_TEMPLATE, context)
     inputs = [f"{TEMPLATES}/{INDEX_TEMPLATE}", _relative(manifest.path.resolve(), root), "evidence/"]

@@ -16,9 +16,10 @@ import re
 from enum import Enum
 from typing import Annotated, Any, Literal, Union, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .names import is_identifier
+from .shorthand import first_field, key_of_keys, line_long_form, table_long_form
 
 
 class Strict(BaseModel):
@@ -106,13 +107,6 @@ class FieldSpec(Strict):
         if self.missing is not None:
             core = f"(?:{core}|{re.escape(self.missing)})"
         return core
-
-
-def _field_spec(value: Any) -> Any:
-    """`name: float` is shorthand for `name: {type: float}`."""
-    if isinstance(value, str):
-        return {"type": value}
-    return value
 
 
 FieldMap = dict[str, FieldSpec]
@@ -220,10 +214,10 @@ class _TemplatedLine(Strict):
 
     _pattern: Pattern | None = None
 
-    @field_validator("fields", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _shorthand(cls, value: Any) -> Any:
-        return {k: _field_spec(v) for k, v in value.items()} if isinstance(value, dict) else value
+    def _long_form(cls, data: Any) -> Any:
+        return line_long_form(data)   # `name: float` and `{name:type:rule}` written out
 
     @model_validator(mode="after")
     def _compile_line(self):
@@ -285,14 +279,15 @@ class TableItem(Strict):
     Rows are split on runs of whitespace into the columns, in order, unless
     ``row`` gives a template (for cells holding spaces). A table without a
     header starts at its first matching row; with ``anywhere`` its rows may
-    stand anywhere in the transcript (failure lines).
+    stand anywhere in the transcript (failure lines). shorthand.py has what
+    ``row`` and ``keys`` say when ``columns`` or ``key`` is left out.
     """
 
     table: str
     header: str | None = None
     header_regex: bool = False
     rules: bool = True
-    columns: dict[str, FieldSpec] = Field(json_schema_extra=_shorthand_schema)
+    columns: dict[str, FieldSpec] = Field(default={}, json_schema_extra=_shorthand_schema)
     row: str | None = None
     row_regex: bool = False
     key: list[str] | str | None = None
@@ -305,16 +300,16 @@ class TableItem(Strict):
     _header: Pattern | None = None
     _row: Pattern | None = None
 
-    @field_validator("columns", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _shorthand(cls, value: Any) -> Any:
-        return {k: _field_spec(v) for k, v in value.items()} if isinstance(value, dict) else value
+    def _long_form(cls, data: Any) -> Any:
+        return table_long_form(data)  # `name: float`, the columns of a row template, their rules
 
     @model_validator(mode="after")
     def _compile(self) -> "TableItem":
         if not is_identifier(self.table):
             raise ValueError(f"table name {self.table!r} is not an identifier")
-        if not self.columns:
+        if not self.columns and self.row is None:
             raise ValueError("a table needs at least one column")
         if self.header is not None:
             self._header = Pattern(self.header, {}, self.header_regex)
@@ -326,9 +321,11 @@ class TableItem(Strict):
             if missing:
                 raise ValueError(f"row template lacks columns {sorted(missing)}")
             self._row = pattern
-            self.columns = {name: pattern.fields[name] for name in self.columns}
+            self.columns = {name: pattern.fields[name] for name in self.columns or pattern.fields}
         for name, spec in self.columns.items():
             spec.check_type(name)
+        if self.key is None and self.keys:
+            self.key = key_of_keys(self.table, self.keys, list(self.columns))
         for name in self.key_columns:
             if name not in self.columns:
                 raise ValueError(f"key column {name!r} is not one of the columns "
@@ -385,10 +382,10 @@ class TextItem(Strict):
 
 
 class SectionItem(Strict):
-    """A block of items repeated once per case; its first item must be a line."""
+    """A block of items repeated once per case; its first item must be a line (whose first field is the key)."""
 
     section: str
-    key: str | list[str]
+    key: str | list[str] | None = None
     items: list["Item"]
     repeat: int | RowCount = RowCount(min=1)
 
@@ -398,6 +395,7 @@ class SectionItem(Strict):
             raise ValueError(f"section name {self.section!r} is not an identifier")
         if not self.items or not isinstance(self.items[0], LineItem) or self.items[0].optional:
             raise ValueError("a section's first item must be a required line: it marks where each block starts")
+        self.key = self.key if self.key is not None else first_field(self.items[0])
         names = set()
         for item in self.items:
             if isinstance(item, LineItem):
@@ -409,7 +407,7 @@ class SectionItem(Strict):
 
     @property
     def key_columns(self) -> list[str]:
-        return [self.key] if isinstance(self.key, str) else list(self.key)
+        return [self.key] if isinstance(self.key, str) else list(self.key or [])
 
     @property
     def repeat_count(self) -> RowCount:

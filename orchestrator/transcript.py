@@ -175,22 +175,26 @@ class _Parser:
         return None
 
     # -- items -----------------------------------------------------------
-    def items(self, items: list, pos: int, scope: Scope, stop: Stop) -> int:
+    def items(self, items: list, pos: int, scope: Scope, stop: Stop, at: tuple = ("items",)) -> int:
         for index, item in enumerate(items):
             later = [s for s in (self.starter(x) for x in items[index + 1:]) if s is not None]
 
             def stop_here(line: str, later=later) -> bool:
                 return stop(line) or any(s(line) for s in later)
 
-            if isinstance(item, LineItem):
-                pos = self.line(item, pos, scope)
-            elif isinstance(item, TextItem):
-                pos = self.text(item, pos, stop_here)
-            elif isinstance(item, TableItem):
-                if not item.anywhere:
-                    pos = self.table(item, pos, scope)
-            elif isinstance(item, SectionItem):
-                pos = self.section(item, pos, scope, stop_here)
+            try:
+                if isinstance(item, LineItem):
+                    pos = self.line(item, pos, scope)
+                elif isinstance(item, TextItem):
+                    pos = self.text(item, pos, stop_here)
+                elif isinstance(item, TableItem):
+                    if not item.anywhere:
+                        pos = self.table(item, pos, scope)
+                elif isinstance(item, SectionItem):
+                    pos = self.section(item, pos, scope, stop_here, at + (index, "items"))
+            except TranscriptError as exc:
+                exc.item = exc.item or (at + (index,), "the item it expected")
+                raise
         return pos
 
     def line(self, item: LineItem, pos: int, scope: Scope) -> int:
@@ -292,7 +296,7 @@ class _Parser:
             return str(index)
         return "/".join(str(values[c]) for c in columns)
 
-    def section(self, item: SectionItem, pos: int, scope: Scope, outer: Stop) -> int:
+    def section(self, item: SectionItem, pos: int, scope: Scope, outer: Stop, at: tuple) -> int:
         first = item.items[0]
         blocks: list[Block] = []
         scope.sections[item.section] = blocks
@@ -309,7 +313,7 @@ class _Parser:
                 raise self.error(p, f"section {item.section!r} repeats more than {count.max} times")
             inner = Scope()
             start = self.lines[p][0]
-            pos = self.items(item.items, p, inner, restart)
+            pos = self.items(item.items, p, inner, restart, at)
             key = "/".join(str(inner.values.get(k)) for k in item.key_columns)
             if any(b.key == key for b in blocks):
                 raise TranscriptError(f"section {item.section!r} repeats key {key!r}",
@@ -325,13 +329,20 @@ class _Parser:
         pos = self.items(self.schema.items, 0, scope, _never)
         pos = self.skip_blank(pos)
         if self.lines.has(pos):
-            raise self.error(pos, "unexpected line after the last item of the schema")
+            error = self.error(pos, "unexpected line after the last item of the schema")
+            last = max((i for i, x in enumerate(self.schema.items) if not (isinstance(x, TableItem) and x.anywhere)),
+                       default=len(self.schema.items) - 1)
+            error.item = (("items", last), "the last item of the schema, where the transcript should end")
+            raise error
         for table in self.anywhere:
             found = self.anywhere_rows[table.table]
             count = table.row_count
             if len(found) < count.min:
-                raise TranscriptError(f"table {table.table!r} needs {count.min} rows, found {len(found)}",
-                                      path=self.source)
+                error = TranscriptError(f"table {table.table!r} needs {count.min} rows, found {len(found)}",
+                                        path=self.source)
+                index = next(i for i, x in enumerate(self.schema.items) if x is table)
+                error.item = (("items", index), "the item it expected")
+                raise error
             scope.tables[table.table] = [
                 Row(key=self._key(table.key_columns, values, i), line=no, values=values)
                 for i, (no, values) in enumerate(found)]

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import yaml
 
+from orchestrator.shorthand import written_out
+
 ROOT = Path(__file__).resolve().parent.parent
 BUGS = Path(__file__).resolve().parent / "fixtures" / "bugs"
 
@@ -34,7 +36,7 @@ def mutation(lesson: str, name: str) -> dict:
 
 def make_bug_course(entry: dict, dest: Path, root: Path = ROOT) -> Path:
     """Write a one-lesson course under dest with the mutation applied; return its manifest."""
-    manifest = yaml.safe_load((root / "lessons.yaml").read_text())
+    manifest = written_out(yaml.safe_load((root / "lessons.yaml").read_text()), root)
     [lesson] = [l for l in manifest["lessons"] if l["id"] == entry["lesson"]]
     source = root / lesson["source"]
     text = source.read_text()

@@ -192,7 +192,10 @@ def fake_sanitizer(monkeypatch, fake_gpu, sanitizer_bin) -> Path:
 
 # -- course trees ----------------------------------------------------------------------
 def real_lessons() -> dict[str, dict]:
-    data = yaml.safe_load((ROOT / "lessons.yaml").read_text(encoding="utf-8"))
+    """The lessons of the real lessons.yaml, written out in the long form (defaults joined in)."""
+    from orchestrator.shorthand import written_out
+
+    data = written_out(yaml.safe_load((ROOT / "lessons.yaml").read_text(encoding="utf-8")), ROOT)
     return {lesson["id"]: lesson for lesson in data["lessons"]}
 
 

@@ -31,7 +31,7 @@ def line_of(text: str, needle: str, after: int = 0) -> int:
 
 
 def test_each_failure_is_annotated_at_its_line(manifest):
-    day16 = line_of("", "id: day16-tiled-matmul")
+    day16 = line_of("", "- day16-tiled-matmul:")
     gate = ClaimResult(id="shared-memory-is-two-tiles", kind="gate", says="two tiles", expression="e", held=False,
                        failures=["smem_bytes == 2048 is false (smem_bytes = 2112)"])
     expect = ClaimResult(id="tiled-is-faster", kind="expect", says="", expression="tiled < naive", held=False,
@@ -51,17 +51,17 @@ def test_each_failure_is_annotated_at_its_line(manifest):
     ]
     claims = line_of("", "claims:", day16)
     assert workflow_commands(manifest, results) == [
-        f"::error file=lessons.yaml,line={line_of('', 'id: shared-memory-is-two-tiles', claims)},"
+        f"::error file=lessons.yaml,line={line_of('', '- shared-memory-is-two-tiles:', claims)},"
         "title=day16-tiled-matmul%3A gate shared-memory-is-two-tiles failed::"
         "two tiles: smem_bytes == 2048 is false (smem_bytes = 2112)",
-        f"::warning file=lessons.yaml,line={line_of('', 'id: tiled-is-faster', claims)},"
+        f"::warning file=lessons.yaml,line={line_of('', '- tiled-is-faster:', claims)},"
         "title=day16-tiled-matmul%3A prediction tiled-is-faster failed::[256x256x256]: tiled < naive is false",
         f"::error file=lessons.yaml,line={line_of('', 'table: cases', day16)},"
         "title=day16-tiled-matmul%3A cases[256x256x256/naive].ms moved::"
         "moved [tolerance ±25%25]: evidence 0.025, now 0.1",
         "::error file=lessons/day16-tiled-matmul/tiled_matmul.cu,line=97,"
         "title=day16-tiled-matmul%3A racecheck%3A unexpected Race in matmulTiled::Race between write and read",
-        f"::warning file=lessons.yaml,line={line_of('', 'id: day71-matmul-fp16')},"
+        f"::warning file=lessons.yaml,line={line_of('', '- day71-matmul-fp16:')},"
         "title=day71-matmul-fp16%3A no evidence::no evidence for nvidia-h200 yet",
     ]
 

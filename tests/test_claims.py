@@ -443,7 +443,7 @@ def test_a_claim_past_a_bound_fails_naming_it(lessons, expression, reason):
 
 
 def test_the_step_bound_covers_every_row_of_a_claim_and_stops_it(lessons, monkeypatch):
-    import orchestrator.claims as claims
+    import orchestrator.expressions as claims
 
     monkeypatch.setattr(claims, "MAX_STEPS", 40)   # 7 steps a row: the sixth row goes past 40
     result = evaluate(lessons[DAY14], "syncthreads.txt", each="blocks", gate="mismatches >= 0 and block > 0")
@@ -453,7 +453,7 @@ def test_the_step_bound_covers_every_row_of_a_claim_and_stops_it(lessons, monkey
 
 
 def test_the_time_bound_stops_a_claim(lessons, monkeypatch):
-    import orchestrator.claims as claims
+    import orchestrator.expressions as claims
 
     monkeypatch.setattr(claims, "CLAIM_SECONDS", -1.0)
     result = evaluate(lessons[DAY13], "shared_memory.txt", gate="all(k.ms > 0 for k in kernels for j in 'x' * 300)")
@@ -462,7 +462,7 @@ def test_the_time_bound_stops_a_claim(lessons, monkeypatch):
 
 
 def test_the_real_limits_are_the_documented_ones():
-    import orchestrator.claims as claims
+    import orchestrator.expressions as claims
 
     docs = (REPO / "docs" / "schema.md").read_text(encoding="utf-8")
     for line in ["| expression length | 1000 characters |", "| expression depth | 50 levels |",

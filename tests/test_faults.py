@@ -212,7 +212,11 @@ def test_a_lesson_nvcc_refuses_fails_and_the_others_still_run(course, fake_gpu, 
     source.write_text("int main() {\n    return 0\n}\n")
     report = tmp_path / "report.json"
     result = coursectl("verify", "--all", "-q", "--json", report)
-    assert (result.exit_code, result.stderr) == (1, "")
+    day13 = next(n for n, row in enumerate(made.manifest.read_text().splitlines(), 1) if "day: 13" in row)
+    assert (result.exit_code, result.stderr) == (1, (
+        f"coursectl: warning: lessons.yaml:{day13}: lesson 'day13-shared-memory': day: day 13 comes after day 16 "
+        "(lesson 'day16-tiled-matmul'); the pages and the index list lessons in day order, but commands take them in "
+        "lessons.yaml's order\n"))
     assert statuses(result.stdout) == {"day16-tiled-matmul": "FAIL", "day13-shared-memory": "NO_EVIDENCE"}
     [broken, other] = json.loads(report.read_text())["results"]
     key = cache_key(source.read_bytes(), ["-std=c++17", "-O3"], "sm_90", nvcc_version, "plain", "broken")

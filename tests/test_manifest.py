@@ -698,8 +698,8 @@ def test_lessons_out_of_day_order_load_with_a_warning(tmp_path):
     manifest = load_manifest(path)
     assert [lesson.id for lesson in manifest.lessons] == ["hello", "world"]
     assert manifest.warnings == [
-        f"{path}:19: lesson 'world': day: day 2 comes after day 3 (lesson 'hello'); the pages link lessons in day "
-        "order, but the index lists them in lessons.yaml's order"]
+        f"{path}:19: lesson 'world': day: day 2 comes after day 3 (lesson 'hello'); the pages and the index list "
+        "lessons in day order, but commands take them in lessons.yaml's order"]
 
 
 def test_two_lessons_on_one_day_load_with_a_warning(tmp_path):
@@ -776,7 +776,7 @@ def test_x_keys_are_only_fragments_at_the_top_level(tmp_path):
 
 
 def test_the_course_manifest_says_what_it_said_before_its_fragments(tmp_path):
-    """lessons.yaml with its repeated parts in x- fragments loads to the very same models."""
+    """lessons.yaml, with its repeated parts in x- fragments, defaults and short forms, loads to the very same models."""
     import shutil
 
     shutil.copytree(REPO / "lessons", tmp_path / "lessons")
@@ -788,8 +788,18 @@ def test_the_course_manifest_says_what_it_said_before_its_fragments(tmp_path):
         {"line": "GPU: {gpu} (compute capability {cc:word})", "regex": False, "optional": False, "flag": None,
          "fields": {name: {"type": "str", "compare": Compare.device, "rel": None, "abs": None, "missing": None,
                            "suffix": None, "unit": None, "label": None} for name in ("gpu", "cc")}}] * 4
-    rows = [row.strip() for row in (REPO / "lessons.yaml").read_text(encoding="utf-8").splitlines()]
-    assert (rows.count("- *gpu-line"), rows.count("- <<: *failures"), rows.count("- *no-spills")) == (4, 4, 3)
+    text = (REPO / "lessons.yaml").read_text(encoding="utf-8")
+    rows = [row.strip() for row in text.splitlines()]
+    # Written once, under defaults: the GPU line and the claim day 14 skips.
+    assert (text.count("GPU: {gpu"), text.count("no-kernel-spills"), rows.count("- <<: *failures")) == (1, 2, 4)
+    assert [len(lesson.claims) for lesson in after.lessons] == [8, 6, 6, 5]
+
+
+def test_the_course_manifest_is_30_percent_shorter_than_before_its_fragments():
+    before = (REPO / "tests" / "data" / "manifest" / "lessons.before.yaml").read_text(encoding="utf-8")
+    after = (REPO / "lessons.yaml").read_text(encoding="utf-8")
+    assert len(before.splitlines()) == 306
+    assert len(after.splitlines()) <= 0.7 * 306
 
 
 # --- load_yaml builds what PyYAML builds ------------------------------------------

@@ -94,8 +94,8 @@ def test_a_minimal_manifest_is_valid(validator):
      ["lessons/0/claims/0: {'id': 'n-positive', 'gate': 'n > 0', 'expect': 'n > 1'} is valid under each of "
       "{'required': ['expect']}, {'required': ['gate']}"]),
     (lambda d: d["lessons"][0]["output"]["items"][1]["columns"].update(name="wrd"),
-     ["lessons/0/output/items/1: {'table': 'rows', 'columns': {'name': 'wrd', 'gbps': {'type': 'float'}}} is not "
-      "valid under any of the given schemas"]),
+     ["lessons/0/output: {'items': [{'line': 'n = {n:int}'}, {'table': 'rows', 'columns': {'name': 'wrd', 'gbps': "
+      "{'type': 'float'}}}]} is not valid under any of the given schemas"]),
     (lambda d: d["lessons"][0].update(day=-1), ["lessons/0/day: -1 is less than the minimum of 0"]),
 ])
 def test_the_schema_refuses_what_the_manifest_refuses(validator, edit, expected):
@@ -111,9 +111,39 @@ def test_check_jsonschema_reads_lessons_yaml_and_refuses_a_trailing_newline(tmp_
     good = subprocess.run([*command, str(REPO / "lessons.yaml")], capture_output=True, text=True, timeout=120)
     assert (good.returncode, good.stdout.strip()) == (0, "ok -- validation done")
     broken = tmp_path / "lessons.yaml"
-    broken.write_text((REPO / "lessons.yaml").read_text(encoding="utf-8").replace(
-        "  - id: day16-tiled-matmul\n", '  - id: "day16-tiled-matmul\\n"\n'), encoding="utf-8")
+    text = (REPO / "lessons.yaml").read_text(encoding="utf-8")
+    broken.write_text(text.replace("  - day16-tiled-matmul: ", '  - id: "day16-tiled-matmul\\n"\n    title: '),
+                      encoding="utf-8")
     bad = subprocess.run([*command, str(broken)], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1
     assert f"{broken}::$.lessons[2].id: 'day16-tiled-matmul\\n' does not match '^[a-z0-9][a-z0-9-]*$(?!\\\\n)'" \
         in bad.stdout
+    # The short form's id is a key: one of another shape, or a misspelt key, is no id.
+    broken.write_text(text.replace("  - day16-tiled-matmul: ", '  - "day16-tiled-matmul\\n": ')
+                      .replace("    timeout: 30\n    output:\n      - line: \"tile", "    timout: 30\n    output:\n      - line: \"tile"),
+                      encoding="utf-8")
+    bad = subprocess.run([*command, str(broken)], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1
+    assert [line.strip() for line in bad.stdout.splitlines()[1:]] == [
+        f"{broken}::$.lessons[2]: 'day16-tiled-matmul\\n', 'timout' do not match any of the regexes: "
+        "'^(?=.*-)[a-z0-9][a-z0-9-]*$(?!\\\\n)'"]
+
+
+def test_the_short_forms_are_valid_and_a_misspelt_key_is_not(validator):
+    from test_shorthand import SHORT
+
+    data = yaml.safe_load(SHORT)
+    assert errors(validator, data) == []
+    data["lessons"][0]["timout"] = 30
+    data["lessons"][0]["claims"][0]["gaet"] = "n > 0"
+    assert errors(validator, data) == [
+        "lessons/0/claims/0: 'gaet' does not match any of the regexes: '-'",
+        "lessons/0: 'timout' does not match any of the regexes: '^(?=.*-)[a-z0-9][a-z0-9-]*$(?!\\\\n)'"]
+
+
+def test_coursectl_schema_manifest_prints_the_shipped_schema():
+    from conftest import coursectl
+
+    result = coursectl("schema", "manifest")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout == SHIPPED.read_text(encoding="utf-8")

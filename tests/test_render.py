@@ -1081,3 +1081,12 @@ def test_a_page_that_would_be_the_index_or_a_prose_file_is_refused(course):
         render(course)
     assert str(caught.value) == (f"{manifest}:39: lesson 'day02-sum': its page.path would be "
                                  "lessons/day01-scale/prose.md, the prose of lesson 'day01-scale'")
+
+
+def test_the_index_lists_lessons_in_day_order(course):
+    add_first_day(course, "Say hello.\n")
+    index = by_name(render(course))["README.md"].new
+    assert [row.split(" | ")[:2] for row in index.splitlines() if row.startswith("| ") and row[2].isdigit()] == [
+        ["| 0", "[Hello, GPU](lessons/day00-hello/README.md)"],
+        ["| 1", "[Scaling a vector](lessons/day01-scale/README.md)"],
+        ["| 2", "[Summing a vector](lessons/day02-sum/README.md)"]]

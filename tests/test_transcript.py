@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
+from conftest import real_lessons
 from orchestrator import transcript as transcript_module
 from orchestrator.errors import TranscriptError
 from orchestrator.manifest import load_manifest
@@ -539,7 +539,7 @@ def test_output_that_goes_on_past_the_line_limit_is_not_parsed_further(schemas):
 def test_a_schema_that_ignores_blank_lines_still_sees_each_of_them(schemas):
     """An ignore pattern that takes blank lines lets a table run across them: blank lines are not collapsed then."""
     schema = schemas[DAY13]
-    written = next(l for l in yaml.safe_load((REPO / "lessons.yaml").read_text())["lessons"] if l["id"] == DAY13)
+    written = real_lessons()[DAY13]
     ignoring = OutputSchema.model_validate({**written["output"], "ignore": [r"^\s*$", "^========= "]})
     text = seed("shared_memory.txt").replace("copyRowMajor ", "\n\n  \ncopyRowMajor ")
     with pytest.raises(TranscriptError):
