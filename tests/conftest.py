@@ -246,8 +246,9 @@ def write_course(root: Path, lesson_ids: list[str], architectures: list[str] = (
         source = root / "standins" / f"{spec['standin']}.cu"
         if not source.exists():
             shutil.copyfile(STANDINS / source.name, source)
+        # The stand-ins share a folder (and most of them one source), so each page is named.
         entry = {"id": lesson_id, "day": spec["day"], "title": f"{lesson_id} (stand-in)",
-                 "source": f"standins/{source.name}"}
+                 "source": f"standins/{source.name}", "page": {"path": f"lessons/{lesson_id}/README.md"}}
         if "transcript" in spec:
             shutil.copyfile(SEEDS / spec["transcript"], course.transcript(lesson_id))
             entry["args"] = [str(course.transcript(lesson_id))]
