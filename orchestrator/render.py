@@ -216,10 +216,10 @@ def check_page_paths(manifest: Manifest) -> None:
         where = "its page.path" if given else "its page, beside its source,"
         if path in owners:
             first = owners[path]
+            own = (lesson.page_path.parent / f"{lesson.binary_name}.md").as_posix()
             raise ManifestError(f"lesson {lesson.id!r}: {where} would be {lesson.page_path.as_posix()}, the page of "
                                 f"lesson {first.id!r} too", path=manifest.path, line=line,
-                                hint=f"give one of them its own page: page: {{path: {lesson.page_path.parent.as_posix()}"
-                                     f"/{lesson.binary_name}.md}}")
+                                hint=f"give one of them its own page: page: {{path: {own}}}")
         if path in prose or path == (manifest.root / INDEX_FILE).resolve():
             what = f"the prose of lesson {prose[path].id!r}" if path in prose else "the course's index"
             raise ManifestError(f"lesson {lesson.id!r}: {where} would be {lesson.page_path.as_posix()}, {what}",
@@ -271,8 +271,10 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     run = shlex.join([f"./{lesson.binary_name}", *lesson.args])
     verified = [f"// Verified {g.date} on {g.provenance}. Transcript: {g.transcript_path}" for g in gpus]
     source_old = source_path.read_text(encoding="utf-8")
-    source_new = rewrite_header(source_old, [f"// Build: {build}", f"// Run:   {run}",
-                                             *(verified or [NO_EVIDENCE_LINE])]) if lesson.source_header else source_old
+    source_new = source_old
+    if lesson.source_header:
+        source_new = rewrite_header(source_old, [f"// Build: {build}", f"// Run:   {run}",
+                                                 *(verified or [NO_EVIDENCE_LINE])])
     snippets = extract_snippets(source_path, source_rel, text=source_new)
 
     passes = manifest.sanitizers(lesson)
@@ -321,7 +323,8 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
         banner=banner(inputs, "this file"), prose=prose,
         arch=arch, arch_from=gpus[0].name if gpus else None, build=build, run=run,
         sanitizer_build=sanitizer_build, sanitizer_runs=sanitizer_runs,
-        godbolt=godbolt, godbolt_options=options, godbolt_files=godbolt_files, godbolt_note=godbolt_note, gpus=gpus, snippets=snippets, figures=figures,
+        godbolt=godbolt, godbolt_options=options, godbolt_files=godbolt_files, godbolt_note=godbolt_note,
+        gpus=gpus, snippets=snippets, figures=figures,
         figure_tables=tables, peak_notes=[md(note) for note in peak_notes],
         charts=build_charts(lesson.output, lesson.page, parsed, figures, gpus),
         nav=_navigation(manifest, lesson, page_dir),

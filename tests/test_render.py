@@ -802,7 +802,8 @@ def test_lesson_digest_ignores_the_header_lines_wherever_they_sit(tmp_path):
         return lesson_digest(path)
 
     plain = NVIDIA_NOTICE + "\nint x;\n"
-    placed = [GENERATED + plain, NVIDIA_NOTICE + GENERATED + "\nint x;\n", NVIDIA_NOTICE + "\n" + GENERATED + "int x;\n"]
+    placed = [GENERATED + plain, NVIDIA_NOTICE + GENERATED + "\nint x;\n",
+              NVIDIA_NOTICE + "\n" + GENERATED + "int x;\n"]
     assert {digest(text) for text in placed} == {digest(plain)}
     assert digest(NVIDIA_NOTICE + "int x;\n") != digest(plain)   # a blank line is the source's own
 
