@@ -1,4 +1,17 @@
-"""nvcc builds, cached by source hash, flags, architecture and nvcc version."""
+"""nvcc builds, cached by every local file they read, flags, architecture and nvcc version.
+
+The cache is content-addressed: an entry is
+`$COURSECTL_CACHE/<arch>-<variant>/<key>/<headers>/`, where `key` hashes the
+lesson's source, its flags, the architecture, the variant, the binary's name
+and nvcc's version, and `headers` the local files the compilation read
+besides the source (nvcc's own dependency list, `-MD -MF`), each relative
+to the source's folder. No lesson id is part of it: lessons, and copies of
+a course, that build the same inputs share one entry. The headers of an
+entry are known only once it is built, so its stamp lists them with their
+sha256, and a lookup takes the entry whose listed files all still match.
+Files outside the course root (the system's and CUDA's headers) are left
+to the nvcc version.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +21,7 @@ import os
 import re
 import shutil
 import tempfile
+from concurrent.futures import Executor, Future
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -18,7 +32,7 @@ from .manifest import ARCH, Lesson, Manifest
 from .process import run_command
 from .resources import KernelResources, parse_resources
 
-CACHE_FORMAT = 3  # 2: builds carry ptxas' resource report; 3: the stamp holds the binary's sha256
+CACHE_FORMAT = 4  # 2: ptxas' resource report; 3: the binary's sha256; 4: content-addressed, with the files read
 STAMP = "build.json"
 
 
@@ -33,6 +47,7 @@ class BuildResult(BaseModel):
     diagnostics: str = ""    # nvcc's stderr, file:line warnings included, ptxas' report left out
     resources: dict[str, KernelResources] = {}   # per kernel, from ptxas
     notes: list[str] = []    # e.g. why the cache entry could not be used
+    sources: dict[str, str] = {}  # every local file the compilation read, the source first: course path -> sha256
 
 
 def cache_root(manifest: Manifest) -> Path:
@@ -53,19 +68,77 @@ def nvcc_command(nvcc: str, manifest: Manifest, lesson: Lesson, arch: str, outpu
     without changing the code it generates.
     """
     return [nvcc, *manifest.flags(lesson), *variant_flags(variant), f"-arch={arch}",
-            "--resource-usage", "-o", str(output), str(manifest.source_path(lesson))]
+            "--resource-usage", "-MD", "-MF", str(dependency_file(output)), "-o", str(output),
+            str(manifest.source_path(lesson))]
+
+
+def dependency_file(output: Path | str) -> Path:
+    """Where nvcc writes the make rule listing every file a build read (`-MD -MF`)."""
+    return Path(f"{output}.d")
 
 
 def display_command(manifest: Manifest, lesson: Lesson, arch: str, variant: str = "plain") -> list[str]:
-    """The build command as a reader types it, in the lesson's folder."""
+    """The build command as a reader types it, in the folder of the lesson's source (where nvcc runs)."""
     return ["nvcc", *manifest.flags(lesson), *variant_flags(variant), f"-arch={arch}",
             "-o", lesson.binary_name, lesson.source.name]
 
 
-def cache_key(source: bytes, flags: list[str], arch: str, nvcc_version: str | None, variant: str) -> str:
+def cache_key(source: bytes, flags: list[str], arch: str, nvcc_version: str | None, variant: str,
+              binary_name: str) -> str:
+    """The first level of a cache entry: everything known before nvcc runs, and no lesson id."""
     material = json.dumps({"format": CACHE_FORMAT, "source": sha256_bytes(source), "flags": flags,
-                           "arch": arch, "nvcc": nvcc_version, "variant": variant}, sort_keys=True)
+                           "arch": arch, "nvcc": nvcc_version, "variant": variant, "binary": binary_name},
+                          sort_keys=True)
     return sha256_bytes(material.encode())[:20]
+
+
+def headers_key(headers: dict[str, str]) -> str:
+    """The second level: the local files a build read besides its source (relative to its folder) and their sha256."""
+    return sha256_bytes(json.dumps(headers, sort_keys=True).encode())[:20]
+
+
+def parse_dependencies(text: str) -> list[str]:
+    """The prerequisites of the make rule nvcc writes (`-M`, `-MD -MF`): every file the compilation read.
+
+    nvcc writes `target : a.cu \\` and one file a line after it, a space in a
+    name escaped as `\\ `.
+    """
+    joined = re.sub(r"\\\r?\n", " ", text)
+    tokens = [re.sub(r"\\([ #])", r"\1", token).replace("$$", "$")
+              for token in re.findall(r"(?:\\.|[^\s\\])+", joined)]
+    colon = next((n for n, token in enumerate(tokens) if token == ":" or token.endswith(":")), None)
+    return tokens[colon + 1:] if colon is not None else []
+
+
+def local_files(paths: list[str], folder: Path, root: Path) -> list[Path]:
+    """The files of `paths` (relative to `folder`, where nvcc ran) that lie inside the course root, in order.
+
+    The system's and CUDA's headers lie outside it; the nvcc version stands for them.
+    """
+    inside, seen = [], set()
+    resolved_root = Path(root).resolve()
+    for name in paths:
+        path = Path(os.path.normpath(Path(folder) / name))
+        if path not in seen and path.resolve().is_relative_to(resolved_root):
+            seen.add(path)
+            inside.append(path)
+    return inside
+
+
+def hash_files(paths: list[Path]) -> dict[Path, str | None]:
+    """sha256 of each file; None for one that cannot be read (gone, or a folder now)."""
+    out: dict[Path, str | None] = {}
+    for path in paths:
+        try:
+            out[path] = sha256_bytes(Path(path).read_bytes())
+        except OSError:
+            out[path] = None
+    return out
+
+
+def course_path(path: Path, root: Path) -> str:
+    """A path as the course names it, relative to its root."""
+    return Path(os.path.relpath(os.path.normpath(path), os.path.normpath(Path(root).resolve()))).as_posix()
 
 
 _DIAG = re.compile(r"^(?P<file>.+?\.(?:cu|cuh|h|hpp|cpp))[(:](?P<line>\d+)")
@@ -82,36 +155,42 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
                  variant: str = "plain", runner=run_command) -> BuildResult:
     """Build one lesson for one architecture, or return the cached binary.
 
-    Each build works in a folder of its own beside its cache entry: nvcc writes
-    the binary there, and its temporary files too (TMPDIR), so that parallel
-    builds of one entry never share a path and an interrupted nvcc leaves
-    nothing in /tmp. Only a build that succeeded becomes the entry, binary and
-    stamp in one rename; the folder is removed on every way out.
+    nvcc runs in the folder of the lesson's source, so a relative path in its
+    flags (`-Icommon`) means what it means in the page's build command.
+
+    Each build works in a folder of its own beside its cache entries: nvcc
+    writes the binary there, and its temporary files too (TMPDIR), so that
+    parallel builds of one entry never share a path and an interrupted nvcc
+    leaves nothing in /tmp. Only a build that succeeded becomes the entry,
+    binary, dependency list and stamp in one rename; the folder is removed on
+    every way out.
     """
     check_arch(arch, "architecture")
     source_path = manifest.source_path(lesson)
+    folder = source_path.parent
     try:
         source = source_path.read_bytes()
     except OSError as exc:
         raise BuildError(f"cannot read source: {exc.strerror}", path=source_path)
     flags = manifest.flags(lesson) + variant_flags(variant)
-    key = cache_key(source, flags, arch, nvcc_version, variant)
-    entry = cache_root(manifest) / lesson.id / f"{arch}-{variant}" / key
-    binary = entry / lesson.binary_name
-    info, miss = _cached(entry, lesson.binary_name)
-    if info is not None:
+    key = cache_key(source, flags, arch, nvcc_version, variant, lesson.binary_name)
+    group = cache_root(manifest) / f"{arch}-{variant}" / key
+    entry, info, misses = _lookup(group, lesson.binary_name, folder, manifest.root)
+    if entry is not None:
+        binary = entry / lesson.binary_name
         stderr = info["diagnostics"]
         return BuildResult(lesson=lesson.id, arch=arch, variant=variant, binary=binary, cached=True,
                            command=nvcc_command(nvcc, manifest, lesson, arch, binary, variant),
-                           diagnostics=_without_ptxas(stderr), resources=parse_resources(stderr))
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{key}.", suffix=".build", dir=entry.parent))
+                           diagnostics=_without_ptxas(stderr), resources=parse_resources(stderr),
+                           sources=_sources(manifest, source_path, sha256_bytes(source), folder, info["headers"]))
+    group.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{key}.", suffix=".build", dir=group))
     try:
         temporary = work / "tmp"
         temporary.mkdir()
         output = work / lesson.binary_name
         command = nvcc_command(nvcc, manifest, lesson, arch, output, variant)
-        result = runner(command, timeout=600, cwd=source_path.parent, env={"TMPDIR": str(temporary)})
+        result = runner(command, timeout=600, cwd=folder, env={"TMPDIR": str(temporary)})
         diagnostics = result.stderr.decode("utf-8", errors="replace")
         if not result.ok or not output.is_file():
             first = next((m for m in map(_DIAG.match, diagnostics.splitlines()) if m), None)
@@ -120,16 +199,110 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
                              path=manifest.source_path(lesson), line=line,
                              hint="fix the diagnostics above; the lesson was not run")
         shutil.rmtree(temporary)
+        headers = _headers_read(dependency_file(output), source_path, folder, manifest.root)
+        entry = group / headers_key(headers)
+        binary = entry / lesson.binary_name
         display = nvcc_command(nvcc, manifest, lesson, arch, binary, variant)
         atomic_write(work / STAMP, json.dumps({"command": display, "diagnostics": diagnostics,
                                                "seconds": result.seconds,
-                                               "binary_sha256": sha256_bytes(output.read_bytes())}, indent=1))
+                                               "binary_sha256": sha256_bytes(output.read_bytes()),
+                                               "headers": headers}, indent=1))
         _publish(work, entry, lesson.binary_name)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return BuildResult(lesson=lesson.id, arch=arch, variant=variant, binary=binary, cached=False,
                        seconds=result.seconds, command=display, diagnostics=_without_ptxas(diagnostics),
-                       resources=parse_resources(diagnostics), notes=[miss] if miss else [])
+                       resources=parse_resources(diagnostics), notes=misses,
+                       sources=_sources(manifest, source_path, sha256_bytes(source), folder, headers))
+
+
+def _headers_read(dependencies: Path, source: Path, folder: Path, root: Path) -> dict[str, str]:
+    """The local files a finished build read besides its source: path relative to the source's folder -> sha256."""
+    try:
+        listed = parse_dependencies(dependencies.read_text(encoding="utf-8", errors="surrogateescape"))
+    except OSError as exc:
+        raise BuildError(f"nvcc wrote no dependency list ({exc.strerror})", path=dependencies)
+    files = [path for path in local_files(listed, folder, root) if path != Path(os.path.normpath(source))]
+    digests = hash_files(files)
+    return {Path(os.path.relpath(path, folder)).as_posix(): digest for path, digest in digests.items()
+            if digest is not None}
+
+
+def _sources(manifest: Manifest, source: Path, digest: str, folder: Path, headers: dict[str, str]) -> dict[str, str]:
+    """BuildResult.sources: the source, then its headers, by their paths in the course."""
+    out = {course_path(source, manifest.root): digest}
+    for name, sha in headers.items():
+        out[course_path(folder / name, manifest.root)] = sha
+    return out
+
+
+def _lookup(group: Path, binary_name: str, folder: Path, root: Path) -> tuple[Path | None, dict | None, list[str]]:
+    """(entry, stamp, []) of the entry of `group` whose headers all still match; else (None, None, why not).
+
+    Why not: the newest entry's files that changed since it was built, or an
+    entry that cannot be trusted; nothing when there was no entry at all.
+    """
+    try:
+        candidates = sorted(p for p in group.iterdir() if not p.name.startswith(".") and p.is_dir())
+    except OSError:
+        return None, None, []
+    newest: tuple[float, list[str]] | None = None
+    untrusted: list[str] = []
+    for entry in candidates:
+        info, miss = _cached(entry, binary_name)
+        if info is None:
+            if miss:
+                untrusted.append(miss)
+            continue
+        paths = {name: Path(os.path.normpath(folder / name)) for name in info["headers"]}
+        now = hash_files(list(paths.values()))
+        changed = [course_path(paths[name], root) for name, digest in info["headers"].items()
+                   if now[paths[name]] != digest]
+        if not changed:
+            return entry, info, []
+        built = (entry / STAMP).stat().st_mtime
+        if newest is None or built > newest[0]:
+            newest = (built, changed)
+    if newest is not None:
+        names = newest[1]
+        said = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        return None, None, [f"{said} changed since the cached build; rebuilt"]
+    return None, None, untrusted
+
+
+class SharedBuilds:
+    """Builds submitted to a pool once per set of inputs.
+
+    Lessons that build one source with the same flags, architecture and
+    variant share a single build (and cache entry): the second lesson's
+    future gets the first one's result, named for it.
+    """
+
+    def __init__(self, pool: Executor, nvcc: str, nvcc_version: str | None, runner=run_command):
+        self.pool, self.nvcc, self.nvcc_version, self.runner = pool, nvcc, nvcc_version, runner
+        self._first: dict[tuple, tuple[str, Future]] = {}
+
+    def submit(self, manifest: Manifest, lesson: Lesson, arch: str, variant: str = "plain") -> Future:
+        inputs = (str(manifest.source_path(lesson).resolve()), tuple(manifest.flags(lesson)), arch, variant)
+        if inputs not in self._first:
+            future = self.pool.submit(build_lesson, manifest, lesson, arch, self.nvcc, self.nvcc_version, variant,
+                                      self.runner)
+            self._first[inputs] = (lesson.id, future)
+            return future
+        first_id, first = self._first[inputs]
+        mine: Future = Future()
+
+        def share(done: Future) -> None:
+            try:
+                built = done.result()
+            except BaseException as exc:  # noqa: BLE001 - the same failure, for this lesson too
+                mine.set_exception(exc)
+                return
+            mine.set_result(built.model_copy(update={
+                "lesson": lesson.id, "cached": True, "seconds": 0.0,
+                "notes": [f"the same build as lesson {first_id!r}: one source, flags and architecture"]}))
+        first.add_done_callback(share)
+        return mine
 
 
 def _cached(entry: Path, binary_name: str) -> tuple[dict | None, str | None]:
@@ -145,7 +318,8 @@ def _cached(entry: Path, binary_name: str) -> tuple[dict | None, str | None]:
     try:
         info = json.loads(stamp.read_bytes().decode("utf-8"))
         if not (isinstance(info, dict) and isinstance(info.get("diagnostics"), str)
-                and isinstance(info.get("binary_sha256"), str)):
+                and isinstance(info.get("binary_sha256"), str) and isinstance(info.get("headers"), dict)
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in info["headers"].items())):
             raise ValueError("not the stamp a build writes")
     except (OSError, ValueError) as exc:   # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return None, f"cache entry {entry} had an unreadable stamp ({_first_line(exc)}); rebuilt"

@@ -485,7 +485,7 @@ def sanitize(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The le
         for p in outcome.results[0].sanitizers:
             console.print(f"{lesson.id} {p.tool}: {p.findings} finding(s) in "
                           f"{', '.join(p.kernels) or 'no kernel'}, errors {p.errors}, "
-                          f"{p.seconds:.1f} s: {'ok' if p.ok else 'FAIL'}", markup=False)
+                          f"{p.seconds:.1f} s: {p.verdict}", markup=False)
 
 
 @app.command(cls=_Command)

@@ -192,7 +192,7 @@ def print_summary(console: Console, results: list[LessonResult], title: str) -> 
         table.add_column(column, no_wrap=column in ("lesson", "status"))
     for r in results:
         passes = ", ".join(f"{p.tool} not run" if p.not_run else
-                           f"{p.tool} {'ok' if p.ok else 'FAIL'} "
+                           f"{p.tool} {p.verdict} "
                            + ("(recorded)" if p.recorded else "(cached)" if p.cached else f"{p.seconds:.1f} s")
                            for p in r.sanitizers)
         run = f"{r.run.seconds:.2f} s" if r.run else "-"

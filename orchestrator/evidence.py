@@ -32,7 +32,7 @@ class EvidenceMeta(BaseModel):
     nvcc_version: str | None
     arch: str
     flags: list[str]
-    source_sha256: str
+    source_sha256: str          # the lesson's source without render's header lines (lesson_digest)
     transcript_sha256: str
     wall_seconds: float
     exit_status: int
@@ -46,6 +46,9 @@ class EvidenceMeta(BaseModel):
     environment: dict = {}      # clocks, throttling and other processes around the run
     repeat: dict = {}           # with record --repeat: runs and per-field spread
     stale_passes: list[str] = []  # sanitizer reports kept from an earlier record whose build has changed since
+    # Every local file the build read, by its path in the course: the source (as source_sha256) and its
+    # headers. Evidence recorded before this field knows its source alone, and is judged by source_sha256.
+    sources: dict[str, str] = {}
 
     @field_validator("files")
     @classmethod
@@ -144,6 +147,44 @@ def lesson_digest(source: Path) -> str:
     lines = Path(source).read_text(encoding="utf-8").splitlines(keepends=True)
     kept = "".join(line for line in lines if not HEADER_LINE.match(line))
     return sha256_bytes(kept.encode("utf-8"))
+
+
+def source_digests(root: Path, source: str, files: list[str]) -> dict[str, str | None]:
+    """sha256 of each local file a lesson's build reads, by its path in the course; None for one that is gone.
+
+    The lesson's own source (`source`) is hashed as lesson_digest hashes it,
+    without render's header lines; a header as it is.
+    """
+    out: dict[str, str | None] = {}
+    for name in files:
+        path = Path(root) / name
+        try:
+            out[name] = lesson_digest(path) if name == source else sha256_bytes(path.read_bytes())
+        except (OSError, UnicodeDecodeError):
+            out[name] = None
+    return out
+
+
+def source_changes(recorded: dict[str, str], now: dict[str, str | None]) -> list[tuple[str, str | None, str | None]]:
+    """(file, its sha256 in the evidence, now) of each local file that differs, in the order of the evidence.
+
+    A file the build reads now but did not then has no recorded digest; one
+    it read then and no longer reads (or that is gone) has none now. Evidence
+    without per-file digests (recorded before them) names no file here.
+    """
+    if not recorded:
+        return []
+    changed = [(name, digest, now.get(name)) for name, digest in recorded.items() if now.get(name) != digest]
+    return changed + [(name, None, digest) for name, digest in now.items() if name not in recorded]
+
+
+def describe_source_change(name: str, old: str | None, new: str | None) -> str:
+    """`lessons/ext/common/check.cuh changed since the evidence`, and the words for a file added or gone."""
+    if old is None:
+        return f"{name} is read by the build now and was not when the evidence was recorded"
+    if new is None:
+        return f"{name} was read by the build when the evidence was recorded and is not now"
+    return f"{name} changed since the evidence"
 
 
 def _first_error(exc: ValidationError) -> str:

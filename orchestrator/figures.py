@@ -1,7 +1,8 @@
 """Key figures and charts: which fields a lesson's page shows, and the tables and charts of them.
 
-A lesson's `page:` key in lessons.yaml names the fields of its Key figures and
-the charts drawn from its fields; without it a page shows every field that has
+A lesson's `page:` key in lessons.yaml says where its page is written
+(`path`, default README.md beside its source), names the fields of its Key
+figures and the charts drawn from its fields; without it a page shows every field that has
 a unit, and charts the rate (GB/s, GFLOP/s) where there is one, else the first
 unit. docs/schema.md describes the keys.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field, field_validator
@@ -58,8 +60,9 @@ class ChartSpec(Strict):
 
 
 class PageSpec(Strict):
-    """What a lesson's page shows beyond its prose, code and transcript."""
+    """Where a lesson's page is written, and what it shows beyond its prose, code and transcript."""
 
+    path: Path | None = None   # the page file, relative to the course root; default README.md beside the source
     figures: list[FieldChoiceOrName] | None = None
     charts: list[ChartSpec] | None = None
 

@@ -5,6 +5,14 @@ button writes it (compiler-explorer's shared/url-serialization.ts,
 `serialiseState`): a GoldenLayout configuration, minified, written in rison,
 compressed by lz-string's `compressToBase64` and wrapped as `z:<base64>`. That
 is several times shorter than the base64 JSON its /clientstate/ endpoint takes.
+
+A source that includes headers of its own opens as a tree (Compiler
+Explorer's multi-file mode, static/panes/tree.ts and multifile-service.ts):
+the tree holds every file, the main one named `example` plus the language's
+first extension (`example.cu`, how Compiler Explorer finds it), the headers
+under their paths relative to the source; the compiler compiles the tree
+(`tree: 1`) in a folder holding them all, so `-Icommon` means what it means
+beside the source.
 """
 
 from __future__ import annotations
@@ -27,19 +35,44 @@ _MIN_VALUES: list[Any] = [True, False, "row", "column", "stack", "component", "c
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
-def godbolt_state(source: str, language: str, compiler: str, options: str) -> dict:
-    """The layout Compiler Explorer opens: an editor holding `source` beside one compiler."""
+# The main file of a tree, by language: `example` and the language's first extension in Compiler Explorer.
+MAIN_FILE = {"cuda": "example.cu"}
+
+
+def godbolt_state(source: str, language: str, compiler: str, options: str,
+                  headers: dict[str, str] | None = None) -> dict:
+    """The layout Compiler Explorer opens: an editor holding `source` beside one compiler.
+
+    With `headers` (path relative to the source -> text), a tree of every
+    file, the source open in the editor, and a compiler of the tree.
+    """
+    if not headers:
+        return {"version": 4, "content": [{"type": "row", "content": [
+            {"type": "component", "componentName": "codeEditor",
+             "componentState": {"id": 1, "lang": language, "source": source}},
+            {"type": "component", "componentName": "compiler",
+             "componentState": {"source": 1, "lang": language, "compiler": compiler, "options": options}},
+        ]}]}
+    files = [{"fileId": 1, "isIncluded": True, "isOpen": True, "isMainSource": True, "filename": MAIN_FILE[language],
+              "content": source, "editorId": 1, "langId": language}]
+    files += [{"fileId": number, "isIncluded": True, "isOpen": False, "isMainSource": False, "filename": name,
+               "content": text, "editorId": -1, "langId": language}
+              for number, (name, text) in enumerate(headers.items(), start=2)]
+    tree = {"id": 1, "cmakeArgs": "", "customOutputFilename": "", "isCMakeProject": False,
+            "compilerLanguageId": language, "files": files, "newFileId": len(files) + 1}
     return {"version": 4, "content": [{"type": "row", "content": [
+        {"type": "component", "componentName": "tree", "componentState": tree},
         {"type": "component", "componentName": "codeEditor",
          "componentState": {"id": 1, "lang": language, "source": source}},
         {"type": "component", "componentName": "compiler",
-         "componentState": {"source": 1, "lang": language, "compiler": compiler, "options": options}},
+         "componentState": {"tree": 1, "lang": language, "compiler": compiler, "options": options}},
     ]}]}
 
 
-def godbolt_url(source: str, language: str, compiler: str, options: str) -> str:
-    """A Compiler Explorer URL that opens `source` compiled by `compiler` with `options`."""
-    state = godbolt_state(source, language, compiler, options)
+def godbolt_url(source: str, language: str, compiler: str, options: str,
+                headers: dict[str, str] | None = None) -> str:
+    """A Compiler Explorer URL that opens `source` (and its `headers`) compiled by `compiler` with `options`."""
+    state = godbolt_state(source, language, compiler, options, headers)
     config = minify({"content": state["content"]})
     config["version"] = state["version"]
     packed = compress_to_base64(risonify(config))

@@ -21,11 +21,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from .build import BuildResult
+from .build import BuildResult, course_path
 from .claims import ClaimResult, evaluate_claim, evaluate_claims, resources_view, transcript_names, uses_resources
 from .comparison import FieldStatus, check_plausibility, compare_fields, tolerance_bound
 from .errors import CoursectlError, EvidenceError, TranscriptError
-from .evidence import Evidence, lesson_digest, list_gpus, load_build_evidence, load_evidence
+from .evidence import (Evidence, describe_source_change, lesson_digest, list_gpus, load_build_evidence,
+                       load_evidence, source_changes, source_digests)
 from .manifest import Lesson, Manifest, SanitizerPass
 from .process import CommandResult, tail_lines
 from .resources import BuildEvidence, compare_resources
@@ -241,6 +242,18 @@ def compare_with_evidence(manifest: Manifest, lesson: Lesson, new: list[Flat], g
         out.reasons.append("\n".join(lines))
 
 
+def sources_now(manifest: Manifest, lesson: Lesson, builds: list[BuildResult],
+                recorded: dict[str, str] | None = None) -> dict[str, str | None]:
+    """The local files of a lesson's build now, by course path, with their digests as the evidence records them.
+
+    The files are those the build read (the first of `builds`); without a
+    build, those the evidence names.
+    """
+    files = list(builds[0].sources) if builds else list(recorded or {})
+    source = course_path(manifest.source_path(lesson), manifest.root)
+    return source_digests(manifest.root, source, files or [source])
+
+
 def compare_with_previous(manifest: Manifest, lesson: Lesson, out: LessonResult, slug: str) -> None:
     """What moved since the evidence that record is about to replace (notes, never reasons)."""
     try:
@@ -323,7 +336,8 @@ def judge_sanitizer_run(manifest: Manifest, lesson: Lesson, tool: str, spec: San
     outcome = PassResult(tool=tool, command=run.argv, seconds=round(run.seconds, 3),
                          exit_status=run.returncode, timed_out=run.timed_out)
     if run.timed_out:
-        outcome.problems.append(f"{tool}: killed after {run.seconds:.0f} s (timeout {timeout:g} s)")
+        outcome.problems.append(f"{tool}: timed out: killed after {run.seconds:.1f} s (timeout {timeout:g} s) "
+                                f"with its process group")
         return outcome
     try:
         report = build_report(Tool(tool), run.returncode if run.returncode is not None else -1,
@@ -377,9 +391,14 @@ def judge_evidence(manifest: Manifest, lesson: Lesson, out: LessonResult) -> Non
             out.reasons.append(f"evidence for {slug}: {exc}")
             continue
         out.evidence = out.evidence or slug
-        if item.evidence.meta.source_sha256 != lesson_digest(manifest.source_path(lesson)):
+        meta = item.evidence.meta
+        changes = source_changes(meta.sources, sources_now(manifest, lesson, out.builds, meta.sources))
+        if changes:
+            out.notes += [f"{slug}: {describe_source_change(*change)} ({meta.date}); re-record it on that GPU"
+                          for change in changes]
+        elif not meta.sources and meta.source_sha256 != lesson_digest(manifest.source_path(lesson)):
             out.notes.append(f"{slug}: the source changed since this evidence was recorded "
-                             f"({item.evidence.meta.date}); re-record it on that GPU")
+                             f"({meta.date}); re-record it on that GPU")
         claims = evaluate_claims(lesson.output, item.transcript, lesson.claims)
         for build in out.builds:  # claims over the build evidence, once per architecture
             claims += [c.model_copy(update={"id": f"{c.id} [{build.arch}]"}) for c in

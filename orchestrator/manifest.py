@@ -129,7 +129,8 @@ class Lesson(Strict):
     output: OutputOrItems
     claims: list[Claim] = []
     prose: Path | None = None
-    page: PageSpec | None = None   # what its page shows: Key figures and charts
+    page: PageSpec | None = None   # where its page is written, and what it shows: Key figures and charts
+    source_header: bool = True     # false: render never writes its Build/Run/Verified lines into the source
     # Claims of defaults.claims this lesson does not make; read when the manifest loads.
     skip_claims: list[str] = Field(default=[], exclude=True)
 
@@ -165,6 +166,13 @@ class Lesson(Strict):
     @property
     def binary_name(self) -> str:
         return self.source.stem
+
+    @property
+    def page_path(self) -> Path:
+        """Its page, relative to the course root: `page.path`, else README.md beside its source."""
+        if self.page is not None and self.page.path is not None:
+            return self.page.path
+        return self.source.parent / "README.md"
 
 
 def _check_tools(value: dict | None) -> dict | None:
@@ -366,6 +374,8 @@ def load_manifest(path: Path) -> Manifest:
                            f"{rel} is absolute; give it relative to the course root {root}")
             if not full.is_file():
                 raise fail(("lessons", index, key), f"{rel} does not exist")
+        if lesson.page is not None and lesson.page.path is not None:
+            _check_page_path(manifest, lesson.page.path, ("lessons", index, "page", "path"), fail)
         _check_sanitizer_snippets(manifest, lesson, index, fail)
         known: dict = {}
         for c_index, claim in enumerate(lesson.claims):
@@ -387,6 +397,21 @@ def load_manifest(path: Path) -> Manifest:
                 raise fail(("lessons", index, "page", *exc.loc), str(exc)) from None
         _check_claim_ids(manifest, lesson, index, fail)
     return manifest
+
+
+def _check_page_path(manifest: Manifest, rel: Path, loc: tuple, fail) -> None:
+    """A page path names a Markdown file inside the course that render may own."""
+    root = manifest.root
+    if rel.is_absolute():
+        raise fail(loc, f"{rel} is absolute; give it relative to the course root {root}")
+    if not (root / rel).resolve().is_relative_to(root):
+        raise fail(loc, f"{rel} lies outside the course root {root}")
+    if rel.suffix != ".md":
+        raise fail(loc, f"{rel} is not a Markdown file: a page's name ends in .md")
+    if (root / rel).resolve() == (root / "README.md").resolve():
+        raise fail(loc, f"{rel} is the course's README.md, which holds the lessons table")
+    if (root / rel).is_dir():
+        raise fail(loc, f"{rel} is a folder")
 
 
 def _check_claim_ids(manifest: Manifest, lesson: Lesson, index: int, fail) -> None:

@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from . import __version__
-from .build import BuildResult, build_lesson, cache_root
+from .build import BuildResult, SharedBuilds, cache_root
 from .drift import describe_drift
 from .errors import CoursectlError, EvidenceError, Interrupted, describe_os_error
 from .evidence import (EvidenceMeta, build_evidence_path, evidence_dir, lesson_digest, load_evidence,
-                       recover_evidence, write_build_evidence, write_evidence)
+                       recover_evidence, source_changes, write_build_evidence, write_evidence)
 from .judging import (build_evidence_of, compare_build_evidence, compare_with_previous, describe_environment,
-                      judge_evidence, judge_run, judge_runs, judge_sanitizer_run, judge_source)
+                      judge_evidence, judge_run, judge_runs, judge_sanitizer_run, judge_source, sources_now)
 from .locks import gpu_lock
 from .manifest import Lesson, Manifest, SanitizerPass
 from .process import CommandResult, kill_all, resume, run_command
@@ -161,6 +161,11 @@ class Turn:
     def build(self) -> BuildResult:
         return self.builds[f"{self.arch}/plain"]
 
+    @property
+    def folder(self) -> Path:
+        """Where the lesson runs: its source's folder, so relative `args` mean what the page's run command means."""
+        return self.manifest.source_path(self.lesson).parent
+
     def _event(self, stage: str, detail: str = "") -> None:
         self.emit(Event(lesson=self.lesson.id, stage=stage, detail=detail))
 
@@ -178,7 +183,7 @@ class Turn:
                 self._event("running", f"GPU {self.gpu.index}" + (f", run {index + 1}/{repeat}" if repeat > 1 else ""))
                 runs.append(self.runner([str(self.build.binary), *self.lesson.args],
                                         timeout=self.manifest.timeout(self.lesson), env=self.env,
-                                        cwd=self.build.binary.parent))
+                                        cwd=self.folder))
                 if runs[-1].timed_out or runs[-1].signal:
                     break
             self.environment = describe_environment(before, _state_of(self.gpu))
@@ -245,7 +250,7 @@ class Turn:
                     log_path, xml_path = Path(tmp) / f"{tool}.log", Path(tmp) / f"{tool}.xml"
                     command = sanitizer_command(sanitizer, Tool(tool), [str(build.binary), *program_args],
                                                 log_path, xml_path, extra=spec.args)
-                    ran = self.runner(command, timeout=timeout, env=self.env, cwd=build.binary.parent)
+                    ran = self.runner(command, timeout=timeout, env=self.env, cwd=self.folder)
                     log = log_path.read_bytes() if log_path.exists() else b""
                     xml = xml_path.read_bytes() if xml_path.exists() and xml_path.stat().st_size else None
             if is_cacheable(ran, log) and not self.stopping.is_set():
@@ -278,7 +283,9 @@ class Turn:
             coursectl_version=__version__, sanitizer_version=toolchain.sanitizer_version,
             peak_gbps=gpu.peak_gbps, peak_fp32_gflops=gpu.peak_fp32_gflops, sm_count=gpu.sm_count,
             max_sm_clock_mhz=gpu.max_sm_clock_mhz, environment=result.environment.model_dump(exclude_none=True),
-            repeat={"runs": result.runs, "spread": result.spread} if result.runs > 1 else {})
+            repeat={"runs": result.runs, "spread": result.spread} if result.runs > 1 else {},
+            sources={name: digest for name, digest in sources_now(manifest, lesson, [self.build]).items()
+                     if digest is not None})
         files, meta.stale_passes = self._kept_reports(result, files)
         archs = manifest.architectures   # builds finish in any order; say them in the manifest's
         built = sorted((build_evidence_of(manifest, lesson, build, toolchain.nvcc_version)
@@ -313,7 +320,8 @@ class Turn:
         old = previous.meta
         same_build = (old.source_sha256, old.flags, old.nvcc_version, old.arch) == (
             lesson_digest(self.manifest.source_path(self.lesson)), self.manifest.flags(self.lesson),
-            self.toolchain.nvcc_version, self.arch)
+            self.toolchain.nvcc_version, self.arch) and not source_changes(
+            old.sources, sources_now(self.manifest, self.lesson, [self.build], old.sources))
         kept, stale = dict(files), []
         for tool in missing:
             names = [name for name in (f"{tool}.log", f"{tool}.xml") if name in old.files]
@@ -566,13 +574,13 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
         emit(Event(lesson=lesson.id, stage="done", detail=result.status.value, result=result))
 
     pool = ThreadPoolExecutor(max_workers=max(1, options.jobs))
+    shared = SharedBuilds(pool, nvcc, toolchain.nvcc_version, runner)
     results: dict[str, LessonResult] = {}
     try:
         for lesson in lessons:
             emit(Event(lesson=lesson.id, stage="building"))
             for arch, variant in builds_needed(manifest, lesson, archs, options):
-                future = pool.submit(build_lesson, manifest, lesson, arch, nvcc, toolchain.nvcc_version,
-                                     variant, runner)
+                future = shared.submit(manifest, lesson, arch, variant)
                 future.add_done_callback(lambda f, lesson=lesson, key=f"{arch}/{variant}": built(lesson, key, f))
         for lesson in lessons:
             next(_completed([turns[lesson.id]]))
@@ -629,10 +637,10 @@ def build_many(manifest: Manifest, jobs: list[tuple[Lesson, str]], toolchain: To
     for lesson_id in dict.fromkeys(lesson.id for lesson, _ in jobs):
         emit(Event(lesson=lesson_id, stage="building"))
     pool = ThreadPoolExecutor(max_workers=max(1, parallel))
+    shared = SharedBuilds(pool, nvcc, toolchain.nvcc_version, runner)
     done: dict[Future, BuildResult | CoursectlError] = {}
     try:
-        futures = {pool.submit(build_lesson, manifest, lesson, arch, nvcc, toolchain.nvcc_version, "plain", runner):
-                   (lesson, arch) for lesson, arch in jobs}
+        futures = {shared.submit(manifest, lesson, arch): (lesson, arch) for lesson, arch in jobs}
         for future in _completed(futures):
             lesson, _ = futures[future]
             try:

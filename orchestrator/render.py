@@ -28,12 +28,13 @@ from pydantic import BaseModel
 
 from .build import display_command
 from .claims import ClaimResult, evaluate_claims
-from .errors import EvidenceError, TemplateError
+from .errors import EvidenceError, ManifestError, TemplateError
 from .evidence import HEADER_LINE, Evidence, build_evidence_path, list_gpus, load_build_evidence
 from .figures import (Chart, Figure, FigureTable, build_charts, build_figures, figure_tables, format_number,
                       nice_ceiling)
 from .files import atomic_write
 from .godbolt import godbolt_url
+from .includes import local_headers
 from .manifest import Lesson, Manifest, SanitizerPass
 from .judging import judge_recorded_pass, parse_evidence, resolve_snippets
 from .sanitizer import Finding, Report
@@ -129,6 +130,13 @@ class Navigation(BaseModel):
     next: NavLink | None
 
 
+class SourceFolder(BaseModel):
+    """The folder of a lesson's source, where its commands are typed, when its page lies elsewhere."""
+
+    name: str                         # relative to the course root, ending in /
+    link: str                         # relative to the page
+
+
 class LessonModel(BaseModel):
     """Everything a lesson page and its index row show."""
 
@@ -136,6 +144,7 @@ class LessonModel(BaseModel):
     page: str                         # relative to the course root
     source_name: str
     source_link: str                  # relative to the page
+    source_folder: SourceFolder | None  # None: the page lies beside the source
     template: str                     # the template's name under templates/
     banner: str
     prose: str | None
@@ -145,8 +154,10 @@ class LessonModel(BaseModel):
     run: str
     sanitizer_build: str | None
     sanitizer_runs: list[str]
-    godbolt: str
+    godbolt: str                      # "": no link, and godbolt_note says why
     godbolt_options: str
+    godbolt_files: list[str]          # the headers the link carries beside the source
+    godbolt_note: str | None
     gpus: list[GpuEvidence]
     snippets: dict[str, Snippet]
     figures: list[Figure]
@@ -164,12 +175,14 @@ class LessonModel(BaseModel):
 def render_all(manifest: Manifest, templates: Path | None = None) -> list[Page]:
     """Every page render owns, old and new text, in a fixed order; nothing is written.
 
-    Per lesson: its README.md and its source (whose Build/Run/Verified lines
-    follow the manifest and the evidence); then the top README.md, whose text
-    between the lessons markers is the course index.
+    Per lesson: its page and its source (whose Build/Run/Verified lines
+    follow the manifest and the evidence; not with `source_header: false`);
+    then the top README.md, whose text between the lessons markers is the
+    course index.
     """
     root = manifest.root
     folder = Path(templates) if templates is not None else root / TEMPLATES
+    check_page_paths(manifest)
     env = _environment(folder)
     pages: list[Page] = []
     models: list[LessonModel] = []
@@ -179,12 +192,40 @@ def render_all(manifest: Manifest, templates: Path | None = None) -> list[Page]:
         page_path = root / model.page
         pages.append(Page(path=page_path, name=model.page, old=_read(page_path),
                           new=_with_banner(model.banner, text)))
-        source = manifest.source_path(lesson)
-        pages.append(Page(path=source, name=lesson.source.as_posix(), old=model.source_old,
-                          new=model.source_new))
+        if lesson.source_header:
+            source = manifest.source_path(lesson)
+            pages.append(Page(path=source, name=lesson.source.as_posix(), old=model.source_old,
+                              new=model.source_new))
         models.append(model)
     pages.append(_index_page(manifest, env, folder, models))
     return pages
+
+
+def check_page_paths(manifest: Manifest) -> None:
+    """Refuse two lessons whose pages would be one file, or a page that would overwrite a lesson's prose.
+
+    A page lies beside its source unless `page.path` says otherwise, so two
+    lessons whose sources share a folder need a path for one of them.
+    """
+    owners: dict[Path, Lesson] = {}
+    prose = {(manifest.root / l.prose).resolve(): l for l in manifest.lessons if l.prose is not None}
+    for index, lesson in enumerate(manifest.lessons):
+        path = (manifest.root / lesson.page_path).resolve()
+        given = lesson.page is not None and lesson.page.path is not None
+        line = manifest.line_of("lessons", index, "page", "path") if given else manifest.line_of("lessons", index)
+        where = "its page.path" if given else "its page, beside its source,"
+        if path in owners:
+            first = owners[path]
+            own = (lesson.page_path.parent / f"{lesson.binary_name}.md").as_posix()
+            raise ManifestError(f"lesson {lesson.id!r}: {where} would be {lesson.page_path.as_posix()}, the page of "
+                                f"lesson {first.id!r} too", path=manifest.path, line=line,
+                                hint=f"give one of them its own page: page: {{path: {own}}}")
+        if path in prose or path == (manifest.root / INDEX_FILE).resolve():
+            what = f"the prose of lesson {prose[path].id!r}" if path in prose else "the course's index"
+            raise ManifestError(f"lesson {lesson.id!r}: {where} would be {lesson.page_path.as_posix()}, {what}",
+                                path=manifest.path, line=line,
+                                hint=f"give the page a name of its own: page: {{path: {lesson.binary_name}.md}}")
+        owners[path] = lesson
 
 
 def diff_pages(pages: list[Page]) -> str:
@@ -211,10 +252,14 @@ def write_pages(pages: list[Page]) -> list[Page]:
 # -- one lesson ------------------------------------------------------------------------
 def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> LessonModel:
     root = manifest.root
-    page_rel = f"lessons/{lesson.id}/README.md"
+    page_rel = lesson.page_path.as_posix()
     page_dir = (root / page_rel).parent
     source_path = manifest.source_path(lesson)
     source_rel = lesson.source.as_posix()
+    source_folder = None
+    if source_path.parent.resolve() != page_dir.resolve():
+        source_folder = SourceFolder(name=_relative(source_path.parent, root) + "/",
+                                     link=_link(source_path.parent, page_dir) + "/")
 
     recorded = [item for item in (parse_evidence(manifest, lesson, slug) for slug in list_gpus(root, lesson.id))
                 if item is not None]
@@ -226,8 +271,10 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     run = shlex.join([f"./{lesson.binary_name}", *lesson.args])
     verified = [f"// Verified {g.date} on {g.provenance}. Transcript: {g.transcript_path}" for g in gpus]
     source_old = source_path.read_text(encoding="utf-8")
-    source_new = rewrite_header(source_old, [f"// Build: {build}", f"// Run:   {run}",
-                                             *(verified or [NO_EVIDENCE_LINE])])
+    source_new = source_old
+    if lesson.source_header:
+        source_new = rewrite_header(source_old, [f"// Build: {build}", f"// Run:   {run}",
+                                                 *(verified or [NO_EVIDENCE_LINE])])
     snippets = extract_snippets(source_path, source_rel, text=source_new)
 
     passes = manifest.sanitizers(lesson)
@@ -237,7 +284,8 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
                       for tool, spec in passes.items()]
 
     options = " ".join([*manifest.flags(lesson), f"-arch={GODBOLT_ARCH}"])
-    godbolt = godbolt_link(_without_verified(source_new), options)
+    headers = local_headers(source_path, manifest.flags(lesson), root)
+    godbolt, godbolt_note, godbolt_files = _godbolt(source_path, _without_verified(source_new), options, headers, root)
 
     parsed = {item.slug: item.transcript for item in recorded}
     figures = build_figures(lesson.output, lesson.page, parsed)
@@ -261,21 +309,22 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     inputs = [*used, f"{TEMPLATES}/{LESSON_TEMPLATE}", _relative(manifest.path.resolve(), root)]
     if lesson.prose is not None:
         inputs.append(lesson.prose.as_posix())
-    inputs += [source_rel, f"evidence/{lesson.id}/"]
+    inputs += [source_rel, *(_relative(header, root) for header in headers), f"evidence/{lesson.id}/"]
 
     tables, peak_notes = figure_tables(figures, gpus)
     prose = None
     if lesson.prose is not None:
-        prose = link_days((root / lesson.prose).read_text(encoding="utf-8"), lesson.prose.as_posix(),
-                          manifest, lesson, page_dir).strip()
+        text = rebase_links((root / lesson.prose).read_text(encoding="utf-8"), (root / lesson.prose).parent, page_dir)
+        prose = link_days(text, lesson.prose.as_posix(), manifest, lesson, page_dir).strip()
 
     return LessonModel(
         lesson=lesson, page=page_rel, source_name=source_path.name,
-        source_link=_link(source_path, page_dir), template=template,
+        source_link=_link(source_path, page_dir), source_folder=source_folder, template=template,
         banner=banner(inputs, "this file"), prose=prose,
         arch=arch, arch_from=gpus[0].name if gpus else None, build=build, run=run,
         sanitizer_build=sanitizer_build, sanitizer_runs=sanitizer_runs,
-        godbolt=godbolt, godbolt_options=options, gpus=gpus, snippets=snippets, figures=figures,
+        godbolt=godbolt, godbolt_options=options, godbolt_files=godbolt_files, godbolt_note=godbolt_note,
+        gpus=gpus, snippets=snippets, figures=figures,
         figure_tables=tables, peak_notes=[md(note) for note in peak_notes],
         charts=build_charts(lesson.output, lesson.page, parsed, figures, gpus),
         nav=_navigation(manifest, lesson, page_dir),
@@ -301,14 +350,73 @@ def _gpu(root: Path, page_dir: Path, evidence: Evidence) -> GpuEvidence:
                        peak_fp32_gflops=meta.peak_fp32_gflops)
 
 
+# What marks a leading comment as the file's licence or copyright notice.
+_LICENCE = re.compile(r"copyright|licen[cs]e|SPDX-License-Identifier", re.IGNORECASE)
+
+
 def rewrite_header(text: str, lines: list[str]) -> str:
     """The source with the Build/Run/Verified lines of its leading comment replaced by `lines`.
 
-    Each kind stays where it stands; a kind the header lacks is added after
-    the others (or, with none, at the end of the leading comment).
+    A leading licence or copyright notice (see `licence_end`) is left exactly
+    as it is: the lines go after it, never above it, and lines an older
+    render wrote above it move below it. After the notice, each kind stays
+    where it stands; a kind the header lacks is added after the others (or,
+    with none, at the end of the leading comment).
     """
     old = text.splitlines(keepends=True)
     newline = "\r\n" if old and old[0].endswith("\r\n") else "\n"
+    start = licence_end(old)
+    if start == 0:
+        return _rewrite_leading_comment(old, lines, newline)
+    notice = old[:start]
+    if any(_header_kind(line) for line in notice):
+        notice = [line for line in notice if _header_kind(line) is None]
+        while notice and not notice[0].strip():   # the blank line that render put after them
+            notice.pop(0)
+    gap = start
+    while gap < len(old) and not old[gap].strip():
+        gap += 1
+    if gap < len(old) and old[gap].startswith("//"):   # the lesson's own comment, after the notice
+        return "".join(notice + old[start:gap]) + _rewrite_leading_comment(old[gap:], lines, newline)
+    generated = [line + newline for kind in ("Build", "Run", "Verified")
+                 for line in lines if _header_kind(line) == kind]
+    return "".join(notice + generated + (old[start:gap] or [newline]) + old[gap:])
+
+
+def licence_end(lines: list[str]) -> int:
+    """The number of leading lines that are the file's licence or copyright notice; 0 if it has none.
+
+    The notice is the first `/* ... */` comment, when only blank and `//`
+    lines stand before it and it names a copyright, a licence or an SPDX
+    identifier (cuda-samples' style); otherwise, in the leading run of `//`
+    lines, every line up to the end of the last paragraph (paragraphs are
+    parted by an empty `//` line) that names one. Build/Run/Verified lines
+    are never part of it.
+    """
+    count = len(lines)
+    first = 0
+    while first < count and (not lines[first].strip() or lines[first].lstrip().startswith("//")):
+        first += 1
+    if first < count and lines[first].lstrip().startswith("/*"):
+        opened = lines[first].index("/*") + 2
+        last = first if "*/" in lines[first][opened:] else \
+            next((n for n in range(first + 1, count) if "*/" in lines[n]), None)
+        if last is not None and _LICENCE.search("".join(lines[first:last + 1])):
+            return last + 1
+    run = 0
+    while run < count and lines[run].startswith("//"):
+        run += 1
+    named = [n for n in range(run) if _header_kind(lines[n]) is None and _LICENCE.search(lines[n])]
+    if not named:
+        return 0
+    end = named[-1] + 1
+    while end < run and lines[end].strip() != "//" and _header_kind(lines[end]) is None:
+        end += 1
+    return end
+
+
+def _rewrite_leading_comment(old: list[str], lines: list[str], newline: str) -> str:
+    """rewrite_header on what follows the licence notice (or on the whole file, without one)."""
     end = 0
     while end < len(old) and old[end].startswith("//"):
         end += 1
@@ -348,9 +456,23 @@ def _without_verified(text: str) -> str:
     return "".join(line for line in text.splitlines(keepends=True) if _header_kind(line) != "Verified")
 
 
-def godbolt_link(source: str, options: str) -> str:
-    """A Compiler Explorer link whose editor holds `source`, compiled by nvcc with `options`."""
-    return godbolt_url(source, GODBOLT_LANGUAGE, GODBOLT_COMPILER, options)
+def godbolt_link(source: str, options: str, headers: dict[str, str] | None = None) -> str:
+    """A Compiler Explorer link whose editor holds `source` (beside its `headers`), compiled by nvcc with `options`."""
+    return godbolt_url(source, GODBOLT_LANGUAGE, GODBOLT_COMPILER, options, headers)
+
+
+def _godbolt(source_path: Path, source: str, options: str, headers: list[Path],
+             root: Path) -> tuple[str, str | None, list[str]]:
+    """(link, None, header names) or, when Compiler Explorer cannot hold the files, ("", why, [])."""
+    folder = source_path.parent
+    outside = [header for header in headers if not header.is_relative_to(folder)]
+    if outside:
+        names = ", ".join(code(_relative(header, root)) for header in outside)
+        return "", (f"No Compiler Explorer link: {code(source_path.name)} includes {names}, outside its own "
+                    f"folder, and Compiler Explorer holds only files that lie beside the source or below it."), []
+    files = {header.relative_to(folder).as_posix(): header.read_text(encoding="utf-8", errors="replace")
+             for header in headers}
+    return godbolt_link(source, options, files), None, list(files)
 
 
 # -- links between lessons -------------------------------------------------------------------
@@ -367,7 +489,31 @@ def _by_day(manifest: Manifest) -> list[Lesson]:
 
 
 def _page_of(lesson: Lesson, manifest: Manifest) -> Path:
-    return manifest.root / "lessons" / lesson.id / "README.md"
+    return manifest.root / lesson.page_path
+
+
+# A link or image whose target may be a path: [text](target "title").
+_LINK = re.compile(r"^(!?\[[^\]]*\]\()([^)\s]*)(.*)$", re.DOTALL)
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def rebase_links(text: str, from_dir: Path, page_dir: Path) -> str:
+    """Prose written in one folder, shown on a page in another: its relative links still reach their files.
+
+    Links to a URL, an anchor on the page or an absolute path are left as
+    they are; so is everything inside code.
+    """
+    if Path(from_dir).resolve() == Path(page_dir).resolve():
+        return text
+
+    def rebased(kept: re.Match) -> str:
+        link = _LINK.match(kept[0])
+        if link is None or not link[2] or link[2].startswith(("#", "/")) or _SCHEME.match(link[2]):
+            return kept[0]
+        target, hash_, fragment = link[2].partition("#")
+        moved = _link(Path(from_dir) / target, page_dir) + ("/" if target.endswith("/") else "")
+        return f"{link[1]}{moved}{hash_}{fragment}{link[3]}"
+    return _KEPT.sub(rebased, text)
 
 
 def link_days(text: str, name: str, manifest: Manifest, lesson: Lesson, page_dir: Path) -> str:
@@ -604,9 +750,11 @@ def _lesson_context(model: LessonModel) -> dict[str, Any]:
     ordered = sorted(model.snippets.values(), key=lambda s: s.first_line)
     return {
         "lesson": model.lesson, "prose": model.prose, "arch": model.arch, "arch_from": model.arch_from,
+        "source_folder": model.source_folder,
         "build": model.build, "run": model.run, "sanitizer_build": model.sanitizer_build,
         "sanitizer_runs": model.sanitizer_runs, "godbolt": model.godbolt,
-        "godbolt_options": model.godbolt_options, "gpus": model.gpus, "figures": model.figures,
+        "godbolt_options": model.godbolt_options, "godbolt_files": model.godbolt_files,
+        "godbolt_note": model.godbolt_note, "gpus": model.gpus, "figures": model.figures,
         "figure_tables": model.figure_tables, "peak_notes": model.peak_notes, "charts": model.charts,
         "nav": model.nav, "tally": _tally(model), "claims": model.claims,
         "sanitizers": model.sanitizers, "source_name": model.source_name,

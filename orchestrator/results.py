@@ -75,6 +75,11 @@ class PassResult(BaseModel):
     def ok(self) -> bool:
         return not self.problems
 
+    @property
+    def verdict(self) -> str:
+        """`ok`, `FAIL` or `TIMEOUT`, as the summary and `coursectl sanitize` show a pass."""
+        return "TIMEOUT" if self.timed_out else ("ok" if self.ok else "FAIL")
+
 
 class ProvenanceChange(BaseModel):
     """One thing underneath a lesson's figures that differs from its evidence: the driver, CUDA, ..."""
@@ -180,15 +185,18 @@ def quiet(_: Event) -> None:
 def settle(result: LessonResult, compared: bool = True) -> LessonResult:
     """Set a judged lesson's status from what was found, and return it.
 
-    A run that timed out or died of a signal says so first; then any reason
-    fails the lesson; then, where the workflow compares with evidence, a
-    lesson without evidence for its GPU (offline: for any GPU) has none.
+    A run that timed out or died of a signal says so first, then a sanitizer
+    pass that timed out (TIMEOUT too: its reason names the pass); then any
+    reason fails the lesson; then, where the workflow compares with evidence,
+    a lesson without evidence for its GPU (offline: for any GPU) has none.
     """
     run = result.run
     if run is not None and run.timed_out:
         result.status = Status.TIMEOUT
     elif run is not None and run.signal:
         result.status = Status.CRASH
+    elif any(p.timed_out for p in result.sanitizers):
+        result.status = Status.TIMEOUT
     elif result.reasons:
         result.status = Status.FAIL
     elif compared and (result.evidence is None or (result.gpu is not None and result.evidence != result.gpu)):

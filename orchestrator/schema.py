@@ -71,8 +71,19 @@ class FieldSpec(Strict):
             raise ValueError("compare 'tolerance' needs rel, abs or both")
         if self.compare is not Compare.tolerance and (self.rel is not None or self.abs is not None):
             raise ValueError(f"rel/abs only apply to compare 'tolerance', not {self.compare.value!r}")
+        if "type" in self.model_fields_set:
+            self.check_type()
+        return self
+
+    def check_type(self, name: str | None = None) -> "FieldSpec":
+        """This spec, once its type is settled: a tolerance is only for numbers.
+
+        A refinement under `fields:` that sets no type takes the one its
+        template declares (`{gflops:float}`), so the check waits until then.
+        """
         if self.compare is Compare.tolerance and self.type not in ("int", "float"):
-            raise ValueError(f"compare 'tolerance' needs a number, not type {self.type!r}")
+            where = f"field {name!r}: " if name else ""
+            raise ValueError(f"{where}compare 'tolerance' needs a number, not type {self.type!r}")
         return self
 
     def convert(self, text: str) -> Any:
@@ -121,6 +132,8 @@ class Pattern:
             unknown = set(regex.groupindex) - set(self.fields)
             for name in unknown:
                 self.fields[name] = FieldSpec()
+            for name, spec in self.fields.items():
+                spec.check_type(name)
             return self.source
         out: list[str] = []
         pos = 0
@@ -145,7 +158,7 @@ class Pattern:
                     spec = spec.model_copy(update={"type": type_})
             elif spec is None:
                 spec = FieldSpec()
-            self.fields[name] = spec
+            self.fields[name] = spec.check_type(name)
             out.append(f"(?P<{name}>{spec.value_regex()})")
             pos = m.end()
         tail = self.source[pos:]
@@ -309,6 +322,8 @@ class TableItem(Strict):
                 raise ValueError(f"row template lacks columns {sorted(missing)}")
             self._row = pattern
             self.columns = {name: pattern.fields[name] for name in self.columns or pattern.fields}
+        for name, spec in self.columns.items():
+            spec.check_type(name)
         if self.key is None and self.keys:
             self.key = key_of_keys(self.table, self.keys, list(self.columns))
         for name in self.key_columns:

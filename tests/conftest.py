@@ -32,6 +32,7 @@ STANDINS = DATA / "standins"
 FAKES = DATA / "fakes"
 SEEDS = DATA / "seeds"
 SANITIZER_DATA = DATA / "sanitizer"
+MULTI = DATA / "multi"
 
 GPU_UUID = "GPU-00000000-test"
 SECOND_GPU_UUID = "GPU-00000001-test"   # with FAKE_GPU_COUNT=2
@@ -61,8 +62,9 @@ LESSONS = {
 REPLAYING = [lesson_id for lesson_id, spec in LESSONS.items() if spec["standin"] == "replay"]
 
 # (lesson, arch, variant) built once per session into the session's cache,
-# which every course tree shares: the cache key holds the source, flags, arch,
-# variant and nvcc version, not the course's folder. Every lesson plain for
+# which every course tree shares: the cache key holds the source and the
+# headers it reads, the flags, arch, variant and nvcc version, neither the
+# course's folder nor the lesson. Every lesson plain for
 # sm_90; the replaying and crashing ones also with -lineinfo (for sanitizer
 # passes); the replaying and hanging ones for sm_75 (record builds every
 # listed architecture).
@@ -259,8 +261,9 @@ def write_course(root: Path, lesson_ids: list[str], architectures: list[str] = (
         source = root / "standins" / f"{spec['standin']}.cu"
         if not source.exists():
             shutil.copyfile(STANDINS / source.name, source)
+        # The stand-ins share a folder (and most of them one source), so each page is named.
         entry = {"id": lesson_id, "day": spec["day"], "title": f"{lesson_id} (stand-in)",
-                 "source": f"standins/{source.name}"}
+                 "source": f"standins/{source.name}", "page": {"path": f"lessons/{lesson_id}/README.md"}}
         if "transcript" in spec:
             shutil.copyfile(SEEDS / spec["transcript"], course.transcript(lesson_id))
             entry["args"] = [str(course.transcript(lesson_id))]
@@ -278,6 +281,19 @@ def write_course(root: Path, lesson_ids: list[str], architectures: list[str] = (
         edit(manifest)
     course.manifest.write_text(yaml.safe_dump(manifest, sort_keys=False, width=1000), encoding="utf-8")
     return course
+
+
+def copy_multi_course(root: Path) -> Course:
+    """tests/data/multi, a course of two programs sharing a folder and a header, with the repository's templates."""
+    shutil.copytree(MULTI, root)
+    shutil.copytree(ROOT / "templates", root / "templates")
+    return Course(root)
+
+
+@pytest.fixture
+def multi_course(tmp_path) -> Course:
+    """copy_multi_course in this test's tmp_path."""
+    return copy_multi_course(tmp_path / "multi")
 
 
 @pytest.fixture
@@ -561,23 +577,15 @@ def nvcc_version() -> str:
 
 
 @pytest.fixture(scope="session")
-def prebuilt(built_in_background, session_dir) -> dict[str, Path]:
+def prebuilt(built_in_background) -> dict[str, Path]:
     """PREBUILT, built in the background into the session's cache: lesson id -> its plain sm_90 binary.
 
-    Lessons played by one stand-in share a cache key, which holds no lesson id;
-    only the folder does: each stand-in is built once per (arch, variant) and
-    its entry copied into the other lessons' folders, as nvcc would have
-    written it there.
+    The cache is content-addressed: lessons played by one stand-in share one
+    entry, so each stand-in is built once per (arch, variant).
     """
-    binaries = {}
-    for lesson_id, arch, variant in PREBUILT:
-        built_by = _PREBUILT_BY[(LESSONS[lesson_id]["standin"], arch, variant)]
-        binary = built_in_background[f"prebuilt {built_by} {arch} {variant}"].binary
-        target = session_dir / "cache" / lesson_id / binary.parent.parent.name / binary.parent.name
-        if not target.exists():
-            shutil.copytree(binary.parent, target)
-        binaries[(lesson_id, arch, variant)] = target / binary.name
-    return {lesson_id: binaries[(lesson_id, "sm_90", "plain")] for lesson_id in LESSONS}
+    return {lesson_id: built_in_background[f"prebuilt {_PREBUILT_BY[(LESSONS[lesson_id]['standin'], 'sm_90', 'plain')]}"
+                                           f" sm_90 plain"].binary
+            for lesson_id in LESSONS}
 
 
 @pytest.fixture(scope="session")

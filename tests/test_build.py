@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shlex
@@ -12,12 +14,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import yaml
 
 from orchestrator.errors import ManifestError
 
 from conftest import FLAGS, SEEDS, STANDINS, write_course
 from orchestrator import process
-from orchestrator.build import build_lesson, cache_key, check_arch, nvcc_command
+from orchestrator.build import (build_lesson, cache_key, check_arch, headers_key, local_files, nvcc_command,
+                                parse_dependencies)
+from orchestrator.pipeline import build_many
 from orchestrator.errors import BuildError, UsageError
 from orchestrator.process import run_command
 
@@ -53,7 +58,15 @@ def nvcc_would_run(argv, **kwargs):
 def nvcc_argv(flags: list[str], arch: str, output: Path, source: Path, lineinfo: bool = False) -> list[str]:
     """The nvcc command coursectl runs for a build, written out."""
     return [NVCC, *flags, *(["-lineinfo"] if lineinfo else []), f"-arch={arch}", "--resource-usage",
-            "-o", str(output), str(source)]
+            "-MD", "-MF", f"{output}.d", "-o", str(output), str(source)]
+
+
+def entry_of(cache: Path, source: bytes, flags: list[str], arch: str, nvcc_version: str, variant: str = "plain",
+             binary: str = "replay", headers: dict[str, str] | None = None) -> Path:
+    """The cache entry of a build: no lesson id, the source's key, then its headers' key."""
+    key = cache_key(source, [*flags, *(["-lineinfo"] if variant == "lineinfo" else [])], arch, nvcc_version, variant,
+                    binary)
+    return cache / f"{arch}-{variant}" / key / headers_key(headers or {})
 
 
 def output_of(argv: list[str]) -> Path:
@@ -62,8 +75,9 @@ def output_of(argv: list[str]) -> Path:
 
 
 def is_build_folder(folder: Path, entry: Path) -> bool:
-    """Whether `folder` is the folder of one build of the cache entry `entry`: beside it, named for it."""
-    return folder.parent == entry.parent and re.fullmatch(rf"\.{entry.name}\.\w+\.build", folder.name) is not None
+    """Whether `folder` is the folder of one build of the cache entry `entry`: beside it, named for its source's key."""
+    return folder.parent == entry.parent and re.fullmatch(rf"\.{entry.parent.name}\.\w+\.build",
+                                                          folder.name) is not None
 
 
 def files_under(folder: Path) -> list[str]:
@@ -91,7 +105,7 @@ def own_cache_built(own_cache, prebuilt) -> Path:
     need not be built again by nvcc first.
     """
     entry = prebuilt[LESSON].parent
-    shutil.copytree(entry, own_cache / LESSON / entry.parent.name / entry.name)
+    shutil.copytree(entry, own_cache / entry.parent.parent.name / entry.parent.name / entry.name)
     return own_cache
 
 
@@ -99,8 +113,8 @@ def own_cache_built(own_cache, prebuilt) -> Path:
 def test_build_then_cached(tmp_path, own_cache, nvcc_version):
     manifest, lesson = load(tmp_path / "course")
     source = manifest.source_path(lesson)
-    key = cache_key(source.read_bytes(), FLAGS, "sm_90", nvcc_version, "plain")
-    binary = own_cache / LESSON / "sm_90-plain" / key / "replay"
+    entry = entry_of(own_cache, source.read_bytes(), FLAGS, "sm_90", nvcc_version)
+    binary = entry / "replay"
     command = nvcc_argv(FLAGS, "sm_90", binary, source)
 
     runner = CountingRunner()
@@ -115,8 +129,9 @@ def test_build_then_cached(tmp_path, own_cache, nvcc_version):
         LESSON, "sm_90", "plain", binary, False)
     assert first.command == command == nvcc_command(NVCC, manifest, lesson, "sm_90", binary)
     assert first.diagnostics == ""
-    assert files_under(own_cache) == [f"{LESSON}/sm_90-plain/{key}/build.json",
-                                      f"{LESSON}/sm_90-plain/{key}/replay"]
+    assert first.sources == {"standins/replay.cu": hashlib.sha256(source.read_bytes()).hexdigest()}
+    where = entry.relative_to(own_cache).as_posix()
+    assert files_under(own_cache) == [f"{where}/build.json", f"{where}/replay", f"{where}/replay.d"]
     seed = SEEDS / "shared_memory.txt"
     assert run_command([binary, seed], timeout=30).stdout == seed.read_bytes()
 
@@ -124,6 +139,7 @@ def test_build_then_cached(tmp_path, own_cache, nvcc_version):
     second = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=runner)
     assert runner.count == 0
     assert (second.binary, second.cached, second.command, second.diagnostics) == (binary, True, command, "")
+    assert second.sources == first.sources
 
 
 @pytest.mark.slow
@@ -140,11 +156,11 @@ def test_a_change_rebuilds(tmp_path, prebuilt, nvcc_version, what):
     source = manifest.source_path(lesson)
     if what == "source":
         source.write_text(source.read_text() + "// changed\n")
-    arch = "sm_80" if what == "arch" else "sm_90"   # the session's cache holds sm_90 and sm_75 builds
+    arch = "sm_80" if what == "arch" else "sm_90"   # the cache is shared: an architecture no other test builds
     runner = CountingRunner()
     rebuilt = build_lesson(manifest, lesson, arch, NVCC, nvcc_version, runner=runner)
     assert (runner.count, rebuilt.cached, rebuilt.arch) == (1, False, arch)
-    assert rebuilt.binary.parent.parent.name == f"{arch}-plain"
+    assert rebuilt.binary.parent.parent.parent.name == f"{arch}-plain"
     assert rebuilt.binary != prebuilt[LESSON]
     assert rebuilt.command == nvcc_argv(manifest.flags(lesson), arch, rebuilt.binary, source)
     assert prebuilt[LESSON].is_file()
@@ -168,7 +184,8 @@ def test_lineinfo_variant_is_its_own_entry(tmp_path, own_cache, nvcc_version):
     runner = CountingRunner()
     built = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, variant="lineinfo", runner=runner)
     assert runner.count == 1
-    assert (built.variant, built.cached, built.binary.parent.parent.name) == ("lineinfo", False, "sm_90-lineinfo")
+    assert (built.variant, built.cached) == ("lineinfo", False)
+    assert built.binary.parent.parent.parent.name == "sm_90-lineinfo"
     assert built.command == nvcc_argv(FLAGS, "sm_90", built.binary, manifest.source_path(lesson), lineinfo=True)
 
 
@@ -193,9 +210,8 @@ def test_syntax_error(tmp_path, own_cache, nvcc_version):
     error = caught.value
     assert (error.path, error.line) == (str(source), 6)
     assert error.hint == "fix the diagnostics above; the lesson was not run"
-    key = cache_key(BROKEN.encode(), FLAGS, "sm_90", nvcc_version, "plain")
     output = output_of(runner.commands[0])
-    assert is_build_folder(output.parent, own_cache / LESSON / "sm_90-plain" / key)
+    assert is_build_folder(output.parent, entry_of(own_cache, BROKEN.encode(), FLAGS, "sm_90", nvcc_version))
     assert error.message.splitlines() == [f"nvcc failed for lesson {LESSON!r} (sm_90):",
                                           f"$ {shlex.join(nvcc_argv(FLAGS, 'sm_90', output, source))}",
                                           "exit status 2",
@@ -233,7 +249,7 @@ def test_interrupted_build_leaves_no_entry(tmp_path, own_cache, nvcc_version):
 
     with pytest.raises(KeyboardInterrupt):
         build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=interrupted)
-    assert outputs[0].parent.parent.parent == own_cache / LESSON
+    assert outputs[0].parent.parent.parent == own_cache / "sm_90-plain"
     assert files_under(own_cache) == []
 
     with pytest.raises(Ran):
@@ -244,8 +260,7 @@ def test_binary_without_its_stamp_is_rebuilt(tmp_path, own_cache, nvcc_version):
     """Interrupted after the rename but before build.json: the entry is not trusted."""
     manifest, lesson = load(tmp_path / "course")
     source = manifest.source_path(lesson)
-    key = cache_key(source.read_bytes(), FLAGS, "sm_90", nvcc_version, "plain")
-    entry = own_cache / LESSON / "sm_90-plain" / key
+    entry = entry_of(own_cache, source.read_bytes(), FLAGS, "sm_90", nvcc_version)
     entry.mkdir(parents=True)
     (entry / "replay").write_bytes(b"\x7fELF not from this build")
     with pytest.raises(Ran):
@@ -308,9 +323,9 @@ def test_builds_of_one_entry_at_once_each_write_their_own_files(tmp_path, own_ca
                                                       runner=overlapping), range(3)))
     assert len(set(outputs)) == 3
     [binary] = {build.binary for build in builds}
-    key = binary.parent.name
-    assert files_under(own_cache) == [f"{LESSON}/sm_90-plain/{key}/build.json", f"{LESSON}/sm_90-plain/{key}/replay"]
-    assert sorted(p.name for p in binary.parent.parent.iterdir()) == [key]
+    where = binary.parent.relative_to(own_cache).as_posix()
+    assert files_under(own_cache) == [f"{where}/build.json", f"{where}/replay", f"{where}/replay.d"]
+    assert sorted(p.name for p in binary.parent.parent.iterdir()) == [binary.parent.name]
     seed = SEEDS / "shared_memory.txt"
     assert run_command([binary, seed], timeout=30).stdout == seed.read_bytes()
     again = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run)
@@ -345,7 +360,8 @@ def test_an_interrupted_build_leaves_no_temporary_files(tmp_path, own_cache, nvc
         build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=interrupted_once_it_writes)
     assert any(name.startswith("tmpxft_") for name in seen)
     assert files_under(own_cache) == []
-    assert list((own_cache / LESSON / "sm_90-plain").iterdir()) == []
+    [group] = (own_cache / "sm_90-plain").iterdir()
+    assert list(group.iterdir()) == []
 
 
 # -- the cache stamp ------------------------------------------------------------------------------
@@ -355,11 +371,13 @@ CORRUPT_STAMPS = [
     (b"\x00\xff\xfe\x7fELF", "'utf-8' codec can't decode byte 0xff in position 1: invalid start byte"),
     (b"", "Expecting value: line 1 column 1 (char 0)"),
     (b'{"command": [], "diagnostics": "", "seconds": 1.0}', "not the stamp a build writes"),
+    (b'{"command": [], "diagnostics": "", "seconds": 1.0, "binary_sha256": "00"}', "not the stamp a build writes"),
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stamp, why", CORRUPT_STAMPS, ids=["truncated", "list", "binary", "empty", "no-sha256"])
+@pytest.mark.parametrize("stamp, why", CORRUPT_STAMPS, ids=["truncated", "list", "binary", "empty", "no-sha256",
+                                                            "no-headers"])
 def test_a_corrupt_stamp_is_a_cache_miss_said_in_a_note(tmp_path, own_cache_built, nvcc_version, stamp, why):
     manifest, lesson = load(tmp_path / "course")
     built = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run)
@@ -404,3 +422,110 @@ def test_an_architecture_that_is_not_one_is_refused_before_anything_is_made(tmp_
 @pytest.mark.parametrize("arch", ["sm_75", "sm_90", "sm_90a", "sm_100f", "sm_121"])
 def test_architectures_like_the_manifests_pass(arch):
     assert check_arch(arch) == arch
+
+
+# -- lessons of more than one file ------------------------------------------------------------------
+CHECK = "lessons/ext/common/check.cuh"
+
+
+def test_nvcc_dependency_list_is_read_with_its_escapes():
+    text = ("/tmp/my\\ course/x/a : /tmp/my\\ course/x/a\\ b.cu \\\n"
+            "    /usr/include/stdc-predef.h \\\n"
+            "    com\\ mon/check.cuh \\\n"
+            "    cost$$.h\n")
+    assert parse_dependencies(text) == ["/tmp/my course/x/a b.cu", "/usr/include/stdc-predef.h",
+                                        "com mon/check.cuh", "cost$.h"]
+    assert parse_dependencies("") == []
+
+
+def test_only_files_inside_the_course_are_local(tmp_path):
+    root = tmp_path / "course"
+    folder = root / "lessons" / "ext"
+    (folder / "common").mkdir(parents=True)
+    listed = [str(folder / "a.cu"), "/usr/include/stdio.h", "common/check.cuh", "../../../outside.h",
+              "./common/check.cuh", "/usr/local/cuda/bin/../targets/x86_64-linux/include/cuda_runtime.h"]
+    assert local_files(listed, folder, root) == [folder / "a.cu", folder / "common" / "check.cuh"]
+
+
+def test_nvcc_runs_in_the_sources_folder_so_relative_include_paths_are_its(multi_course, own_cache, nvcc_version,
+                                                                           monkeypatch, tmp_path):
+    """-Icommon means lessons/ext/common wherever coursectl is started, as it does in the page's command."""
+    monkeypatch.chdir(tmp_path)
+    manifest = multi_course.load()
+    lesson = manifest.lesson("day02-sum")
+    runner = CountingRunner()
+    cwd = []
+    built = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version,
+                         runner=lambda argv, **kw: cwd.append(kw["cwd"]) or runner(argv, **kw))
+    assert cwd == [multi_course.root / "lessons" / "ext"]
+    assert "-Icommon" in runner.commands[0]
+    check = multi_course.root / CHECK
+    source = manifest.source_path(lesson)
+    assert built.sources == {"lessons/ext/sum.cu": hashlib.sha256(source.read_bytes()).hexdigest(),
+                             CHECK: hashlib.sha256(check.read_bytes()).hexdigest()}
+    assert json.loads((built.binary.parent / "build.json").read_text())["headers"] == {
+        "common/check.cuh": hashlib.sha256(check.read_bytes()).hexdigest()}
+    numbers = multi_course.root / "lessons/ext/data/numbers.txt"
+    assert run_command([built.binary, numbers], timeout=30).stdout == (
+        f"sum of 5 numbers from {numbers} = 15\nbuilt with check.cuh version 1\n".encode())
+
+
+def test_editing_a_header_rebuilds_and_says_which_file_changed(multi_course, own_cache, nvcc_version):
+    manifest = multi_course.load()
+    lesson = manifest.lesson("day02-sum")
+    first = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version)
+    assert build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run).cached
+
+    check = multi_course.root / CHECK
+    original = check.read_text()
+    check.write_text(original.replace("#define CHECK_VERSION 1", "#define CHECK_VERSION 2"))
+    runner = CountingRunner()
+    rebuilt = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=runner)
+    assert (runner.count, rebuilt.cached) == (1, False)
+    assert rebuilt.notes == [f"{CHECK} changed since the cached build; rebuilt"]
+    assert rebuilt.binary != first.binary and first.binary.is_file()
+    assert rebuilt.sources[CHECK] == hashlib.sha256(check.read_bytes()).hexdigest() != first.sources[CHECK]
+    numbers = multi_course.root / "lessons/ext/data/numbers.txt"
+    assert run_command([rebuilt.binary, numbers], timeout=30).stdout.endswith(b"check.cuh version 2\n")
+    again = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run)
+    assert (again.cached, again.binary, again.notes) == (True, rebuilt.binary, [])
+
+    check.write_text(original)   # content-addressed: the first entry is found again, nothing is built
+    back = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run)
+    assert (back.cached, back.binary, back.sources) == (True, first.binary, first.sources)
+
+
+def test_a_header_that_is_gone_is_rebuilt_and_nvcc_says_so(multi_course, own_cache, nvcc_version):
+    manifest = multi_course.load()
+    lesson = manifest.lesson("day02-sum")
+    build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version)
+    (multi_course.root / CHECK).unlink()
+    with pytest.raises(BuildError) as caught:
+        build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version)
+    assert "check.cuh" in caught.value.message
+
+
+def test_two_lessons_sharing_a_source_and_flags_build_once(multi_course, own_cache, nvcc_version, fake_gpu):
+    """The cache is content-addressed and the scheduler builds shared inputs once, whichever lessons share them."""
+    def twice(manifest: dict) -> None:
+        again = dict(manifest["lessons"][1], id="day03-sum-again", day=3, page={"path": "lessons/ext/again.md"})
+        manifest["lessons"].append(again)
+    data = yaml.safe_load(multi_course.manifest.read_text())
+    twice(data)
+    multi_course.manifest.write_text(yaml.safe_dump(data, sort_keys=False))
+    manifest = multi_course.load()
+    from orchestrator.toolchain import discover
+    toolchain = discover()
+    runner = CountingRunner()
+    jobs = [(manifest.lesson("day02-sum"), "sm_90"), (manifest.lesson("day03-sum-again"), "sm_90")]
+    built = build_many(manifest, jobs, toolchain, 2, runner)
+    assert runner.count == 1
+    (_, _, first), (_, _, second) = built
+    assert (first.lesson, second.lesson, first.binary) == ("day02-sum", "day03-sum-again", second.binary)
+    assert (second.cached, second.notes) == (
+        True, ["the same build as lesson 'day02-sum': one source, flags and architecture"])
+    # and across runs too: a later build of either lesson is the same cache entry, whatever its id
+    alone = build_lesson(manifest, manifest.lesson("day03-sum-again"), "sm_90", NVCC, nvcc_version,
+                         runner=nvcc_would_run)
+    assert (alone.cached, alone.binary) == (True, first.binary)
+    assert [p.name for p in own_cache.iterdir()] == ["sm_90-plain"]

@@ -187,6 +187,7 @@ def test_record_then_verify_passes_with_the_field_table(course, fake_sanitizer, 
         "nvcc_version": nvcc_version, "arch": "sm_90", "flags": ["-std=c++17", "-O3"],
         "source_sha256": hashlib.sha256(source).hexdigest(), "exit_status": 0,
         "coursectl_version": __version__, "sanitizer_version": "2025.3.1.0", "files": {}}
+    assert meta["sources"] == {"standins/replay.cu": hashlib.sha256(source).hexdigest()}   # it includes no header
 
     result = coursectl("verify", "--all", "-vv")
     assert (result.exit_code, result.stderr) == (0, "")
@@ -517,6 +518,24 @@ def test_sanitize_fails_when_the_race_is_not_found(course, fake_sanitizer, prebu
     assert statuses(result.stdout, "sanitize") == {"day14-syncthreads": "FAIL"}
     assert after(result.stdout, "sanitize") == [
         "day14-syncthreads: racecheck: expected a finding in reverseTileRacy, none reported"]
+
+
+def test_a_sanitizer_pass_past_its_timeout_is_timeout_naming_the_pass(course, fake_sanitizer, monkeypatch, prebuilt):
+    """Not "racecheck FAIL": the lesson is TIMEOUT, and the reason says which pass ran how long."""
+    sanitizers = {"day14-syncthreads": {"memcheck": {}, "racecheck": {"timeout": 0.5}}}
+    course(["day14-syncthreads"], sanitizers=sanitizers)
+    monkeypatch.setenv("FAKE_SANITIZER_RACECHECK_SLEEP", "30")
+    result = coursectl("verify", "day14-syncthreads", "-q", "--json", "report.json")
+    assert result.exit_code == 1
+    assert table(seconds_masked(result.stdout), "verify")[1] == [
+        "day14-syncthreads", "TIMEOUT", GPU_SLUG, "-", "T s", "memcheck ok T s, racecheck TIMEOUT T s", "T s"]
+    [reason] = after(result.stdout, "verify")
+    assert re.fullmatch(r"day14-syncthreads: racecheck: timed out: killed after 0\.\d s \(timeout 0\.5 s\) "
+                        r"with its process group", reason), reason
+    assert tally_line(result.stdout) == "0 passed, 1 failed (1 timed out) in T s"
+    [lesson] = json.loads(Path("report.json").read_text())["results"]
+    racecheck = [p for p in lesson["sanitizers"] if p["tool"] == "racecheck"][0]
+    assert (lesson["status"], racecheck["timed_out"]) == ("TIMEOUT", True)
 
 
 def test_verify_memcheck_names_the_out_of_bounds_kernel(course, fake_sanitizer, monkeypatch, prebuilt, tmp_path):

@@ -221,14 +221,14 @@ def test_a_lesson_nvcc_refuses_fails_and_the_others_still_run(course, fake_gpu, 
         "lessons.yaml's order\n"))
     assert statuses(result.stdout) == {"day16-tiled-matmul": "FAIL", "day13-shared-memory": "NO_EVIDENCE"}
     [broken, other] = json.loads(report.read_text())["results"]
-    key = cache_key(source.read_bytes(), ["-std=c++17", "-O3"], "sm_90", nvcc_version, "plain")
-    entry = Path(os.environ["COURSECTL_CACHE"]) / "day16-tiled-matmul" / "sm_90-plain" / key
+    key = cache_key(source.read_bytes(), ["-std=c++17", "-O3"], "sm_90", nvcc_version, "plain", "broken")
+    group = Path(os.environ["COURSECTL_CACHE"]) / "sm_90-plain" / key
     output = Path(re.search(r" -o (\S+) ", broken["reasons"][0])[1])   # in the build's own folder, gone since
-    assert (output.name, output.parent.parent) == ("broken", entry.parent)
+    assert (output.name, output.parent.parent) == ("broken", group)
     assert re.fullmatch(rf"\.{key}\.\w+\.build", output.parent.name)
     assert (broken["run"], broken["reasons"]) == (None, [
         f"{source}:3: nvcc failed for lesson 'day16-tiled-matmul' (sm_90):\n"
-        f"$ {shutil.which('nvcc')} -std=c++17 -O3 -arch=sm_90 --resource-usage -o "
+        f"$ {shutil.which('nvcc')} -std=c++17 -O3 -arch=sm_90 --resource-usage -MD -MF {output}.d -o "
         f"{output} {source}\n"
         "exit status 2\n"
         "stderr (last lines):\n"
@@ -237,7 +237,7 @@ def test_a_lesson_nvcc_refuses_fails_and_the_others_still_run(course, fake_gpu, 
         "  ^\n"
         "\n"
         f'1 error detected in the compilation of "{source}".'])
-    assert files_under(entry) == []
+    assert files_under(group) == []
     assert other["run"]["exit_status"] == 0
 
 

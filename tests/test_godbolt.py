@@ -76,3 +76,27 @@ def test_lz_string_matches_the_javascript_original_byte_for_byte():
     done = subprocess.run(["node", "-e", script, str(NODE_MODULES / "lz-string")], input=json.dumps(texts),
                           capture_output=True, text=True, timeout=60, check=True)
     assert json.loads(done.stdout) == [compress_to_base64(text) for text in texts]
+
+
+def test_a_source_with_headers_opens_as_a_tree_holding_every_file():
+    """Compiler Explorer's multi-file state: a tree of files, the main one named example.cu, compiled as a tree."""
+    headers = {"common/check.cuh": "#pragma once\n#define CHECK(x) (x)\n", "util.cuh": "// 'quotes' and (parens)!\n"}
+    url = godbolt_url("#include \"check.cuh\"\nint main() {}\n", "cuda", "nvcc130", "-O3 -Icommon", headers)
+    tree, editor, compiler = decode_godbolt(url)["content"][0]["content"]
+    assert (tree["componentName"], editor["componentName"], compiler["componentName"]) == (
+        "tree", "codeEditor", "compiler")
+    state = tree["componentState"]
+    assert (state["id"], state["isCMakeProject"], state["compilerLanguageId"], state["newFileId"]) == (
+        1, False, "cuda", 4)
+    assert [(f["fileId"], f["filename"], f["isMainSource"], f["isIncluded"], f["isOpen"], f["editorId"])
+            for f in state["files"]] == [(1, "example.cu", True, True, True, 1),
+                                         (2, "common/check.cuh", False, True, False, -1),
+                                         (3, "util.cuh", False, True, False, -1)]
+    assert {f["filename"]: f["content"] for f in state["files"]} == {
+        "example.cu": "#include \"check.cuh\"\nint main() {}\n", **headers}
+    assert editor["componentState"] == {"id": 1, "lang": "cuda", "source": "#include \"check.cuh\"\nint main() {}\n"}
+    assert compiler["componentState"] == {"tree": 1, "lang": "cuda", "compiler": "nvcc130", "options": "-O3 -Icommon"}
+
+
+def test_without_headers_the_link_is_the_single_file_one():
+    assert godbolt_url("int x;\n", "cuda", "nvcc130", "-O3", {}) == godbolt_url("int x;\n", "cuda", "nvcc130", "-O3")

@@ -275,6 +275,36 @@ def test_tolerance_without_bounds(tmp_path):
                           "compare 'tolerance' needs rel, abs or both")
 
 
+def test_a_refinement_keeps_the_type_its_template_declares(tmp_path):
+    """`{gflops:float}` in the line and a rule under `fields:` that sets no type: the field stays a float."""
+    text = edited('        - line: "n = {n:int}"\n',
+                  '        - line: "n = {n:int}, {gflops:float} GFLOP/s"\n'
+                  '          fields: {gflops: {compare: tolerance, rel: 0.3}, n: {label: count}}\n')
+    lesson = load_manifest(write(tmp_path, text)).lesson("hello")
+    fields = lesson.output.items[0].names
+    assert (fields["gflops"].type, fields["gflops"].compare, fields["gflops"].rel) == ("float", Compare.tolerance, 0.3)
+    assert (fields["n"].type, fields["n"].label) == ("int", "count")
+    assert lesson.output.items[0].pattern.match("n = 3, 1.5 GFLOP/s") == {"n": 3, "gflops": 1.5}
+
+
+def test_a_tolerance_on_a_field_without_a_number_type_names_the_field(tmp_path):
+    path, error = manifest_error(tmp_path, edited(
+        '        - line: "n = {n:int}"\n',
+        '        - line: "n = {n:int} on {gpu}"\n'
+        '          fields: {gpu: {compare: tolerance, rel: 0.3}}\n'))
+    assert str(error) == (f"{path}:9: lesson 'hello': output.items[0]: field 'gpu': "
+                          "compare 'tolerance' needs a number, not type 'str'")
+
+
+def test_a_refinement_setting_another_type_than_the_template_is_refused(tmp_path):
+    path, error = manifest_error(tmp_path, edited(
+        '        - line: "n = {n:int}"\n',
+        '        - line: "n = {n:int}"\n'
+        '          fields: {n: {type: float}}\n'))
+    assert str(error) == (f"{path}:9: lesson 'hello': output.items[0]: field 'n' is 'int' in the pattern "
+                          "but 'float' in fields")
+
+
 # --- claims ---------------------------------------------------------------------
 
 
@@ -459,6 +489,25 @@ def test_a_page_figure_must_be_a_number(tmp_path):
     text = edited('        - line: "n = {n:int}"\n', '        - line: "n = {n:int} {unit:word}"\n', with_page(PAGE))
     path, error = manifest_error(tmp_path, edited("        - gbps\n", "        - unit\n", text))
     assert str(error) == f"{path}:17: lesson 'hello': page.figures[0].field: unit is of type word, not a number"
+
+
+def test_a_page_lies_beside_its_source_unless_page_path_says_otherwise(tmp_path):
+    text = edited("    source: hello.cu\n", "    source: hello.cu\n    page: {path: pages/hello.md}\n")
+    text += SECOND_LESSON
+    manifest = load_manifest(write(tmp_path, text))
+    assert [lesson.page_path for lesson in manifest.lessons] == [Path("pages/hello.md"), Path("README.md")]
+
+
+@pytest.mark.parametrize("page, message", [
+    ("/tmp/hello.md", "/tmp/hello.md is absolute; give it relative to the course root ROOT"),
+    ("../hello.md", "../hello.md lies outside the course root ROOT"),
+    ("hello.html", "hello.html is not a Markdown file: a page's name ends in .md"),
+    ("README.md", "README.md is the course's README.md, which holds the lessons table"),
+    ("./x/../README.md", "x/../README.md is the course's README.md, which holds the lessons table"),
+])
+def test_a_page_path_render_may_not_own_is_refused(tmp_path, page, message):
+    path, error = manifest_error(tmp_path, edited("    source: hello.cu\n", f"    source: hello.cu\n    page: {{path: {page}}}\n"))
+    assert str(error) == f"{path}:7: lesson 'hello': page.path: {message.replace('ROOT', str(tmp_path.resolve()))}"
 
 
 # --- names are matched whole: a trailing newline is not part of a name ------------

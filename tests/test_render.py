@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from godbolt_decoder import decode_godbolt
-from orchestrator.errors import EvidenceError, TemplateError
+from orchestrator.errors import EvidenceError, ManifestError, TemplateError
 from orchestrator.evidence import EvidenceMeta, lesson_digest, write_evidence
 from orchestrator.figures import nice_ceiling_above
 from orchestrator.manifest import load_manifest
@@ -761,6 +761,69 @@ def test_rewrite_header_adds_what_is_missing():
         "// Title\r\n// Build: b\r\n// Run:   ./r\r\n// Verified: no evidence recorded yet.\r\nint x;\r\n")
 
 
+HEADER = ["// Build: b", "// Run:   ./r", "// Verified: no evidence recorded yet."]
+GENERATED = "".join(line + "\n" for line in HEADER)
+NVIDIA_NOTICE = ("/* Copyright (c) 2022, NVIDIA CORPORATION. All rights reserved.\n"
+                 " *\n"
+                 " * Redistribution and use in source and binary forms, with or without\n"
+                 " * modification, are permitted provided that the following conditions are met: ...\n"
+                 " */\n")
+
+
+@pytest.mark.parametrize("before, after", [
+    # cuda-samples: a block comment, a blank line, the code.
+    (NVIDIA_NOTICE + "\n#include <cstdio>\n", NVIDIA_NOTICE + GENERATED + "\n#include <cstdio>\n"),
+    # no blank line after the notice: one is added after the lines.
+    ("/* Copyright 2024 A. Author */\nint x;\n", "/* Copyright 2024 A. Author */\n" + GENERATED + "\nint x;\n"),
+    # lines an older render wrote above the notice move below it, the notice untouched.
+    ("// Build: old\n// Run:   ./old\n// Verified: old\n\n" + NVIDIA_NOTICE + "\nint x;\n",
+     NVIDIA_NOTICE + GENERATED + "\nint x;\n"),
+    # a notice of // lines: after its last paragraph, and a lesson comment after it keeps them at its end.
+    ("//===- x.cu -===//\n// Part of the LLVM Project, under the Apache License v2.0\n"
+     "// SPDX-License-Identifier: Apache-2.0\n//===------===//\n\nint x;\n",
+     "//===- x.cu -===//\n// Part of the LLVM Project, under the Apache License v2.0\n"
+     "// SPDX-License-Identifier: Apache-2.0\n//===------===//\n" + GENERATED + "\nint x;\n"),
+    ("// SPDX-License-Identifier: MIT\nint x;\n", "// SPDX-License-Identifier: MIT\n" + GENERATED + "\nint x;\n"),
+    ("/* Copyright X */\n\n// What this sample does.\n\nint x;\n",
+     "/* Copyright X */\n\n// What this sample does.\n//\n" + GENERATED + "\nint x;\n"),
+    # a block comment that is no notice is the lesson's own: the lines go above it, as before.
+    ("/* What this sample does. */\nint x;\n", GENERATED + "\n/* What this sample does. */\nint x;\n"),
+], ids=["cuda-samples", "no-blank-line", "moved-below", "llvm-banner", "spdx-line", "notice-then-comment",
+        "no-notice"])
+def test_the_header_lines_go_after_a_licence_notice_never_above_it(before, after):
+    assert rewrite_header(before, HEADER) == after
+    assert rewrite_header(after, HEADER) == after
+
+
+def test_lesson_digest_ignores_the_header_lines_wherever_they_sit(tmp_path):
+    def digest(text: str) -> str:
+        path = tmp_path / "x.cu"
+        path.write_text(text, encoding="utf-8")
+        return lesson_digest(path)
+
+    plain = NVIDIA_NOTICE + "\nint x;\n"
+    placed = [GENERATED + plain, NVIDIA_NOTICE + GENERATED + "\nint x;\n",
+              NVIDIA_NOTICE + "\n" + GENERATED + "int x;\n"]
+    assert {digest(text) for text in placed} == {digest(plain)}
+    assert digest(NVIDIA_NOTICE + "int x;\n") != digest(plain)   # a blank line is the source's own
+
+
+def test_a_source_the_course_must_not_edit_is_never_written(course):
+    """`source_header: false`: render and render --check leave the file alone, byte for byte."""
+    source = course / "lessons/day02-sum/sum.cu"
+    text = NVIDIA_NOTICE + "\nint main() { return 0; }\n"
+    source.write_text(text, encoding="utf-8")
+    manifest = course / "lessons.yaml"
+    manifest.write_text(manifest.read_text().replace(
+        "    source: lessons/day02-sum/sum.cu\n", "    source: lessons/day02-sum/sum.cu\n    source_header: false\n"))
+    pages = render(course)
+    assert "lessons/day02-sum/sum.cu" not in by_name(pages)
+    write_pages(pages)
+    assert source.read_bytes() == text.encode()
+    assert diff_pages(render(course)) == ""
+    assert "nvcc -std=c++17 -O3 -arch=sm_75 -o sum sum.cu" in (course / "lessons/day02-sum/README.md").read_text()
+
+
 @pytest.mark.parametrize("value, ceiling", [(6726.0, 8000.0), (2.109, 2.5), (0.0102, 0.012), (533.3, 600.0),
                                             (1.0, 1.0), (0.0, 1.0), (97.0, 100.0)])
 def test_nice_ceiling(value, ceiling):
@@ -1001,6 +1064,24 @@ def test_day_71_charts_its_error_ratio_against_k_beside_its_times():
             '    x-axis ["matmulTiledF32", "matmulF16StoreF32Acc", "matmulF16StoreF16Acc"]\n'
             '    y-axis "ms" 0 --> 0.012\n    bar [0.01, 0.0094, 0.009]\n```\n') in page
     assert "Percentages" not in page   # no rate among its figures
+
+
+def test_a_page_that_would_be_the_index_or_a_prose_file_is_refused(course):
+    """A source at the course root would put its page on the README holding the lessons table."""
+    shutil.copyfile(course / "lessons/day02-sum/sum.cu", course / "sum.cu")
+    manifest = course / "lessons.yaml"
+    manifest.write_text(manifest.read_text().replace("source: lessons/day02-sum/sum.cu", "source: sum.cu"))
+    with pytest.raises(ManifestError) as caught:
+        render(course)
+    assert str(caught.value) == (f"{manifest}:35: lesson 'day02-sum': its page, beside its source, would be "
+                                 "README.md, the course's index")
+    assert caught.value.hint == "give the page a name of its own: page: {path: sum.md}"
+    manifest.write_text(manifest.read_text().replace(
+        "source: sum.cu", "source: sum.cu\n    page: {path: lessons/day01-scale/prose.md}"))
+    with pytest.raises(ManifestError) as caught:
+        render(course)
+    assert str(caught.value) == (f"{manifest}:39: lesson 'day02-sum': its page.path would be "
+                                 "lessons/day01-scale/prose.md, the prose of lesson 'day01-scale'")
 
 
 def test_the_index_lists_lessons_in_day_order(course):

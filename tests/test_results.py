@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.results import LessonResult, RunInfo, Status, settle, stopped
+from orchestrator.results import LessonResult, PassResult, RunInfo, Status, settle, stopped
 
 
 def run(**kwargs) -> RunInfo:
@@ -22,8 +22,13 @@ def run(**kwargs) -> RunInfo:
     (dict(gpu=None, evidence="tesla-t4"), True, Status.PASS),          # offline: any GPU's evidence
     (dict(gpu=None, evidence=None), True, Status.NO_EVIDENCE),
     (dict(gpu="nvidia-h200", evidence=None), False, Status.PASS),      # nothing was compared
+    (dict(run=run(), sanitizers=[PassResult(tool="memcheck", problems=["memcheck: unexpected error"]),
+                                 PassResult(tool="racecheck", timed_out=True, problems=["racecheck: timed out"])],
+          reasons=["memcheck: unexpected error", "racecheck: timed out"]), True, Status.TIMEOUT),
+    (dict(run=run(), sanitizers=[PassResult(tool="memcheck", problems=["memcheck: unexpected error"])],
+          reasons=["memcheck: unexpected error"]), True, Status.FAIL),
 ], ids=["timeout", "signal", "reasons", "build", "no-evidence", "other-gpu", "pass", "offline-pass",
-        "offline-none", "not-compared"])
+        "offline-none", "not-compared", "sanitizer-timeout", "sanitizer-fail"])
 def test_settle(found, compared, status):
     assert settle(LessonResult(lesson="x", **found), compared).status is status
 
