@@ -8,9 +8,11 @@ share), with every build warm and every sanitizer pass run (--rerun-sanitizers):
   t1  verify --all --gpus 0
   tn  verify --all (every GPU)
 
+With --no-sanitize, the lessons' timed runs alone (no sanitizer pass).
+
 and writes {"format": 1, "gpus": N, "t1": ..., "tn": ..., "speedup": t1 / tn, ...}.
 
-    python3 bench/gpus.py [--copies 3] [--out bench/results/NAME-gpus.json]
+    python3 bench/gpus.py [--copies 3] [--no-sanitize] [--out bench/results/NAME-gpus.json]
 
 It needs at least two GPUs; with fewer it says so in one line and exits 3.
 """
@@ -66,6 +68,7 @@ def timed(args: list[str], cwd: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--copies", type=int, default=3)
+    parser.add_argument("--no-sanitize", action="store_true", help="time the runs alone, without sanitizer passes")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     toolchain = discover()
@@ -74,13 +77,14 @@ def main() -> None:
         sys.exit(3)
     with tempfile.TemporaryDirectory(prefix="coursectl-gpus-") as tmp:
         course = scratch_course(args.copies, Path(tmp))
-        verify = ["verify", "--all", "-q", "--rerun-sanitizers"]
+        verify = ["verify", "--all", "-q", *(["--no-sanitize"] if args.no_sanitize else ["--rerun-sanitizers"])]
         timed(verify + ["--gpus", "0"], course)   # warms the build cache; the passes run again below
         t1 = timed(verify + ["--gpus", "0"], course)
         tn = timed(verify, course)
         lessons = len(yaml.safe_load((course / "lessons.yaml").read_text())["lessons"])
     result = {"format": 1, "date": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
               "gpu": toolchain.gpus[0].name, "gpus": len(toolchain.gpus), "lessons": lessons,
+              "sanitizer_passes": not args.no_sanitize,
               "t1": round(t1, 2), "tn": round(tn, 2), "speedup": round(t1 / tn, 3)}
     print(json.dumps(result, indent=2))
     if args.out:
