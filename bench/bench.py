@@ -4,13 +4,22 @@
 Measures, in one run:
   (a) a plain shell script doing the same work lesson by lesson: nvcc, the
       -lineinfo build, the run, the sanitizer passes, one after another;
-  (b) `coursectl verify --all` with an empty build cache;
-  (c) `coursectl verify --all` again, warm;
-  (d) the floor: the lesson binaries' own run times plus their sanitizer passes;
+  (b) `coursectl verify --all` cold: empty build and sanitizer caches;
+  (c) `coursectl verify --all` warm, nothing changed: builds and sanitizer
+      passes come from the caches;
+  (e) `coursectl verify --all --rerun-sanitizers` warm: builds cached, every
+      pass run (the passes of all lessons together, after the timed runs);
+  (d) the floor of (a): the lesson binaries' own run times plus their
+      sanitizer passes, one after another;
+  (f) the timed runs alone: the lesson binaries' own run times;
   and how long parsing, claims and comparison take per lesson.
-Prints b/a, c/d, b/d and coursectl's overhead per lesson, and writes JSON.
+Prints the seconds and ratios (c/f and b/f: verify against the timed runs
+alone; e/d: the passes together against one after another) and writes JSON
+("format": 2; format 1 had no e, f or cached counts).
 
     python3 bench/bench.py [--out bench/results/NAME.json]
+
+Without a GPU (or nvcc, or compute-sanitizer) it says so in one line and exits 3.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 from orchestrator.build import variant_flags  # noqa: E402
 from orchestrator.claims import evaluate_claims  # noqa: E402
 from orchestrator.comparison import compare_fields  # noqa: E402
+from orchestrator.errors import ToolchainError  # noqa: E402
 from orchestrator.evidence import list_gpus, load_evidence  # noqa: E402
 from orchestrator.manifest import load_manifest  # noqa: E402
 from orchestrator.toolchain import discover  # noqa: E402
@@ -60,6 +70,10 @@ def plain_script(manifest, arch: str, nvcc: str, sanitizer: str, workdir: Path) 
     return "\n".join(lines) + "\n"
 
 
+FORMAT = 2
+COURSECTL = [sys.executable, "-m", "orchestrator"]   # this checkout's, installed or not
+
+
 def timed(argv: list[str], env: dict) -> tuple[float, subprocess.CompletedProcess]:
     start = time.monotonic()
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -86,14 +100,24 @@ def judge_cost_ms(manifest) -> dict[str, float]:
     return costs
 
 
+def passes_cached(report: dict) -> dict[str, int]:
+    """How many of a verify report's sanitizer passes came from the sanitizer cache."""
+    passes = [p for r in report["results"] for p in r["sanitizers"]]
+    return {"cached": sum(bool(p.get("cached")) for p in passes), "passes": len(passes)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     manifest = load_manifest(ROOT / "lessons.yaml")
     tc = discover()
-    gpus = tc.require_gpu()
-    nvcc, sanitizer = tc.require_nvcc(), tc.require_sanitizer()
+    try:
+        gpus = tc.require_gpu()
+        nvcc, sanitizer = tc.require_nvcc(), tc.require_sanitizer()
+    except ToolchainError as exc:
+        print(f"bench: {exc}: the benchmark times lessons on a GPU; run it on the GPU machine", file=sys.stderr)
+        return 3
     arch = gpus[0].arch
     env = dict(os.environ, COLUMNS="200")
 
@@ -105,11 +129,14 @@ def main() -> int:
         a, proc = timed(["bash", str(script)], env)
         steps = [line.split() for line in proc.stdout.splitlines() if line.startswith("STEP ")]
         floor = sum(float(end) - float(start) for _, _, kind, start, end in steps if kind in ("run", "sanitize"))
+        runs_alone = sum(float(end) - float(start) for _, _, kind, start, end in steps if kind == "run")
 
-        cache = dict(env, COURSECTL_CACHE=str(tmp / "cache"))
-        b, cold = timed(["coursectl", "verify", "--all", "-q", "--json", str(tmp / "cold.json")], cache)
-        c, warm = timed(["coursectl", "verify", "--all", "-q", "--json", str(tmp / "warm.json")], cache)
-        reports = {name: json.loads((tmp / f"{name}.json").read_text()) for name in ("cold", "warm")}
+        cache = dict(env, COURSECTL_CACHE=str(tmp / "cache"))   # the build cache and the sanitizer cache
+        verify = [*COURSECTL, "verify", "--all", "-q", "--json"]
+        b, cold = timed([*verify, str(tmp / "cold.json")], cache)
+        c, warm = timed([*verify, str(tmp / "warm.json")], cache)
+        e, rerun = timed([*verify, str(tmp / "rerun.json"), "--rerun-sanitizers"], cache)
+        reports = {name: json.loads((tmp / f"{name}.json").read_text()) for name in ("cold", "warm", "rerun")}
 
     rebuilt = [f"{r['lesson']}:{b_['arch']}/{b_['variant']}" for r in reports["warm"]["results"]
                for b_ in r["builds"] if not b_["cached"]]
@@ -117,21 +144,26 @@ def main() -> int:
     lessons = len(manifest.lessons)
     gpu = gpus[0]
     result = {
+        "format": FORMAT,
         "date": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
         "machine": {"gpu": gpu.name, "compute_capability": gpu.compute_capability, "gpus": len(gpus),
                     "driver": tc.driver_version, "cuda": tc.cuda_version, "nvcc": tc.nvcc_version,
                     "compute_sanitizer": tc.sanitizer_version, "cpus": os.cpu_count()},
         "lessons": lessons,
         "seconds": {"a_plain_script": round(a, 2), "b_verify_cold": round(b, 2),
-                    "c_verify_warm": round(c, 2), "d_floor_runs_and_sanitizers": round(floor, 2)},
-        "ratios": {"b_over_a": round(b / a, 3), "c_over_d": round(c / floor, 3), "b_over_d": round(b / floor, 3)},
-        "overhead_per_lesson_s": round((c - floor) / lessons, 3),
+                    "c_verify_warm": round(c, 2), "d_floor_runs_and_sanitizers": round(floor, 2),
+                    "e_verify_warm_rerun_sanitizers": round(e, 2), "f_timed_runs_alone": round(runs_alone, 2)},
+        "ratios": {"b_over_a": round(b / a, 3), "c_over_d": round(c / floor, 3), "b_over_d": round(b / floor, 3),
+                   "c_over_f": round(c / runs_alone, 3), "b_over_f": round(b / runs_alone, 3),
+                   "e_over_d": round(e / floor, 3)},
+        "overhead_per_lesson_s": round((c - runs_alone) / lessons, 3),
         "judge_ms_per_lesson": judge_cost_ms(manifest),
         "warm_rebuilds": rebuilt,
-        "verify_exit": {"cold": cold.returncode, "warm": warm.returncode},
+        "sanitizer_passes": {name: passes_cached(report) for name, report in reports.items()},
+        "verify_exit": {"cold": cold.returncode, "warm": warm.returncode, "rerun": rerun.returncode},
         "statuses": statuses,
-        "plain_steps": [{"lesson": l, "step": k, "seconds": round(float(e) - float(s), 3)}
-                        for _, l, k, s, e in steps],
+        "plain_steps": [{"lesson": l, "step": k, "seconds": round(float(e_) - float(s), 3)}
+                        for _, l, k, s, e_ in steps],
     }
     text = json.dumps(result, indent=2)
     print(text)

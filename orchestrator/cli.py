@@ -97,8 +97,14 @@ StrictOpt = typer.Option(False, "--strict", help="Count NO_EVIDENCE, UNSUPPORTED
                                                  "selection as failures (exit 1).")
 ExitFirstOpt = typer.Option(False, "--exitfirst", "-x", help="Stop at the first failing lesson; the rest are SKIPPED.")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="Only the summary and the tally.")
+SanitizerJobsOpt = typer.Option(None, "--sanitizer-jobs", min=1, metavar="N",
+                                help="Sanitizer passes at once (default: the CPU cores, fewer where the GPU's "
+                                     "free memory holds fewer).")
 VerboseOpt = typer.Option(0, "--verbose", "-v", count=True, show_default=False,
                           help="-v: also every stage and each lesson's claims; -vv: also every field and command.")
+DriftOpt = typer.Option(None, "--report", metavar="FILE.md",
+                        help="Write a Markdown drift report here (for the pull request): what changed underneath, "
+                             "the fields that moved, the claims and sanitizer findings that changed.")
 
 
 def _version(value: bool) -> None:
@@ -314,7 +320,8 @@ def run(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson 
 
 @contextlib.contextmanager
 def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, quiet: bool, verbosity: int,
-              offline: bool = False, shard: Optional[str] = None, strict: bool = False):
+              offline: bool = False, shard: Optional[str] = None, strict: bool = False,
+              drift_path: Optional[Path] = None):
     """Run a workflow inside; then print its results and write its reports, also when it was interrupted.
 
     Exits 1 if any lesson failed (with strict: or was not verified); an
@@ -339,6 +346,9 @@ def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, quiet: 
     tally = display.print_tally(console, results, time.monotonic() - started, strict)
     annotations.publish(manifest, results, title, tally,
                         lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True))
+    if drift_path:
+        from .drift import write_drift_report
+        write_drift_report(drift_path, title, results, tc)
     report = make_report(title, results, tc, manifest, offline=offline, shard=shard, strict=strict)
     _write_reports(report, json_path, junit_path, raise_on_failure=interrupted is None)
     if interrupted is not None:
@@ -367,7 +377,12 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
                                                help="Take a deterministic share of the lessons."),
            no_sanitize: bool = typer.Option(False, "--no-sanitize", help="Skip the compute-sanitizer passes."),
            repeat: int = RepeatOpt, exitfirst: bool = ExitFirstOpt, strict: bool = StrictOpt,
+           rerun_sanitizers: bool = typer.Option(False, "--rerun-sanitizers",
+                                                 help="Run every compute-sanitizer pass, also those whose result "
+                                                      "the sanitizer cache holds."),
+           sanitizer_jobs: Optional[int] = SanitizerJobsOpt,
            json_path: Optional[Path] = JsonOpt, junit_path: Optional[Path] = JunitOpt,
+           drift_path: Optional[Path] = DriftOpt,
            quiet: bool = QuietOpt, verbose: int = VerboseOpt, manifest_path: Path = ManifestOpt) -> None:
     """Build, run, sanitize, parse, check claims and compare with this GPU's evidence."""
     from .build import check_arch
@@ -376,11 +391,14 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
     if arch is not None:
         check_arch(arch)
     _json_to_stdout(json_path)
+    if offline and drift_path:
+        raise UsageError("--report compares a run on a GPU with the evidence; --offline runs nothing")
     manifest = _load(manifest_path)
     lessons = _lessons(manifest, lesson_ids, all_, shard, keyword)
     tc = _discover()
     options = Options(jobs=_jobs(jobs), arch=arch, gpus=gpus, sanitize=not no_sanitize and not offline,
-                      repeat=repeat, exitfirst=exitfirst)
+                      repeat=repeat, exitfirst=exitfirst, rerun_sanitizers=rerun_sanitizers,
+                      sanitizer_jobs=sanitizer_jobs)
     title = "verify --offline" if offline else "verify"
     if offline:
         if any(manifest.sanitizers(l) for l in lessons):
@@ -393,7 +411,8 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
         if options.sanitize and any(manifest.sanitizers(l) for l in lessons):
             tc.require_sanitizer()
         workflow = verify_workflow
-    with _reported(title, manifest, tc, json_path, junit_path, quiet, verbose, offline, shard, strict) as outcome:
+    with _reported(title, manifest, tc, json_path, junit_path, quiet, verbose, offline, shard, strict,
+                   drift_path) as outcome:
         with display.Progress(console, [l.id for l in lessons], quiet, stages=verbose >= 1) as progress:
             outcome.results = workflow(manifest, lessons, tc, options, progress) if lessons else []
 
@@ -406,7 +425,11 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
                                             "recorded sanitizer reports are kept."),
            repeat: int = typer.Option(1, "--repeat", min=1, metavar="N",
                                       help="Run each lesson N times; store the run closest to the medians."),
-           json_path: Optional[Path] = JsonOpt, quiet: bool = QuietOpt, verbose: int = VerboseOpt,
+           dry_run: bool = typer.Option(False, "--dry-run", help="Run, judge and show what would be written "
+                                        "and what moved; write nothing."),
+           sanitizer_jobs: Optional[int] = SanitizerJobsOpt,
+           json_path: Optional[Path] = JsonOpt, drift_path: Optional[Path] = DriftOpt,
+           quiet: bool = QuietOpt, verbose: int = VerboseOpt,
            manifest_path: Path = ManifestOpt) -> None:
     """Run lessons and store their evidence for this GPU, if every gate passes; show what moved."""
     from .pipeline import record as record_workflow
@@ -417,15 +440,18 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
     tc = _discover()
     tc.require_nvcc()
     tc.require_gpu()
-    options = Options(jobs=_jobs(jobs), gpus=gpus, sanitize=not no_sanitize, repeat=repeat)
+    options = Options(jobs=_jobs(jobs), gpus=gpus, sanitize=not no_sanitize, repeat=repeat, dry_run=dry_run,
+                      sanitizer_jobs=sanitizer_jobs)
     if options.sanitize and any(manifest.sanitizers(l) for l in lessons):
         tc.require_sanitizer()
-    with _reported("record", manifest, tc, json_path, None, True, verbose) as outcome:
+    title = "record --dry-run" if dry_run else "record"
+    with _reported(title, manifest, tc, json_path, None, True, verbose, drift_path=drift_path) as outcome:
         with display.Progress(console, [l.id for l in lessons], quiet, stages=verbose >= 1) as progress:
             outcome.results = record_workflow(manifest, lessons, tc, options, progress) if lessons else []
         if not quiet:
             for result in outcome.results:
-                if result.recorded:
+                display.print_provenance(console, result)
+                if result.recorded or dry_run:
                     display.print_fields(console, result, [f for f in result.fields if verbose >= 2 or
                                                            f.status.value not in ("same", "volatile", "other-gpu")])
 
@@ -536,6 +562,28 @@ def new(lesson_id: str = typer.Argument(..., metavar="dayNN-name", help="The new
                       markup=False, highlight=False)
     console.print(f"next: write the lesson, `coursectl build {made.lesson}`, `coursectl check {made.lesson} "
                   f"TRANSCRIPT`, `coursectl render`; docs/authoring.md walks through it", markup=False, highlight=False)
+
+
+@app.command(cls=_Command)
+@handle_errors
+def compare(a: str = typer.Argument(..., metavar="A", help="One side: a GPU with evidence here (nvidia-h200), REV:SLUG "
+                                    "(main:nvidia-h200) or a git revision (HEAD~3) of the other side's GPU."),
+            b: str = typer.Argument(..., metavar="B", help="The other side, in the same forms."),
+            lesson_ids: Optional[List[str]] = typer.Argument(None, metavar="LESSON", show_default=False,
+                                                             help="Lesson ids (default: every lesson)."),
+            report_path: Optional[Path] = typer.Option(None, "--report", metavar="FILE.md",
+                                                       help="Also write the comparison as Markdown here."),
+            manifest_path: Path = ManifestOpt) -> None:
+    """Set two GPUs' evidence, or two revisions of it, side by side: every field and its ratio."""
+    from .compare import compare_evidence, resolve_sides, write_comparison
+
+    manifest = _load(manifest_path)
+    lessons = select_lessons(manifest, lesson_ids or [], not lesson_ids)
+    side_a, side_b = resolve_sides(manifest, a, b)
+    compared = compare_evidence(manifest, lessons, side_a, side_b)
+    display.print_comparison(console, side_a, side_b, compared)
+    if report_path:
+        write_comparison(report_path, side_a, side_b, compared)
 
 
 @report_app.command("merge", cls=_Command)

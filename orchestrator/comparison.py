@@ -47,7 +47,8 @@ def describe_rule(spec: FieldSpec) -> str:
     return spec.compare.value
 
 
-def _ratio(old: Value, new: Value) -> float | None:
+def value_ratio(old: Value, new: Value) -> float | None:
+    """new / old for two numbers (not booleans) with old non-zero; otherwise None."""
     if isinstance(old, bool) or isinstance(new, bool):
         return None
     if isinstance(old, (int, float)) and isinstance(new, (int, float)) and old:
@@ -99,7 +100,7 @@ def compare_fields(new: list[Flat], old: list[Flat], same_gpu: bool) -> list[Fie
         else:
             status = FieldStatus.moved
         results.append(FieldResult(path=field.path, rule=rule, old=before.value, new=field.value,
-                                   ratio=_ratio(before.value, field.value), status=status,
+                                   ratio=value_ratio(before.value, field.value), status=status,
                                    line=field.line))
     for path, field in old_by_path.items():
         if field.spec.compare is Compare.volatile or (

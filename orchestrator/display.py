@@ -21,7 +21,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from .comparison import FieldResult, FieldStatus
-from .results import Event, LessonResult, Status, is_unverified, tally
+from .results import Event, LessonResult, Status, is_unverified, shown, tally
 
 STATUS_STYLE = {
     Status.PASS: "green", Status.FAIL: "bold red", Status.TIMEOUT: "bold red", Status.CRASH: "bold red",
@@ -157,6 +157,12 @@ def print_fields(console: Console, result: LessonResult, rows: list[FieldResult]
     console.print(table)
 
 
+def print_provenance(console: Console, result: LessonResult) -> None:
+    """What changed underneath since the evidence, one line each, above the field table."""
+    for change in result.provenance:
+        console.print(Text(f"{result.lesson}: {change.text}"), highlight=False, soft_wrap=True)
+
+
 def print_claims(console: Console, result: LessonResult, failed_only: bool = False) -> None:
     claims = [c for c in result.claims if not (failed_only and c.held)]
     if not claims:
@@ -176,6 +182,7 @@ def print_details(console: Console, results: list[LessonResult], verbosity: int)
     for result in results:
         if verbosity >= 1 or result.status.is_failure:
             print_claims(console, result, failed_only=verbosity == 0)
+        print_provenance(console, result)
         print_fields(console, result, _shown_fields(result, verbosity))
 
 
@@ -185,7 +192,8 @@ def print_summary(console: Console, results: list[LessonResult], title: str) -> 
         table.add_column(column, no_wrap=column in ("lesson", "status"))
     for r in results:
         passes = ", ".join(f"{p.tool} not run" if p.not_run else
-                           f"{p.tool} {p.verdict} " + ("(recorded)" if p.recorded else f"{p.seconds:.1f} s")
+                           f"{p.tool} {p.verdict} "
+                           + ("(recorded)" if p.recorded else "(cached)" if p.cached else f"{p.seconds:.1f} s")
                            for p in r.sanitizers)
         run = f"{r.run.seconds:.2f} s" if r.run else "-"
         total = f"{r.seconds:.2f} s" if r.seconds else "-"
@@ -225,7 +233,8 @@ def print_commands(console: Console, results: list[LessonResult]) -> None:
             console.print(f"{r.lesson}: {shlex.join(r.run.command)}", highlight=False, markup=False, soft_wrap=True)
         for p in r.sanitizers:
             if p.command:
-                console.print(f"{r.lesson}: {shlex.join(p.command)}", highlight=False, markup=False, soft_wrap=True)
+                console.print(f"{r.lesson}: {'(cached) ' if p.cached else ''}{shlex.join(p.command)}",
+                              highlight=False, markup=False, soft_wrap=True)
 
 
 # -- check --------------------------------------------------------------------------------------
@@ -297,3 +306,31 @@ def print_check(console: Console, checked) -> None:
         if claims:
             parts.append(f"{sum(c.held for c in claims)} of {plural(len(claims), noun)} held")
     console.print(Text(", ".join(parts), style="green" if checked.gates_held else "bold red"), highlight=False)
+
+
+def print_comparison(console: Console, a, b, compared: list) -> None:
+    """coursectl compare: per lesson what differs underneath, then every field of sides `a` and `b`."""
+    console.print(Text(f"A: {a.where}; B: {b.where}; ratios are B / A"), highlight=False, soft_wrap=True)
+    for row in compared:
+        if row.problem:
+            console.print(Text(f"{row.lesson}: not compared: {row.problem}", style="yellow"), highlight=False,
+                          soft_wrap=True)
+            continue
+        dates = f"recorded {(row.a_date or '-')[:10]} (A), {(row.b_date or '-')[:10]} (B)"
+        console.print(Text(f"{row.lesson}: {dates}"), highlight=False, soft_wrap=True)
+        for change in row.provenance:
+            console.print(Text(f"{row.lesson}: {change.what} {shown(change.old, 'not recorded')} (A), "
+                               f"{shown(change.new, 'not recorded')} (B)"), highlight=False, soft_wrap=True)
+        counts: dict[str, int] = {}
+        for f in row.fields:
+            counts[f.status.value] = counts.get(f.status.value, 0) + 1
+        summary = ", ".join(f"{n} {k}" for k, n in counts.items())
+        table = Table(title=f"{row.lesson}: {len(row.fields)} fields ({summary})", title_justify="left",
+                      show_edge=False)
+        for column in ("field", "rule", f"A: {a.label}", f"B: {b.label}", "ratio", "result"):
+            table.add_column(column, justify="left" if column in ("field", "rule", "result") else "right")
+        for f in row.fields:
+            ratio = f"{f.ratio:.3f}" if f.ratio is not None else ""
+            table.add_row(Text(f.path), f.rule, format_value(f.old), format_value(f.new), ratio,
+                          Text(f.status.value, style=FIELD_STYLE[f.status]))
+        console.print(table)

@@ -73,16 +73,19 @@ class ParsedEvidence(BaseModel):
         return self.evidence.meta.gpu_slug
 
 
-def parse_evidence(manifest: Manifest, lesson: Lesson, slug: str) -> ParsedEvidence | None:
+def parse_evidence(manifest: Manifest, lesson: Lesson, slug: str, root: Path | None = None) -> ParsedEvidence | None:
     """Load, check and parse one GPU's evidence; None if there is none.
 
-    Raises EvidenceError (untrustworthy files) or TranscriptError (the
-    transcript no longer matches the schema).
+    `root` holds the evidence/ folder when it is not the course's own (compare
+    reads a git revision's evidence into a temporary folder). Raises
+    EvidenceError (untrustworthy files) or TranscriptError (the transcript no
+    longer matches the schema).
     """
-    evidence = load_evidence(manifest.root, lesson.id, slug)
+    root = manifest.root if root is None else root
+    evidence = load_evidence(root, lesson.id, slug)
     if evidence is None:
         return None
-    path = relative(evidence.directory / "transcript.txt", manifest.root)
+    path = relative(evidence.directory / "transcript.txt", root)
     transcript = parse_transcript(lesson.output, evidence.transcript, path)
     return ParsedEvidence(evidence=evidence, transcript=transcript,
                           flats=list(flatten(lesson.output.items, transcript.scope)))

@@ -1,4 +1,8 @@
-"""One GPU run at a time per GPU, across every coursectl process on the host."""
+"""One GPU run at a time per GPU, across every coursectl process on the host.
+
+A timed run holds its GPU's lock exclusively; sanitizer passes hold it
+shared, so they may run together but never beside a timed run.
+"""
 
 from __future__ import annotations
 
@@ -18,26 +22,33 @@ def lock_dir() -> Path:
 
 
 @contextlib.contextmanager
-def gpu_lock(gpu_id: str, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
-    """Hold the lock for `gpu_id` (its UUID); call on_wait once if another process has it."""
+def gpu_lock(gpu_id: str, on_wait: Callable[[str], None] | None = None, shared: bool = False) -> Iterator[None]:
+    """Hold the lock for `gpu_id` (its UUID); call on_wait once if another process has it.
+
+    `shared` holds it beside other shared holders (sanitizer passes) and
+    excludes only the exclusive ones (timed runs). Each call opens the file
+    anew, so threads of one process exclude each other too.
+    """
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in gpu_id)
     path = lock_dir() / f"gpu-{safe}.lock"
+    mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     with open(path, "a+") as handle:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, mode | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
             if on_wait:
                 on_wait(f"waiting for GPU {gpu_id}: held by {holder}")
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            fcntl.flock(handle, mode)
         handle.seek(0)
         handle.truncate()
-        handle.write(f"coursectl pid {os.getpid()}")
+        handle.write(f"coursectl pid {os.getpid()}" + (" (sanitizer passes)" if shared else ""))
         handle.flush()
         try:
             yield
         finally:
-            handle.seek(0)
-            handle.truncate()
+            if not shared:   # another shared holder may still be there, and is named
+                handle.seek(0)
+                handle.truncate()
             fcntl.flock(handle, fcntl.LOCK_UN)

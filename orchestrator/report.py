@@ -181,7 +181,8 @@ def junit_xml(report: VerifyReport) -> str:
     Failures are <failure>; UNSUPPORTED, SKIPPED and NO_EVIDENCE lessons, and
     sanitizer passes that neither ran nor had a recorded report, are
     <skipped> with the reason. A pass re-judged from its recorded report
-    (offline: no command) is a real check and is named "... (recorded)". A
+    (offline: no command) is a real check and is named "... (recorded)"; one
+    judged from the sanitizer cache is named "... (cached)" and takes 0 s. A
     lesson's time is its own seconds less its sanitizer passes', which have
     their own testcases, so the times add up to the suite's.
     """
@@ -194,7 +195,7 @@ def junit_xml(report: VerifyReport) -> str:
     gpu = "offline" if report.offline else None
     for result in report.results:
         classname = f"coursectl.{result.gpu or gpu or 'nogpu'}"
-        ran_passes = sum(p.seconds for p in result.sanitizers if p.command)
+        ran_passes = sum(p.seconds for p in result.sanitizers if p.command and not p.cached)
         case = ET.SubElement(suite, "testcase", classname=classname, name=result.lesson,
                              time=f"{max(0.0, result.seconds - ran_passes):.3f}")
         cases += 1
@@ -214,8 +215,9 @@ def junit_xml(report: VerifyReport) -> str:
             ET.SubElement(case, "system-err").text = result.run.stderr_tail
         for p in result.sanitizers:
             sub = ET.SubElement(suite, "testcase", classname=classname,
-                                name=f"{result.lesson} [{p.tool}]" + (" (recorded)" if p.recorded else ""),
-                                time=f"{p.seconds:.3f}")
+                                name=f"{result.lesson} [{p.tool}]" + (" (recorded)" if p.recorded else
+                                                                      " (cached)" if p.cached else ""),
+                                time=f"{0.0 if p.cached else p.seconds:.3f}")   # cached: not run now
             cases += 1
             if p.problems:
                 failures += 1

@@ -59,7 +59,8 @@ class PassResult(BaseModel):
     tool: str
     command: list[str] = []          # empty for a recorded report re-judged
     recorded: bool = False           # judged from the evidence, not run now
-    seconds: float = 0.0
+    cached: bool = False             # judged from the sanitizer cache: the tool was not run now
+    seconds: float = 0.0             # when cached, those of the run it was stored from
     exit_status: int | None = None
     timed_out: bool = False
     errors: int | None = None
@@ -80,6 +81,49 @@ class PassResult(BaseModel):
         return "TIMEOUT" if self.timed_out else ("ok" if self.ok else "FAIL")
 
 
+class ProvenanceChange(BaseModel):
+    """One thing underneath a lesson's figures that differs from its evidence: the driver, CUDA, ..."""
+
+    what: str                        # driver, CUDA, nvcc, compute-sanitizer, coursectl, source sha256, ...
+    old: str | None                  # as the evidence records it; None: not recorded
+    new: str | None                  # now (or the other side of a comparison); None: unknown
+
+    @property
+    def text(self) -> str:
+        """`evidence from driver 570.86.15, now 580.159.04`."""
+        return f"evidence from {self.what} {shown(self.old, 'not recorded')}, now {shown(self.new, 'unknown')}"
+
+
+def shown(value: str | None, absent: str) -> str:
+    """A provenance value as people read it: a sha256 cut to its first 12 digits."""
+    if value is None:
+        return absent
+    return value[:12] if len(value) == 64 and all(c in "0123456789abcdef" for c in value) else value
+
+
+class ClaimChange(BaseModel):
+    """A claim that held on the evidence and no longer does, or the other way round."""
+
+    id: str
+    kind: str                        # gate | expect
+    says: str
+    was: bool                        # held on the evidence's transcript
+    now: bool                        # holds on this run
+    failures: list[str] = []         # the first failures of the side where it does not hold
+
+
+class FindingChange(BaseModel):
+    """Sanitizer findings of one kernel, kind and place that appeared or went away since the evidence."""
+
+    tool: str
+    change: str                      # appeared | went away
+    kernel: str | None
+    kind: str
+    at: str                          # file:line, a race as write file:line -> read file:line
+    reports: int                     # how many reports of the pass stand for it
+    text: str
+
+
 class LessonResult(BaseModel):
     lesson: str
     status: Status = Status.PASS
@@ -98,6 +142,10 @@ class LessonResult(BaseModel):
     sanitizers: list[PassResult] = []
     environment: RunEnvironment = RunEnvironment()
     spread: dict[str, float] = {}    # with --repeat: (max - min) / |median| per tolerance field
+    evidence_date: str | None = None  # when the evidence compared against was recorded
+    provenance: list[ProvenanceChange] = []  # what differs underneath, evidence -> now
+    claim_changes: list[ClaimChange] = []    # claims whose outcome differs from the evidence's
+    finding_changes: list[FindingChange] = []  # sanitizer findings that appeared or went away
     flats: list[Flat] | None = Field(default=None, exclude=True)  # the parsed fields; None: no parse
     runs: int = 1
     seconds: float = 0.0
@@ -112,6 +160,9 @@ class Options(BaseModel):
     all_archs: bool = False                   # also build the manifest's architectures (record)
     repeat: int = 1
     exitfirst: bool = False                   # after the first failure, the lessons not yet run are SKIPPED
+    dry_run: bool = False                     # record: judge and show, write nothing
+    rerun_sanitizers: bool = False            # run every pass even where the sanitizer cache holds its result
+    sanitizer_jobs: int | None = None         # passes at once (default: the CPU cores; see pipeline.GpuShare)
 
 
 class Event(BaseModel):

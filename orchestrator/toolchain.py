@@ -287,6 +287,29 @@ def select_gpus(toolchain: Toolchain, spec: str | None) -> list[Gpu]:
     return chosen
 
 
+def free_memory_mib(gpu: Gpu, runner=run_command) -> int | None:
+    """The GPU's free memory now, in MiB, through NVML, else nvidia-smi; None if neither answers."""
+    if not os.environ.get("COURSECTL_NO_NVML"):
+        try:
+            import pynvml  # noqa: PLC0415
+
+            pynvml.nvmlInit()
+            try:
+                handle = pynvml.nvmlDeviceGetHandleByUUID(gpu.uuid)
+                return int(pynvml.nvmlDeviceGetMemoryInfo(handle).free) // (1024 * 1024)
+            finally:
+                pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001 - fall back to nvidia-smi
+            pass
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    result = runner([smi, f"--id={gpu.uuid}", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+                    timeout=30)
+    lines = result.stdout.decode(errors="replace").split()
+    return _int_or_none(lines[0]) if result.ok and lines else None
+
+
 # Throttle reasons that slow a run (NVML's clocks event reasons): software power
 # cap, hardware slowdown, software and hardware thermal slowdown, power brake.
 # GPU idle (0x1) and application clock settings are not.

@@ -1,6 +1,7 @@
 """Shared fixtures: the GPU tools stood in for, a build cache shared by the session,
-the stand-in lessons built once, a factory for course trees, and the helpers that
-run coursectl and read what it prints.
+the stand-in lessons built once (in the background, while the first tests run),
+a factory for course trees, and the helpers that run coursectl and read what it
+prints.
 
 Everything a test needs a GPU for is stood in for: nvidia-smi and
 compute-sanitizer by the scripts in tests/data/fakes/, the lessons by the host
@@ -10,15 +11,17 @@ them), printing transcripts recorded on an H200 (tests/data/seeds/).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import yaml
@@ -55,10 +58,19 @@ LESSONS = {
     "flood": dict(day=95, standin="flood", schema="day13-shared-memory"),
 }
 
-# Built once per session (plain, sm_90) into the session's cache, which every
-# course tree shares: the cache key holds the source and the headers it reads,
-# the flags, arch and nvcc version, neither the course's folder nor the lesson.
-PREBUILT = list(LESSONS)
+# The lessons that the replaying stand-in plays.
+REPLAYING = [lesson_id for lesson_id, spec in LESSONS.items() if spec["standin"] == "replay"]
+
+# (lesson, arch, variant) built once per session into the session's cache,
+# which every course tree shares: the cache key holds the source and the
+# headers it reads, the flags, arch, variant and nvcc version, neither the
+# course's folder nor the lesson. Every lesson plain for
+# sm_90; the replaying and crashing ones also with -lineinfo (for sanitizer
+# passes); the replaying and hanging ones for sm_75 (record builds every
+# listed architecture).
+PREBUILT = ([(lesson_id, "sm_90", "plain") for lesson_id in LESSONS]
+            + [(lesson_id, "sm_90", "lineinfo") for lesson_id in [*REPLAYING, "crash"]]
+            + [(lesson_id, "sm_75", "plain") for lesson_id in [*REPLAYING, "hang"]])
 
 
 def is_gone(pid: int, within: float = 5.0) -> bool:
@@ -102,6 +114,9 @@ def pytest_collection_modifyitems(config, items):
         skip = pytest.mark.skip(reason="needs an NVIDIA GPU: `nvidia-smi -L` lists none")
         for item in marked:
             item.add_marker(skip)
+    # The tests that wait for the background builds go last, in their order:
+    # the others run meanwhile.
+    items.sort(key=lambda item: "built_in_background" in item.fixturenames)
 
 
 # -- the environment -------------------------------------------------------------------
@@ -327,6 +342,41 @@ def standin_runs(log: Path) -> list[StandinRun]:
     return sorted(runs, key=lambda run: run.start)
 
 
+@dataclass
+class SanitizerRun:
+    """One run of the fake compute-sanitizer, as it logged itself to $FAKE_SANITIZER_RUNS."""
+
+    pid: int
+    start: float       # time.monotonic() seconds
+    end: float
+    tool: str
+    visible: str       # CUDA_VISIBLE_DEVICES
+    argument: str      # the program's first argument: for the replaying stand-in, the transcript
+
+
+def sanitizer_runs(log: Path) -> list[SanitizerRun]:
+    """The finished runs in $FAKE_SANITIZER_RUNS, in order of their start; none if it was never written."""
+    if not log.exists():
+        return []
+    starts: dict[int, list[str]] = {}
+    runs = []
+    for line in log.read_text().splitlines():
+        pid, what, seconds, tool, visible, argument = line.split(" ")
+        if what == "start":
+            starts[int(pid)] = [seconds, tool, visible, argument]
+        else:
+            started = starts.pop(int(pid))[0]
+            runs.append(SanitizerRun(pid=int(pid), start=float(started), end=float(seconds), tool=tool,
+                                     visible=visible, argument=argument))
+    assert starts == {}, f"passes that never ended: {sorted(starts)}"
+    return sorted(runs, key=lambda run: run.start)
+
+
+def overlap(a, b) -> bool:
+    """Whether two runs (anything with start and end) were running at the same moment."""
+    return a.start < b.end and b.start < a.end
+
+
 # -- the command line and what it prints -----------------------------------------------
 H = "\u2502"   # the column rule of a table row
 HH = "\u2503"  # the column rule of a table header
@@ -407,6 +457,116 @@ def edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new))
 
 
+# -- builds in the background ---------------------------------------------------------
+# nvcc takes most of the suite's time. The builds that the tests ask for at
+# collection (build_in_background) start with the session, one per core, in a
+# process of their own (background_builds.py), so that a test that sets
+# COURSECTL_CACHE meanwhile cannot move them; the tests that need none run
+# first, and those that wait for them (through `built_in_background`) last.
+@dataclass
+class BackgroundBuild:
+    course: str                       # the folder, under the session's, its course is written in
+    make: Callable[[Path], Path]      # writes the course into a folder; returns its manifest
+    lesson: str
+    arch: str
+    variant: str
+    needed_by: str                    # the fixture that waits for it: no test uses that one, no build
+
+
+BACKGROUND: dict[str, BackgroundBuild] = {}
+
+
+def build_in_background(name: str, course: str, make, lesson: str, needed_by: str, arch: str = "sm_90",
+                        variant: str = "plain") -> None:
+    """Ask, at collection, for a build into the session's cache, started with the session.
+
+    `make(folder)` writes the course (once per `course`) and returns its
+    manifest; `needed_by` names the fixture that uses it, so a selection of
+    tests that never uses that fixture never builds it.
+    """
+    BACKGROUND[name] = BackgroundBuild(course, make, lesson, arch, variant, needed_by)
+
+
+class Background(dict):
+    """The background builds: build name -> BuildResult, each waited for when asked for.
+
+    A build that failed, or a process that ended without it, fails the test that asks.
+    """
+
+    def __init__(self, process: subprocess.Popen | None, folder: Path, jobs: list[list[str]]):
+        super().__init__()
+        self.process, self.folder = process, folder
+        self.index = {job[0]: index for index, job in enumerate(jobs)}
+        self.manifests = {job[0]: Path(job[1]) for job in jobs}   # build name -> the manifest of its course
+
+    def __missing__(self, name: str):
+        from orchestrator.build import BuildResult
+
+        if name not in self.index:
+            raise KeyError(f"{name!r} was not asked for, or no selected test uses the fixture it names as "
+                           "needed_by")
+        result = self.folder / "results" / f"{self.index[name]}.json"
+        while not result.exists():
+            if self.process.poll() is not None and not result.exists():
+                raise AssertionError(f"background builds ended without {name}:\n"
+                                     f"{(self.folder / 'output.txt').read_text()}")
+            time.sleep(0.02)
+        found = json.loads(result.read_text())
+        assert "error" not in found, f"background build {name}: {found['error']}"
+        self[name] = BuildResult.model_validate(found)
+        return self[name]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def background_builds(request, session_dir, isolated_env):
+    """Start the builds that the selected tests will need; they run while the first tests do."""
+    first_use: dict[str, int] = {}   # fixture -> the index of the first test that uses it
+    for index, item in enumerate(request.session.items):
+        for fixture in item.fixturenames:
+            first_use.setdefault(fixture, index)
+    in_order = sorted(BACKGROUND.items(), key=lambda item: first_use.get(item[1].needed_by, 0))
+    wanted = {name: build for name, build in in_order if build.needed_by in first_use}   # as the tests want them
+    folder = session_dir / "background"
+    (folder / "results").mkdir(parents=True)
+    courses: dict[str, Path] = {}
+    jobs = []
+    for name, build in wanted.items():
+        if build.course not in courses:
+            courses[build.course] = build.make(folder / build.course)
+        jobs.append([name, str(courses[build.course]), build.lesson, build.arch, build.variant])
+    (folder / "jobs.json").write_text(json.dumps(jobs))
+    process = None
+    if jobs:
+        with open(folder / "output.txt", "wb") as output:
+            process = subprocess.Popen([sys.executable, str(Path(__file__).parent / "background_builds.py"),
+                                        str(folder / "jobs.json"), str(folder / "results")],
+                                       stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+    yield Background(process, folder, jobs)
+    if process is not None and process.poll() is None:   # never leave nvcc running after the session
+        os.killpg(process.pid, signal.SIGKILL)
+    if process is not None:
+        process.wait()
+
+
+@pytest.fixture(scope="session")
+def built_in_background(background_builds) -> Background:
+    """The background builds, for the fixtures that use them (their tests run last: see above)."""
+    return background_builds
+
+
+def _template_course(folder: Path) -> Path:
+    return write_course(folder, list(LESSONS)).manifest
+
+
+# The builds of PREBUILT, once per stand-in, architecture and variant.
+_PREBUILT_BY: dict[tuple[str, str, str], str] = {}
+for _lesson, _arch, _variant in PREBUILT:
+    _first = _PREBUILT_BY.setdefault((LESSONS[_lesson]["standin"], _arch, _variant), _lesson)
+    if _first == _lesson:
+        build_in_background(f"prebuilt {_lesson} {_arch} {_variant}", "template", _template_course, _lesson,
+                            "prebuilt", _arch, _variant)
+
+
 # -- built stand-ins -------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def nvcc_version() -> str:
@@ -417,17 +577,16 @@ def nvcc_version() -> str:
 
 
 @pytest.fixture(scope="session")
-def prebuilt(session_dir, isolated_env, nvcc_version) -> dict[str, Path]:
-    """Every lesson of LESSONS built once (plain, sm_90) into the session's cache: id -> binary."""
-    from orchestrator.build import build_lesson
+def prebuilt(built_in_background, session_dir) -> dict[str, Path]:
+    """PREBUILT, built in the background into the session's cache: lesson id -> its plain sm_90 binary.
 
-    course = write_course(session_dir / "template", PREBUILT)
-    manifest = course.load()
-    nvcc = shutil.which("nvcc")
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        futures = {lesson.id: pool.submit(build_lesson, manifest, lesson, "sm_90", nvcc, nvcc_version)
-                   for lesson in manifest.lessons}
-        return {lesson_id: future.result().binary for lesson_id, future in futures.items()}
+    Lessons played by one stand-in share one build and one cache entry (the
+    cache is content-addressed, no lesson id in it): each stand-in is built
+    once per (arch, variant).
+    """
+    return {lesson_id: built_in_background[f"prebuilt {_PREBUILT_BY[(LESSONS[lesson_id]['standin'], arch, variant)]} "
+                                           f"{arch} {variant}"].binary
+            for lesson_id, arch, variant in PREBUILT if (arch, variant) == ("sm_90", "plain")}
 
 
 @pytest.fixture(scope="session")
@@ -441,8 +600,6 @@ def standin(prebuilt) -> dict[str, Path]:
 @pytest.fixture
 def ctrl_c():
     """Ctrl-C raises KeyboardInterrupt in this process, also where the suite was started with SIGINT ignored."""
-    import signal
-
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)

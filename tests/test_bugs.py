@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bugs import ROOT, load_mutations, make_bug_course
-from orchestrator.build import build_lesson
+from conftest import build_in_background
 from orchestrator.manifest import load_manifest
 from orchestrator.pipeline import verify
 from orchestrator.results import Options, Status
@@ -20,17 +20,27 @@ def test_every_lesson_has_a_planted_bug():
     assert {m["lesson"] for m in MUTATIONS} == {l.id for l in manifest.lessons}
 
 
+for _id, _entry in zip(IDS, MUTATIONS):   # built while other tests run: see conftest
+    build_in_background(f"bug {_id}", f"bug-{_id.replace(':', '-')}",
+                        lambda folder, entry=_entry: make_bug_course(entry, folder), _entry["lesson"], "mutants")
+
+
+@pytest.fixture(scope="module")
+def mutants(built_in_background) -> dict[str, tuple]:
+    """Every bug course with its lesson built for sm_90: id -> (manifest, build)."""
+    return {bug_id: (load_manifest(built_in_background.manifests[f"bug {bug_id}"]),
+                     built_in_background[f"bug {bug_id}"]) for bug_id in IDS}
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", MUTATIONS, ids=IDS)
-def test_mutation_applies_once_and_builds(entry, tmp_path, monkeypatch):
-    monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
-    manifest = load_manifest(make_bug_course(entry, tmp_path / "course"))
+def test_mutation_applies_once_and_builds(entry, mutants):
+    manifest, result = mutants[f"{entry['lesson']}:{entry['name']}"]
     [lesson] = manifest.lessons
     original = (ROOT / lesson.source).read_text()
     mutated = manifest.source_path(lesson).read_text()
     assert mutated != original
     assert mutated == original.replace(entry["old"], entry["new"])
-    tc = discover()
-    result = build_lesson(manifest, lesson, "sm_90", tc.require_nvcc(), tc.nvcc_version)
     assert result.binary.is_file() and not result.cached
 
 

@@ -97,6 +97,19 @@ def own_cache(tmp_path, monkeypatch) -> Path:
     return cache
 
 
+@pytest.fixture
+def own_cache_built(own_cache, prebuilt, session_dir) -> Path:
+    """A cache of this test's own holding LESSON's sm_90 build, copied from the session's.
+
+    For the tests that spoil an entry and watch it rebuilt: what they spoil
+    need not be built again by nvcc first.
+    """
+    entry = prebuilt[LESSON].parent
+    shutil.copytree(entry, own_cache / entry.relative_to(session_dir / "cache"))
+    return own_cache
+
+
+@pytest.mark.slow
 def test_build_then_cached(tmp_path, own_cache, nvcc_version):
     manifest, lesson = load(tmp_path / "course")
     source = manifest.source_path(lesson)
@@ -129,6 +142,7 @@ def test_build_then_cached(tmp_path, own_cache, nvcc_version):
     assert second.sources == first.sources
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what", ["source", "flags", "arch"])
 def test_a_change_rebuilds(tmp_path, prebuilt, nvcc_version, what):
     """The session's cache holds this lesson as it is; a change of source, flags or arch misses it."""
@@ -142,7 +156,7 @@ def test_a_change_rebuilds(tmp_path, prebuilt, nvcc_version, what):
     source = manifest.source_path(lesson)
     if what == "source":
         source.write_text(source.read_text() + "// changed\n")
-    arch = "sm_80" if what == "arch" else "sm_90"   # the cache is shared: an architecture no other test builds
+    arch = "sm_80" if what == "arch" else "sm_90"   # the session's cache holds sm_90 and sm_75 builds
     runner = CountingRunner()
     rebuilt = build_lesson(manifest, lesson, arch, NVCC, nvcc_version, runner=runner)
     assert (runner.count, rebuilt.cached, rebuilt.arch) == (1, False, arch)
@@ -164,6 +178,7 @@ def test_cached_build_names_this_courses_source(tmp_path, prebuilt, nvcc_version
     assert cached.command == nvcc_argv(FLAGS, "sm_90", prebuilt[LESSON], manifest.source_path(lesson))
 
 
+@pytest.mark.slow
 def test_lineinfo_variant_is_its_own_entry(tmp_path, own_cache, nvcc_version):
     manifest, lesson = load(tmp_path / "course")
     runner = CountingRunner()
@@ -184,6 +199,7 @@ int main() {
 """
 
 
+@pytest.mark.slow
 def test_syntax_error(tmp_path, own_cache, nvcc_version):
     manifest, lesson = load(tmp_path / "course")
     source = manifest.source_path(lesson)
@@ -209,6 +225,7 @@ def test_syntax_error(tmp_path, own_cache, nvcc_version):
     assert files_under(own_cache) == []
 
 
+@pytest.mark.slow
 def test_syntax_error_in_a_folder_with_spaces(tmp_path, own_cache, nvcc_version):
     manifest, lesson = load(tmp_path / "my course")
     source = manifest.source_path(lesson)
@@ -263,6 +280,7 @@ def greeting_course(root: Path, flag: str):
     return manifest, manifest.lesson(LESSON)
 
 
+@pytest.mark.slow
 def test_flags_reach_nvcc_intact(tmp_path, own_cache, nvcc_version, monkeypatch):
     """Spaces, quotes and shell operators in a flag reach nvcc as one argument and the program as written."""
     monkeypatch.chdir(tmp_path)
@@ -286,6 +304,7 @@ def test_command_substitution_in_a_flag_is_refused(tmp_path, own_cache, nvcc_ver
 
 
 # -- several builds of one entry at once, and temporary files -------------------------------------
+@pytest.mark.slow
 def test_builds_of_one_entry_at_once_each_write_their_own_files(tmp_path, own_cache, nvcc_version):
     """Three builds of one lesson and architecture, their nvcc runs made to overlap: each writes its own files."""
     manifest, lesson = load(tmp_path / "course")
@@ -356,11 +375,12 @@ CORRUPT_STAMPS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stamp, why", CORRUPT_STAMPS, ids=["truncated", "list", "binary", "empty", "no-sha256",
                                                             "no-headers"])
-def test_a_corrupt_stamp_is_a_cache_miss_said_in_a_note(tmp_path, own_cache, nvcc_version, stamp, why):
+def test_a_corrupt_stamp_is_a_cache_miss_said_in_a_note(tmp_path, own_cache_built, nvcc_version, stamp, why):
     manifest, lesson = load(tmp_path / "course")
-    built = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version)
+    built = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run)
     entry = built.binary.parent
     (entry / "build.json").write_bytes(stamp)
     runner = CountingRunner()
@@ -371,9 +391,10 @@ def test_a_corrupt_stamp_is_a_cache_miss_said_in_a_note(tmp_path, own_cache, nvc
     assert (again.cached, again.notes) == (True, [])
 
 
-def test_a_binary_that_no_longer_matches_its_stamp_is_rebuilt(tmp_path, own_cache, nvcc_version):
+@pytest.mark.slow
+def test_a_binary_that_no_longer_matches_its_stamp_is_rebuilt(tmp_path, own_cache_built, nvcc_version):
     manifest, lesson = load(tmp_path / "course")
-    built = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version)
+    built = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run)
     built.binary.write_bytes(built.binary.read_bytes() + b"\0")
     runner = CountingRunner()
     rebuilt = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=runner)

@@ -260,6 +260,7 @@ def test_record_refuses_when_a_gate_fails(course, fake_gpu, prebuilt):
 
 
 # -- lessons that misbehave ------------------------------------------------------------------
+@pytest.mark.slow
 def test_hang_times_out_and_the_other_lessons_still_run(course, fake_gpu, prebuilt, tmp_path):
     course(["day13-shared-memory", "hang", "day16-tiled-matmul"])
     report = tmp_path / "report.json"

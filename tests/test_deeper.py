@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from bugs import ROOT, make_bug_course
+from conftest import build_in_background
 from orchestrator.evidence import load_evidence, write_evidence
 from orchestrator.manifest import load_manifest
 from orchestrator.pipeline import verify_offline
@@ -18,12 +19,29 @@ DAY16 = "day16-tiled-matmul"
 DAY13 = "day13-shared-memory"
 
 
-@pytest.fixture
-def own_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
+PADDED_TILE = {"file": "test", "name": "padded-tile", "lesson": DAY16,
+               "old": "__shared__ float aTile[kTileDim][kTileDim];",
+               "new": "__shared__ float aTile[kTileDim][kTileDim + 1];"}
 
 
-def test_recorded_build_evidence_matches_a_fresh_build(own_cache):
+# Day 16 and day 13 as they are, and day 16 with a padded tile, for sm_90: built
+# while other tests run (see conftest), each test's verify_offline finds its
+# build in the session's cache, made moments before.
+build_in_background("real day16", "real", lambda folder: ROOT / "lessons.yaml", DAY16, "real_builds")
+build_in_background("real day13", "real", lambda folder: ROOT / "lessons.yaml", DAY13, "real_builds")
+build_in_background("padded day16", "padded", lambda folder: make_bug_course(PADDED_TILE, folder), DAY16,
+                    "real_builds")
+
+
+@pytest.fixture(scope="module")
+def real_builds(built_in_background) -> None:
+    """Built in the background, or already by another test of the session (coursectl check builds day 16)."""
+    for name in ("real day16", "real day13", "padded day16"):
+        assert built_in_background[name].binary.is_file()
+
+
+@pytest.mark.slow
+def test_recorded_build_evidence_matches_a_fresh_build(real_builds):
     manifest = load_manifest(ROOT / "lessons.yaml")
     lesson = manifest.lesson(DAY16)
     recorded = json.loads((ROOT / "evidence" / DAY16 / "build" / "sm_90.json").read_text())
@@ -32,11 +50,9 @@ def test_recorded_build_evidence_matches_a_fresh_build(own_cache):
     assert result.status is Status.PASS, result.reasons
 
 
-def test_a_padded_tile_fails_offline_naming_the_kernel_and_resource(tmp_path, own_cache):
-    entry = {"file": "test", "name": "padded-tile", "lesson": DAY16,
-             "old": "__shared__ float aTile[kTileDim][kTileDim];",
-             "new": "__shared__ float aTile[kTileDim][kTileDim + 1];"}
-    manifest = load_manifest(make_bug_course(entry, tmp_path / "course"))
+@pytest.mark.slow
+def test_a_padded_tile_fails_offline_naming_the_kernel_and_resource(tmp_path, real_builds):
+    manifest = load_manifest(make_bug_course(PADDED_TILE, tmp_path / "course"))
     [result] = verify_offline(manifest, manifest.lessons, discover(), Options(jobs=2, arch="sm_90"))
     text = "\n".join(result.reasons)
     assert result.status is Status.FAIL
@@ -44,7 +60,8 @@ def test_a_padded_tile_fails_offline_naming_the_kernel_and_resource(tmp_path, ow
     assert "gate 'tiled-smem-is-two-tiles [sm_90]' failed" in text
 
 
-def test_a_figure_above_the_recorded_peak_fails_plausibility(tmp_path, own_cache):
+@pytest.mark.slow
+def test_a_figure_above_the_recorded_peak_fails_plausibility(tmp_path, real_builds):
     manifest = load_manifest(ROOT / "lessons.yaml")
     evidence = load_evidence(ROOT, DAY13, "nvidia-h200")
     assert evidence.meta.peak_gbps and evidence.meta.peak_gbps > 1000

@@ -144,6 +144,7 @@ def hang_group(pid_file: Path) -> tuple[int, int]:
 
 
 # -- output cut, garbage, a flood (hangs, crashes and failures: test_cli.py) ---------------------
+@pytest.mark.slow
 def test_a_flood_is_cut_at_the_capture_limit_and_named_at_its_first_line(course, fake_gpu, prebuilt, tmp_path):
     """100 MiB on stdout: 16 MiB kept, the cut said, the first line that is not the schema's named."""
     course(["flood"])
@@ -203,6 +204,7 @@ def test_without_nvcc_exits_3(course, monkeypatch, gpu_bin, command):
                              "hint: install the CUDA toolkit or set CUDA_HOME\n")
 
 
+@pytest.mark.slow
 def test_a_lesson_nvcc_refuses_fails_and_the_others_still_run(course, fake_gpu, prebuilt, nvcc_version, tmp_path):
     def broken_source(manifest: dict) -> None:
         manifest["lessons"][0]["source"] = "standins/broken.cu"
@@ -351,6 +353,7 @@ def test_a_long_reason_stays_on_one_line_in_a_narrow_terminal(course, fake_gpu, 
 
 
 # -- two coursectl processes on one GPU -------------------------------------------------------------
+@pytest.mark.slow
 def test_two_processes_take_turns_on_one_gpu(course, fake_gpu, prebuilt, monkeypatch, tmp_path, spawned):
     """The second waits for the per-GPU lock, says so and who holds it, and runs after the first."""
     course(["day16-tiled-matmul"])
@@ -384,6 +387,7 @@ def test_two_processes_take_turns_on_one_gpu(course, fake_gpu, prebuilt, monkeyp
 
 
 # -- Ctrl-C and SIGTERM -------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_while_a_lesson_runs_stops_its_process_group(course, fake_gpu, prebuilt, tmp_path, spawned,
                                                               signum):
@@ -404,6 +408,7 @@ def test_a_signal_while_a_lesson_runs_stops_its_process_group(course, fake_gpu, 
     assert [p for p in [*made.root.rglob("*"), *cache.rglob("*")] if p.suffix in (".partial", ".tmp")] == []
 
 
+@pytest.mark.slow
 def test_sigterm_during_record_keeps_the_old_evidence(course, fake_gpu, prebuilt, nvcc_version, tmp_path, spawned):
     pid_file = tmp_path / "hang.pid"
     made = course(["hang"], edit=hang_for_a_minute(pid_file))
@@ -423,6 +428,7 @@ def test_sigterm_during_record_keeps_the_old_evidence(course, fake_gpu, prebuilt
     assert sorted(p.name for p in (made.root / "evidence" / "hang").iterdir()) == [GPU_SLUG]
 
 
+@pytest.mark.slow
 def test_sigterm_while_verify_builds_leaves_no_cache_entry(course, fake_gpu, monkeypatch, tmp_path, spawned):
     cache = tmp_path / "cache"
     monkeypatch.setenv("COURSECTL_CACHE", str(cache))   # so that nvcc really runs
@@ -437,6 +443,7 @@ def test_sigterm_while_verify_builds_leaves_no_cache_entry(course, fake_gpu, mon
     assert files_under(cache) == []
 
 
+@pytest.mark.slow
 def test_an_interrupt_as_nvcc_starts_still_stops_it(course, fake_gpu, monkeypatch, tmp_path, ctrl_c):
     """The scheduler's worst case, made certain: the interrupt lands between Popen and the live set."""
     from orchestrator import process
@@ -464,6 +471,7 @@ def test_an_interrupt_as_nvcc_starts_still_stops_it(course, fake_gpu, monkeypatc
     assert files_under(cache) == []
 
 
+@pytest.mark.slow
 def test_sigterm_during_coursectl_build_stops_nvcc(course, fake_gpu, monkeypatch, tmp_path, spawned):
     cache = tmp_path / "cache"
     monkeypatch.setenv("COURSECTL_CACHE", str(cache))

@@ -165,6 +165,17 @@ def test_offline_recorded_passes_count_and_say_so():
         ("nvcc", "13.0.88"), ("compute-sanitizer", "not found")]
 
 
+def test_a_pass_from_the_sanitizer_cache_says_so_and_takes_no_time():
+    """Named "(cached)"; 0 s, since it did not run now; the lesson keeps the seconds of the pass that did."""
+    cached = a_pass("racecheck", seconds=6.7).model_copy(update={"cached": True})
+    suite = valid(junit_xml(report_of(
+        LessonResult(lesson="day14", status=Status.PASS, evidence=GPU_SLUG, seconds=2.5,
+                     sanitizers=[a_pass("memcheck", seconds=0.8), cached]))))
+    assert counts(suite) == ("3", "0", "0", "0", "2.500")
+    assert cases(suite) == [("day14", "1.700", []), ("day14 [memcheck]", "0.800", []),
+                            ("day14 [racecheck] (cached)", "0.000", [])]
+
+
 # -- bytes a program prints ------------------------------------------------------------------
 def test_control_characters_from_a_lesson_become_visible_text(tmp_path):
     text = "row 1\x00\x07\x1b[31mred\x1b[0m\ttab\r\nbad \ud800 end \ufffe é\n"

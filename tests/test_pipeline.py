@@ -15,21 +15,23 @@ import os
 import signal
 import re
 import shlex
+import itertools
 import shutil
 import threading
+import time
+from pathlib import Path
 
 import pytest
 from rich.console import Console
 
-from conftest import (GPU_SLUG, GPU_UUID, SECOND_GPU_UUID, H, after, coursectl, edit, lines, standin_runs, statuses, table,
-                      tally_line, unverified,
-                      write_course)
+from conftest import (GPU_SLUG, GPU_UUID, SECOND_GPU_UUID, H, after, coursectl, edit, lines, overlap, sanitizer_runs,
+                      standin_runs, statuses, table, tally_line, unverified, write_course)
 from orchestrator import display
 from orchestrator.cli import shard_lessons
-from orchestrator.pipeline import verify
+from orchestrator.pipeline import PASS_MEMORY_MIB, GpuShare, pass_slots, verify
 from orchestrator.results import LessonResult, Options, Status
-from orchestrator.process import run_command
-from orchestrator.toolchain import Gpu, Toolchain
+from orchestrator.process import CommandResult, run_command
+from orchestrator.toolchain import Gpu, Toolchain, free_memory_mib
 
 FOUR = ["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul", "day71-matmul-fp16"]
 CLOCK = re.compile(r"^\[ *\d+\.\d s\] ")
@@ -45,6 +47,7 @@ def stages(text: str, lesson: str) -> list[str]:
 
 
 # -- several GPUs --------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_four_lessons_share_two_gpus_one_run_per_gpu_at_a_time(course, two_gpus, prebuilt, monkeypatch, tmp_path):
     course(FOUR)
     log = tmp_path / "runs.log"
@@ -96,7 +99,170 @@ def test_doctor_lists_both_gpus(course, two_gpus, fake_sanitizer, prebuilt):
         f" GPU 1             {H} NVIDIA H200, compute capability 9.0, 143771 MiB, 00000000:3B:00.0, {SECOND_GPU_UUID}"]
 
 
+# -- sanitizer passes beside each other, never beside a timed run ----------------------------------
+H200 = Gpu(index=0, name="NVIDIA H200", uuid=GPU_UUID, compute_capability="9.0")
+
+
+def in_thread(body) -> tuple[threading.Thread, threading.Event]:
+    """Start `body(inside)` in a thread; `inside` is set once it got what it waited for."""
+    inside = threading.Event()
+    thread = threading.Thread(target=body, args=(inside,), daemon=True)
+    thread.start()
+    return thread, inside
+
+
+def test_a_pass_waits_while_a_lesson_holds_its_gpu():
+    share = GpuShare([H200], jobs=2, free_memory=lambda gpu: None)
+    claim = share.claim("day13-shared-memory")
+
+    def one_pass(inside):
+        with share.sanitizing(claim.gpu, lambda message: None):
+            inside.set()
+
+    thread, inside = in_thread(one_pass)
+    assert not inside.wait(0.2), "a pass started while a lesson held the GPU"
+    claim.release()
+    assert inside.wait(5)
+    thread.join(5)
+
+
+@pytest.mark.slow
+def test_timed_runs_wait_for_the_passes_running_and_hold_back_new_ones():
+    share = GpuShare([H200], jobs=4, free_memory=lambda gpu: None)
+    done_with_first, done_with_timed = threading.Event(), threading.Event()
+
+    def first_pass(inside):
+        with share.sanitizing(H200, lambda message: None):
+            inside.set()
+            done_with_first.wait(10)
+
+    first, first_in = in_thread(first_pass)
+    assert first_in.wait(5)
+    claim = share.claim("day14-syncthreads")   # claiming waits for no pass; running does
+    gpu = claim.gpu
+    said: list[str] = []
+
+    def timed(inside):
+        with share.timed(gpu, said.append):
+            inside.set()
+            done_with_timed.wait(10)
+
+    def second_pass(inside):
+        with share.sanitizing(gpu, lambda message: None):
+            inside.set()
+
+    timed_thread, timed_in = in_thread(timed)
+    second, second_in = in_thread(second_pass)
+    assert not timed_in.wait(0.2), "a timed run started beside a pass"
+    assert said == ["waiting for GPU 0: 1 sanitizer pass running"]
+    done_with_first.set()
+    assert timed_in.wait(5)
+    assert not second_in.wait(0.2), "a pass started beside a timed run"
+    done_with_timed.set()
+    timed_thread.join(5)
+    assert not second_in.wait(0.2), "a pass started while a lesson still held the GPU"
+    claim.release()
+    assert second_in.wait(5)
+    for thread in (first, second):
+        thread.join(5)
+
+
+def test_passes_at_once_are_bounded_by_jobs_and_by_the_gpus_free_memory():
+    assert [pass_slots(free, 16) for free in (None, 143000, 3 * PASS_MEMORY_MIB + 1, 100)] == [16, 16, 3, 1]
+    share = GpuShare([H200], jobs=3, free_memory=lambda gpu: 2 * PASS_MEMORY_MIB)
+    leave = threading.Event()
+
+    def one_pass(inside):
+        with share.sanitizing(H200, lambda message: None):
+            inside.set()
+            leave.wait(10)
+
+    started = [in_thread(one_pass) for _ in range(3)]
+    deadline = time.monotonic() + 5
+    while sum(inside.is_set() for _, inside in started) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)   # time for a third to come in, were it let
+    assert sum(inside.is_set() for _, inside in started) == 2
+    leave.set()
+    assert all(inside.wait(5) for _, inside in started)
+    for thread, _ in started:
+        thread.join(5)
+
+
+def test_free_memory_comes_from_nvidia_smi_without_nvml(fake_gpu, monkeypatch):
+    monkeypatch.setenv("FAKE_GPU_FREE_MIB", "81920")
+    assert free_memory_mib(H200) == 81920
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert free_memory_mib(H200) is None
+
+
+def test_passes_of_different_lessons_run_together_and_never_beside_a_timed_run(
+        make_course, prebuilt, nvcc_version, sanitizer_bin, monkeypatch, tmp_path):
+    """Days 13, 14 and 16 run, then their memcheck passes start together and stay running; day 71,
+    held back until then, is built, and its timed run waits for them to end.
+
+    Day 71's build (its own copy of the stand-in, so not in the cache) is
+    handed in by the runner as soon as the three passes have started,
+    instead of nvcc; the passes hold until day 71 says it waits for them.
+    """
+    late = "day71-matmul-fp16"
+
+    def own_source(manifest: dict) -> None:
+        manifest["lessons"][3]["source"] = "standins/replay_late.cu"
+
+    sanitized = ["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul"]
+    made = make_course([*sanitized, late], sanitizers={lesson: {"memcheck": {}} for lesson in sanitized},
+                       edit=own_source)
+    copy = made.root / "standins" / "replay_late.cu"
+    copy.write_text((made.root / "standins" / "replay.cu").read_text() + "// built late, by the test's runner\n")
+    timed_log, pass_log, gate = tmp_path / "timed.log", tmp_path / "passes.log", tmp_path / "gate"
+    monkeypatch.setenv("STANDIN_LOG", str(timed_log))
+    monkeypatch.setenv("FAKE_SANITIZER_RUNS", str(pass_log))
+    monkeypatch.setenv("FAKE_SANITIZER_GATE", str(gate))
+    manifest = made.load()
+    toolchain = Toolchain(nvcc=shutil.which("nvcc"), nvcc_version=nvcc_version, driver_version="580.159.04",
+                          sanitizer=str(sanitizer_bin / "compute-sanitizer"), sanitizer_version="2025.3.1.0",
+                          gpus=[H200])
+    events: list[tuple[str, str, str]] = []
+    opener = threading.Timer(30, gate.touch)   # should day 71 never wait, the passes still end
+    opener.start()
+
+    def emit(event):
+        events.append((event.lesson, event.stage, event.detail))
+        if (event.lesson, event.stage) == (late, "waiting"):
+            gate.touch()
+
+    def runner(argv, **kwargs):
+        if "--resource-usage" in argv and argv[-1] == str(copy):
+            deadline = time.monotonic() + 30
+            while len(re.findall(" start ", pass_log.read_text() if pass_log.exists() else "")) < 3:
+                assert time.monotonic() < deadline, "the three passes never all started"
+                time.sleep(0.02)
+            shutil.copy(prebuilt["day13-shared-memory"], argv[argv.index("-o") + 1])
+            Path(argv[argv.index("-MF") + 1]).write_text(f"{argv[argv.index('-o') + 1]} : {copy}\n")  # as nvcc does
+            return CommandResult(argv=[str(a) for a in argv], returncode=0, seconds=0.0)
+        return run_command(argv, **kwargs)
+
+    try:
+        results = verify(manifest, manifest.lessons, toolchain, Options(jobs=2, sanitizer_jobs=4), emit, runner)
+    finally:
+        opener.cancel()
+    assert [(r.lesson, r.status, [p.tool for p in r.sanitizers], r.reasons) for r in results] == [
+        *((lesson, Status.NO_EVIDENCE, ["memcheck"], []) for lesson in sanitized), (late, Status.NO_EVIDENCE, [], [])]
+    assert (late, "waiting", "waiting for GPU 0: 3 sanitizer passes running") in events
+    timed, passes = standin_runs(timed_log), sanitizer_runs(pass_log)
+    assert len(timed) == 4 and len(passes) == 3
+    assert {run.visible for run in [*timed, *passes]} == {GPU_UUID}
+    # (a) the passes of the three lessons ran together
+    assert sorted(run.argument for run in passes) == sorted(str(made.transcript(lesson)) for lesson in sanitized)
+    assert all(overlap(a, b) for a, b in itertools.combinations(passes, 2)), passes
+    # (b) no pass ran beside a timed run on its GPU; day 71's came once the passes had ended
+    assert not [(p, r) for p in passes for r in timed if overlap(p, r)]
+    assert timed[-1].start >= max(p.end for p in passes)
+
+
 # -- builds overlap runs ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_lesson_runs_while_another_is_still_building(make_course, prebuilt, nvcc_version):
     """day 13 is cached; day 16's nvcc (a real one) is held back until day 13 has started to run.
 
@@ -236,6 +402,7 @@ def test_v_shows_every_stage_and_the_claims(course, fake_gpu, prebuilt):
     for lesson in ("day13-shared-memory", "day16-tiled-matmul"):
         assert stages(result.stdout, lesson) == ["building", "built (cached)", "running (GPU 0)", "comparing",
                                                  "done (NO_EVIDENCE)"]
+    # in the order they finish: one lesson's judging overlaps the next one's run
     assert sorted(f[:2] for f in finished(result.stdout)) == [("NO_EVIDENCE", "day13-shared-memory"),
                                                               ("NO_EVIDENCE", "day16-tiled-matmul")]
     assert "day13-shared-memory: claims" in out and "day16-tiled-matmul: claims" in out

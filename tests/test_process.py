@@ -81,6 +81,7 @@ def test_command_is_shell_quoted_for_pasting():
     assert shlex.split(result.command) == argv
 
 
+@pytest.mark.slow
 def test_timeout_kills_the_whole_group_and_keeps_partial_output(standin, tmp_path):
     pid_file = tmp_path / "child.pid"
     started = time.monotonic()

@@ -11,8 +11,19 @@ that $FAKE_SANITIZER_<TOOL>_LOG and $FAKE_SANITIZER_<TOOL>_XML name (TOOL in
 capitals). Without a log recording it writes a clean log; without an XML
 recording it writes no XML. $FAKE_SANITIZER_<TOOL>_SLEEP makes it sleep
 that many seconds first, as a pass that runs too long. It exits with N when
-the recording holds findings, else with the program's own status. Any other argument shape is
-an error (exit 2), so the tests notice when coursectl's command changes.
+the recording holds findings, else with the program's own status. Any other
+argument shape is an error (exit 2), so the tests notice when coursectl's
+command changes.
+
+With $FAKE_SANITIZER_RUNS set it appends "PID start T TOOL CUDA_VISIBLE_DEVICES
+ARGUMENT" as it starts and the same with "end" once the program and its files
+are done, T in seconds of CLOCK_MONOTONIC and ARGUMENT the program's first
+argument (for the replaying stand-in, the transcript, which names the lesson),
+one write() each, so tests can see which passes ran when and on which GPU;
+the program then runs without $STANDIN_LOG, which keeps to the timed runs.
+With $FAKE_SANITIZER_GATE set the program takes up to a minute, until that
+file exists (the replaying stand-in's STANDIN_SLEEP and STANDIN_GATE), so a
+test can hold passes running for as long as it needs.
 """
 
 import os
@@ -40,6 +51,19 @@ def fail(message):
     sys.exit(2)
 
 
+def log_run(what, tool, program):
+    path = os.environ.get("FAKE_SANITIZER_RUNS")
+    if not path:
+        return
+    line = (f"{os.getpid()} {what} {time.monotonic():.6f} {tool} {os.environ.get('CUDA_VISIBLE_DEVICES', '-')} "
+            f"{program[1] if len(program) > 1 else '-'}\n")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
 def main(argv):
     if argv == ["--version"]:
         sys.stdout.write(VERSION)
@@ -59,8 +83,20 @@ def main(argv):
         rest = rest[1:]
     if not rest:
         fail("no program to run")
+    log_run("start", tool, rest)
+    status = run(tool, rest, log_file, xml_file, error_exitcode)
+    log_run("end", tool, rest)
+    return status
+
+
+def run(tool, rest, log_file, xml_file, error_exitcode):
     time.sleep(float(os.environ.get(f"FAKE_SANITIZER_{tool.upper()}_SLEEP", "0")))
-    status = subprocess.call(rest)
+    env = dict(os.environ)
+    if env.get("FAKE_SANITIZER_RUNS"):
+        env.pop("STANDIN_LOG", None)
+    if env.get("FAKE_SANITIZER_GATE"):
+        env.update(STANDIN_SLEEP="60", STANDIN_GATE=env["FAKE_SANITIZER_GATE"])
+    status = subprocess.call(rest, env=env)
     log = os.environ.get(f"FAKE_SANITIZER_{tool.upper()}_LOG")
     xml = os.environ.get(f"FAKE_SANITIZER_{tool.upper()}_XML")
     if log:

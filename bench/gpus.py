@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Throughput of `coursectl verify` on one GPU against all of a host's GPUs.
+
+In a scratch copy of the course whose lessons are each listed COPIES times
+(new ids, the same programs, schemas and claims, so there is enough work to
+share), with every build warm and every sanitizer pass run (--rerun-sanitizers):
+
+  t1  verify --all --gpus 0
+  tn  verify --all (every GPU)
+
+and writes {"format": 1, "gpus": N, "t1": ..., "tn": ..., "speedup": t1 / tn, ...}.
+
+    python3 bench/gpus.py [--copies 3] [--out bench/results/NAME-gpus.json]
+
+It needs at least two GPUs; with fewer it says so in one line and exits 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from orchestrator.shorthand import written_out  # noqa: E402
+from orchestrator.toolchain import discover  # noqa: E402
+
+
+def scratch_course(copies: int, into: Path) -> Path:
+    """The course with each lesson listed `copies` times, written out in the long form."""
+    shutil.copytree(ROOT / "lessons", into / "lessons")
+    data = written_out(yaml.safe_load((ROOT / "lessons.yaml").read_text(encoding="utf-8")), ROOT)
+    lessons = []
+    for copy in range(copies):
+        for lesson in data["lessons"]:
+            twin = dict(lesson)
+            if copy:
+                twin["id"] = f"{lesson['id']}-copy{copy}"
+                twin["day"] = lesson["day"] * 100 + copy   # one lesson a day
+                twin.pop("prose", None)
+            lessons.append(twin)
+    data["lessons"] = sorted(lessons, key=lambda lesson: lesson["day"])
+    (into / "lessons.yaml").write_text(yaml.safe_dump(data, sort_keys=False, width=1000), encoding="utf-8")
+    return into
+
+
+def timed(args: list[str], cwd: Path) -> float:
+    started = time.monotonic()
+    done = subprocess.run(["coursectl", *args], cwd=cwd, capture_output=True, text=True)
+    seconds = time.monotonic() - started
+    if done.returncode not in (0, 1):   # a lesson without evidence for its copy's id is fine; an error is not
+        sys.exit(f"bench/gpus.py: coursectl {' '.join(args)} exited {done.returncode}:\n{done.stderr}")
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--copies", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    toolchain = discover()
+    if len(toolchain.gpus) < 2:
+        print(f"bench/gpus.py: needs two GPUs or more; found {len(toolchain.gpus)}", file=sys.stderr)
+        sys.exit(3)
+    with tempfile.TemporaryDirectory(prefix="coursectl-gpus-") as tmp:
+        course = scratch_course(args.copies, Path(tmp))
+        verify = ["verify", "--all", "-q", "--rerun-sanitizers"]
+        timed(verify + ["--gpus", "0"], course)   # warms the build cache; the passes run again below
+        t1 = timed(verify + ["--gpus", "0"], course)
+        tn = timed(verify, course)
+        lessons = len(yaml.safe_load((course / "lessons.yaml").read_text())["lessons"])
+    result = {"format": 1, "date": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+              "gpu": toolchain.gpus[0].name, "gpus": len(toolchain.gpus), "lessons": lessons,
+              "t1": round(t1, 2), "tn": round(tn, 2), "speedup": round(t1 / tn, 3)}
+    print(json.dumps(result, indent=2))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,317 @@
+"""orchestrator.sanitizer_cache: the key of a pass, storing it, and damaged entries read as misses."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conftest import (GPU_SLUG, SANITIZER_DATA, after, coursectl, sanitizer_runs, seconds_masked, table,
+                      unverified, write_course)
+from orchestrator.process import CommandResult
+from orchestrator.sanitizer_cache import (FOLDER, entry_path, is_cacheable, key_environment, load_pass, pass_key,
+                                          store_pass)
+
+LOG = b"========= ERROR SUMMARY: 0 errors\n"
+XML = b"<?xml version='1.0'?><ComputeSanitizerOutput/>\n"
+
+
+@pytest.fixture
+def binary(tmp_path) -> Path:
+    path = tmp_path / "bin" / "replay"
+    path.parent.mkdir()
+    path.write_bytes(b"\x7fELF the -lineinfo build")
+    return path
+
+
+def key_of(binary: Path, **changes):
+    args = dict(tool="memcheck", tool_args=["--leak-check", "full"], program_args=["--check-only"],
+                sanitizer_version="2025.3.1.0", driver_version="580.159.04", gpu_name="NVIDIA H200",
+                env={"CUDA_VISIBLE_DEVICES": "GPU-00000000-test", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    args.update(changes)
+    return pass_key(binary, **args)
+
+
+def ran(returncode: int | None = 0, **changes) -> CommandResult:
+    fields = dict(argv=["compute-sanitizer", "--tool", "memcheck", "./replay"], returncode=returncode,
+                  stdout=b"transcript\n", stderr=b"", seconds=0.8125)
+    fields.update(changes)
+    return CommandResult(**fields)
+
+
+def test_the_key_holds_every_input_and_not_the_gpu_a_pass_ran_on(binary, monkeypatch):
+    monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
+    key = key_of(binary)
+    assert key.model_dump() == {
+        "format": 1, "binary_sha256": hashlib.sha256(binary.read_bytes()).hexdigest(),
+        "tool": "memcheck", "tool_args": ["--leak-check", "full"],
+        "program_args": ["--check-only"],
+        "command": ["compute-sanitizer", "--tool", "memcheck", "--log-file", "LOG", "--xml", "--save", "XML",
+                    "--error-exitcode", "86", "--leak-check", "full", "PROGRAM", "--check-only"],
+        "sanitizer_version": "2025.3.1.0", "driver_version": "580.159.04", "gpu": "NVIDIA H200",
+        "environment": key_environment()}
+    # Which of the GPUs of one model, and where the toolkit lies, change nothing.
+    assert key_of(binary, env={"CUDA_VISIBLE_DEVICES": "GPU-00000001-test"}).digest() == key.digest()
+    monkeypatch.setenv("CUDA_HOME", "/opt/cuda-elsewhere")
+    assert key_of(binary).digest() == key.digest()
+
+
+@pytest.mark.parametrize("change", ["binary", "tool", "tool_args", "program_args", "sanitizer_version",
+                                    "driver_version", "gpu_name", "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING"])
+def test_a_change_of_any_input_changes_the_key(binary, monkeypatch, change):
+    monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
+    monkeypatch.delenv("CUDA_MODULE_LOADING", raising=False)
+    before = key_of(binary).digest()
+    changes = {"tool": dict(tool="racecheck"), "tool_args": dict(tool_args=["--leak-check", "no"]),
+               "program_args": dict(program_args=[]), "sanitizer_version": dict(sanitizer_version="2025.4.0.0"),
+               "driver_version": dict(driver_version="595.84"), "gpu_name": dict(gpu_name="NVIDIA H100 80GB HBM3")}
+    if change == "binary":
+        binary.write_bytes(binary.read_bytes() + b" rebuilt")
+    elif change == "CUDA_LAUNCH_BLOCKING":
+        monkeypatch.setenv("CUDA_LAUNCH_BLOCKING", "1")   # inherited
+    elif change == "CUDA_MODULE_LOADING":
+        changes[change] = dict(env={"CUDA_MODULE_LOADING": "EAGER"})   # set for the run
+    assert key_of(binary, **changes.get(change, {})).digest() != before
+
+
+def test_stored_then_loaded_as_it_ran(tmp_path, binary):
+    key = key_of(binary)
+    path = store_pass(tmp_path, "day13-shared-memory", key, ran(86, stderr=b"warn\n"), LOG, XML)
+    assert path == entry_path(tmp_path, "day13-shared-memory", key) == \
+        tmp_path / FOLDER / "day13-shared-memory" / f"memcheck-{key.digest()}.json"
+    stored = load_pass(tmp_path, "day13-shared-memory", key)
+    assert (stored.log_bytes, stored.xml_bytes) == (LOG, XML)
+    assert stored.command_result() == CommandResult(argv=["compute-sanitizer", "--tool", "memcheck", "./replay"],
+                                                    returncode=86, stdout=b"transcript\n", stderr=b"warn\n",
+                                                    seconds=0.812)
+    store_pass(tmp_path, "day13-shared-memory", key, ran(), LOG, None)
+    assert load_pass(tmp_path, "day13-shared-memory", key).xml_bytes is None
+    assert load_pass(tmp_path, "day14-syncthreads", key) is None
+    assert load_pass(tmp_path, "day13-shared-memory", key_of(binary, tool="racecheck")) is None
+
+
+def _damage(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "empty":
+        path.write_bytes(b"")
+    elif how == "cut-in-half":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "not-json":
+        path.write_bytes(b"\x00\xffnot json")
+    elif how == "log-edited":
+        entry = json.loads(data)
+        entry["log"] = entry["log"][:-4] + "AAAA"
+        path.write_text(json.dumps(entry))
+    elif how == "field-missing":
+        entry = json.loads(data)
+        del entry["exit_status"]
+        path.write_text(json.dumps(entry))
+    elif how == "bad-base64":
+        entry = json.loads(data)
+        entry["stdout"] = "!!!"
+        path.write_text(json.dumps(entry))
+    elif how == "a-list":
+        path.write_text("[1, 2]")
+
+
+@pytest.mark.parametrize("how", ["empty", "cut-in-half", "not-json", "log-edited", "field-missing", "bad-base64",
+                                 "a-list"])
+def test_a_damaged_entry_is_a_miss(tmp_path, binary, how):
+    key = key_of(binary)
+    path = store_pass(tmp_path, "day13-shared-memory", key, ran(), LOG, XML)
+    _damage(path, how)
+    assert load_pass(tmp_path, "day13-shared-memory", key) is None
+    store_pass(tmp_path, "day13-shared-memory", key, ran(), LOG, XML)   # a run now replaces it
+    assert load_pass(tmp_path, "day13-shared-memory", key).log_bytes == LOG
+
+
+def test_an_entry_stored_under_another_key_is_a_miss(tmp_path, binary):
+    """A file moved or copied to another key's name: the key inside it is checked too."""
+    key, other = key_of(binary), key_of(binary, program_args=[])
+    store_pass(tmp_path, "day13-shared-memory", key, ran(), LOG, XML)
+    entry_path(tmp_path, "day13-shared-memory", key).rename(entry_path(tmp_path, "day13-shared-memory", other))
+    assert load_pass(tmp_path, "day13-shared-memory", other) is None
+
+
+@pytest.mark.parametrize("result, log, cacheable", [
+    (ran(0), LOG, True),
+    (ran(86), LOG, True),                                       # the tool found something: a result like any other
+    (ran(None, timed_out=True, signal=15), LOG, False),         # timed out
+    (ran(-9, signal=9), LOG, False),                            # killed
+    (ran(250), LOG, False),                                     # the program or the tool crashed
+    (ran(1), LOG, False),                                       # the tool failed
+    (ran(0), b"", False),                                       # no log: the tool never got going
+], ids=["clean", "findings", "timed-out", "killed", "crashed", "failed", "no-log"])
+def test_only_a_pass_that_ended_as_the_tool_ends_is_stored(result, log, cacheable):
+    assert is_cacheable(result, log) is cacheable
+
+
+# -- through verify, record and sanitize -------------------------------------------------------
+DAY14 = "day14-syncthreads"
+DAY14_SANITIZERS = {DAY14: {"memcheck": {}, "racecheck": {"findings": [{"kernel": "reverseTileRacy"}]}}}
+RACE_LOG = SANITIZER_DATA / "syncthreads.racecheck.txt"
+
+
+@pytest.fixture
+def pass_log(tmp_path, monkeypatch) -> Path:
+    """$FAKE_SANITIZER_RUNS: where the fake compute-sanitizer logs each pass it runs."""
+    log = tmp_path / "passes.log"
+    monkeypatch.setenv("FAKE_SANITIZER_RUNS", str(log))
+    return log
+
+
+def passes_of(report: Path) -> list[dict]:
+    [lesson] = json.loads(report.read_text())["results"]
+    return lesson["sanitizers"]
+
+
+def summary_row(result) -> list[str]:
+    return table(seconds_masked(result.stdout), "verify")[1]
+
+
+def test_a_warm_verify_takes_each_pass_from_the_cache_and_says_so(course, fake_sanitizer, prebuilt, monkeypatch,
+                                                                   pass_log, tmp_path):
+    course([DAY14], sanitizers=DAY14_SANITIZERS)
+    monkeypatch.setenv("FAKE_SANITIZER_RACECHECK_LOG", str(RACE_LOG))
+    cold = coursectl("verify", "--all", "-q", "--json", tmp_path / "cold.json")
+    assert (cold.exit_code, cold.stderr) == (0, "")
+    assert summary_row(cold) == [DAY14, "NO_EVIDENCE", GPU_SLUG, "-", "T s", "memcheck ok T s, racecheck ok T s",
+                                 "T s"]
+    assert sorted(run.tool for run in sanitizer_runs(pass_log)) == ["memcheck", "racecheck"]
+
+    warm = coursectl("verify", "--all", "-q", "--json", tmp_path / "warm.json", "--junit", tmp_path / "warm.xml")
+    assert (warm.exit_code, warm.stderr) == (0, "")
+    assert summary_row(warm) == [DAY14, "NO_EVIDENCE", GPU_SLUG, "-", "T s",
+                                 "memcheck ok (cached), racecheck ok (cached)", "T s"]
+    assert len(sanitizer_runs(pass_log)) == 2, "a pass ran again"
+    # What is reported is what the run that was stored reported, seconds and command included.
+    cold_passes, warm_passes = passes_of(tmp_path / "cold.json"), passes_of(tmp_path / "warm.json")
+    assert [p["cached"] for p in cold_passes] == [False, False]
+    assert [p["cached"] for p in warm_passes] == [True, True]
+    assert [{**p, "cached": False} for p in warm_passes] == cold_passes
+    assert warm_passes[1]["findings"] > 0 and warm_passes[1]["problems"] == []
+    suite = ET.parse(tmp_path / "warm.xml").getroot()
+    assert [(case.get("name"), case.get("time")) for case in suite.findall("testcase")][1:] == [
+        (f"{DAY14} [memcheck] (cached)", "0.000"), (f"{DAY14} [racecheck] (cached)", "0.000")]
+
+    rerun = coursectl("verify", "--all", "-q", "--rerun-sanitizers")
+    assert (rerun.exit_code, rerun.stderr) == (0, "")
+    assert summary_row(rerun)[5] == "memcheck ok T s, racecheck ok T s"
+    assert len(sanitizer_runs(pass_log)) == 4
+
+
+def test_a_changed_expectation_is_judged_again_without_running_the_pass(course, fake_sanitizer, prebuilt,
+                                                                       monkeypatch, pass_log):
+    made = course([DAY14], sanitizers=DAY14_SANITIZERS)
+    monkeypatch.setenv("FAKE_SANITIZER_RACECHECK_LOG", str(RACE_LOG))
+    assert coursectl("verify", "--all", "-q").exit_code == 0
+    expect_another = {DAY14: {"memcheck": {}, "racecheck": {"findings": [{"kernel": "reverseTileSynced"}]}}}
+    write_course(made.root, [DAY14], sanitizers=expect_another)
+
+    result = coursectl("verify", "--all", "-q")
+    assert result.exit_code == 1
+    assert summary_row(result) == [DAY14, "FAIL", GPU_SLUG, "-", "T s", "memcheck ok (cached), racecheck FAIL (cached)",
+                                   "T s"]
+    assert after(result.stdout, "verify") == [
+        f"{DAY14}: racecheck: unexpected race in reverseTileRacy at syncthreads.cu:150 (1051020 hazards, 4 reports)",
+        f"{DAY14}: racecheck: expected a finding in reverseTileSynced, none reported"]
+    assert len(sanitizer_runs(pass_log)) == 2, "a pass ran again"
+
+    write_course(made.root, [DAY14], sanitizers=DAY14_SANITIZERS)
+    again = coursectl("verify", "--all", "-q")
+    assert (again.exit_code, summary_row(again)[5]) == (0, "memcheck ok (cached), racecheck ok (cached)")
+    assert len(sanitizer_runs(pass_log)) == 2
+
+
+def test_a_changed_input_runs_the_pass_again(course, fake_sanitizer, prebuilt, monkeypatch, pass_log):
+    made = course(["day13-shared-memory"], sanitizers={"day13-shared-memory": {"memcheck": {}}})
+    assert coursectl("verify", "--all", "-q").exit_code == 0
+    changes = {"CUDA_LAUNCH_BLOCKING": lambda: monkeypatch.setenv("CUDA_LAUNCH_BLOCKING", "1"),
+               "tool args": lambda: write_course(made.root, ["day13-shared-memory"], sanitizers={
+                   "day13-shared-memory": {"memcheck": {"args": ["--check-device-heap=no"]}}}),
+               "program args": lambda: write_course(made.root, ["day13-shared-memory"], sanitizers={
+                   "day13-shared-memory": {"memcheck": {"args": ["--check-device-heap=no"], "program_args": ["0"]}}})}
+    for count, (change, make) in enumerate(changes.items(), start=2):
+        make()
+        result = coursectl("verify", "--all", "-q")
+        assert (result.exit_code, summary_row(result)[5], len(sanitizer_runs(pass_log))) == (
+            0, "memcheck ok T s", count), change
+    again = coursectl("verify", "--all", "-q")
+    assert (again.exit_code, summary_row(again)[5]) == (0, "memcheck ok (cached)")
+    assert len(sanitizer_runs(pass_log)) == 4
+
+
+def test_record_and_sanitize_always_run_the_passes_and_refresh_the_cache(course, fake_sanitizer, prebuilt,
+                                                                         monkeypatch, pass_log):
+    course([DAY14], sanitizers=DAY14_SANITIZERS)
+    # Without the recorded race the racecheck pass finds nothing: FAIL, and stored so.
+    failed = coursectl("verify", "--all", "-q")
+    assert (failed.exit_code, summary_row(failed)[5]) == (1, "memcheck ok T s, racecheck FAIL T s")
+    monkeypatch.setenv("FAKE_SANITIZER_RACECHECK_LOG", str(RACE_LOG))
+    still = coursectl("verify", "--all", "-q")
+    assert (still.exit_code, summary_row(still)[5]) == (1, "memcheck ok (cached), racecheck FAIL (cached)")
+    assert len(sanitizer_runs(pass_log)) == 2
+
+    recorded = coursectl("record", "--all", "-q")
+    assert recorded.exit_code == 0
+    assert table(seconds_masked(recorded.stdout), "record")[1][5] == "memcheck ok T s, racecheck ok T s"
+    assert len(sanitizer_runs(pass_log)) == 4
+    verified = coursectl("verify", "--all", "-q")
+    assert (verified.exit_code, summary_row(verified)[1], summary_row(verified)[5]) == (
+        0, "PASS", "memcheck ok (cached), racecheck ok (cached)")
+
+    sanitized = coursectl("sanitize", DAY14, "--tool", "racecheck")
+    assert (sanitized.exit_code, sanitized.stderr) == (0, "")
+    assert [run.tool for run in sanitizer_runs(pass_log)][4:] == ["racecheck"]
+
+
+def test_a_damaged_cache_entry_runs_the_pass_again(course, fake_sanitizer, prebuilt, pass_log):
+    course(["day13-shared-memory"], sanitizers={"day13-shared-memory": {"memcheck": {}}})
+    entries = Path(os.environ["COURSECTL_CACHE"]) / FOLDER / "day13-shared-memory"   # beside the build cache
+    others = set(entries.glob("*"))   # of other tests: the session shares one cache
+    assert coursectl("verify", "--all", "-q").exit_code == 0
+    [entry] = set(entries.glob("*")) - others
+    assert entry.name.startswith("memcheck-") and entry.suffix == ".json"
+    whole = entry.read_bytes()
+    entry.write_bytes(whole[: len(whole) // 2])   # as a disk that filled up mid-write would leave it
+    result = coursectl("verify", "--all", "-q")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert (summary_row(result)[1], summary_row(result)[5]) == ("NO_EVIDENCE", "memcheck ok T s")
+    assert after(result.stdout, "verify") == [unverified("day13-shared-memory")]   # nothing about the cache
+    assert len(sanitizer_runs(pass_log)) == 2
+    assert json.loads(entry.read_bytes())["exit_status"] == 0   # replaced whole
+    again = coursectl("verify", "--all", "-q")
+    assert summary_row(again)[5] == "memcheck ok (cached)"
+
+
+@pytest.mark.slow
+def test_a_crashed_pass_is_not_stored(course, fake_sanitizer, prebuilt, pass_log):
+    course(["crash"], sanitizers={"crash": {"memcheck": {}}})
+    for count in (1, 2):
+        result = coursectl("verify", "--all", "-q")
+        assert (result.exit_code, summary_row(result)[1], summary_row(result)[5]) == (1, "CRASH", "memcheck FAIL T s")
+        assert len(sanitizer_runs(pass_log)) == count
+    assert not (Path(os.environ["COURSECTL_CACHE"]) / FOLDER / "crash").exists()
+
+
+def test_a_result_that_cannot_be_stored_is_a_note(course, fake_sanitizer, prebuilt, monkeypatch, tmp_path):
+    import orchestrator.pipeline
+
+    full = tmp_path / "cache" / "memcheck.json"
+
+    def no_space(*args, **kwargs):
+        raise OSError(28, "No space left on device", str(full))
+
+    monkeypatch.setattr(orchestrator.pipeline, "store_pass", no_space)
+    course(["day13-shared-memory"], sanitizers={"day13-shared-memory": {"memcheck": {}}})
+    result = coursectl("verify", "--all", "-q")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert (summary_row(result)[1], summary_row(result)[5]) == ("NO_EVIDENCE", "memcheck ok T s")
+    assert after(result.stdout, "verify") == [
+        unverified("day13-shared-memory"),
+        "day13-shared-memory: note: memcheck: not stored in the sanitizer cache: "
+        f"cannot write/read {full}: No space left on device"]
