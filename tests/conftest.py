@@ -577,16 +577,15 @@ def nvcc_version() -> str:
 
 
 @pytest.fixture(scope="session")
-def prebuilt(built_in_background, session_dir) -> dict[str, Path]:
+def prebuilt(built_in_background) -> dict[str, Path]:
     """PREBUILT, built in the background into the session's cache: lesson id -> its plain sm_90 binary.
 
-    Lessons played by one stand-in share one build and one cache entry (the
-    cache is content-addressed, no lesson id in it): each stand-in is built
-    once per (arch, variant).
+    The cache is content-addressed: lessons played by one stand-in share one
+    entry, so each stand-in is built once per (arch, variant).
     """
-    return {lesson_id: built_in_background[f"prebuilt {_PREBUILT_BY[(LESSONS[lesson_id]['standin'], arch, variant)]} "
-                                           f"{arch} {variant}"].binary
-            for lesson_id, arch, variant in PREBUILT if (arch, variant) == ("sm_90", "plain")}
+    return {lesson_id: built_in_background[f"prebuilt {_PREBUILT_BY[(LESSONS[lesson_id]['standin'], 'sm_90', 'plain')]}"
+                                           f" sm_90 plain"].binary
+            for lesson_id in LESSONS}
 
 
 @pytest.fixture(scope="session")

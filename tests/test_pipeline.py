@@ -18,8 +18,8 @@ import shlex
 import itertools
 import shutil
 import threading
-import time
 from pathlib import Path
+import time
 
 import pytest
 from rich.console import Console
@@ -239,7 +239,7 @@ def test_passes_of_different_lessons_run_together_and_never_beside_a_timed_run(
                 assert time.monotonic() < deadline, "the three passes never all started"
                 time.sleep(0.02)
             shutil.copy(prebuilt["day13-shared-memory"], argv[argv.index("-o") + 1])
-            Path(argv[argv.index("-MF") + 1]).write_text(f"{argv[argv.index('-o') + 1]} : {copy}\n")  # as nvcc does
+            Path(argv[argv.index("-MF") + 1]).write_text(f"{argv[argv.index('-o') + 1]}: {copy}\n")  # as nvcc -MD
             return CommandResult(argv=[str(a) for a in argv], returncode=0, seconds=0.0)
         return run_command(argv, **kwargs)
 

@@ -11,9 +11,8 @@ that $FAKE_SANITIZER_<TOOL>_LOG and $FAKE_SANITIZER_<TOOL>_XML name (TOOL in
 capitals). Without a log recording it writes a clean log; without an XML
 recording it writes no XML. $FAKE_SANITIZER_<TOOL>_SLEEP makes it sleep
 that many seconds first, as a pass that runs too long. It exits with N when
-the recording holds findings, else with the program's own status. Any other
-argument shape is an error (exit 2), so the tests notice when coursectl's
-command changes.
+the recording holds findings, else with the program's own status. Any other argument shape is
+an error (exit 2), so the tests notice when coursectl's command changes.
 
 With $FAKE_SANITIZER_RUNS set it appends "PID start T TOOL CUDA_VISIBLE_DEVICES
 ARGUMENT" as it starts and the same with "end" once the program and its files
@@ -90,12 +89,12 @@ def main(argv):
 
 
 def run(tool, rest, log_file, xml_file, error_exitcode):
-    time.sleep(float(os.environ.get(f"FAKE_SANITIZER_{tool.upper()}_SLEEP", "0")))
     env = dict(os.environ)
     if env.get("FAKE_SANITIZER_RUNS"):
         env.pop("STANDIN_LOG", None)
     if env.get("FAKE_SANITIZER_GATE"):
         env.update(STANDIN_SLEEP="60", STANDIN_GATE=env["FAKE_SANITIZER_GATE"])
+    time.sleep(float(os.environ.get(f"FAKE_SANITIZER_{tool.upper()}_SLEEP", "0")))
     status = subprocess.call(rest, env=env)
     log = os.environ.get(f"FAKE_SANITIZER_{tool.upper()}_LOG")
     xml = os.environ.get(f"FAKE_SANITIZER_{tool.upper()}_XML")
