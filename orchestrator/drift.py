@@ -20,9 +20,10 @@ from . import __version__
 from .claims import ClaimResult, evaluate_claims
 from .comparison import FieldResult, FieldStatus
 from .errors import EvidenceError, TranscriptError
-from .evidence import EvidenceMeta, lesson_digest, load_build_evidence, load_evidence
+from .build import BuildResult
+from .evidence import EvidenceMeta, lesson_digest, load_build_evidence, load_evidence, source_changes
 from .files import atomic_write
-from .judging import judge_recorded_pass, parse_evidence
+from .judging import judge_recorded_pass, parse_evidence, sources_now
 from .manifest import Lesson, Manifest, SanitizerPass
 from .results import ClaimChange, FindingChange, LessonResult, ProvenanceChange, shown
 from .sanitizer import Finding, Report
@@ -49,6 +50,9 @@ class Provenance(BaseModel):
     max_sm_clock_mhz: int | None = None
     peak_gbps: float | None = None
     peak_fp32_gflops: float | None = None
+    # Every local file the build reads, by its path in the course: the source (as `source`) and its
+    # headers; None where unknown (evidence recorded before meta.json kept them).
+    sources: dict[str, str | None] | None = None
 
     def items(self) -> list[tuple[str, str | None]]:
         """(what, value as shown) in a fixed order, the names people use."""
@@ -72,23 +76,40 @@ def provenance_of(meta: EvidenceMeta) -> Provenance:
                       sanitizer=meta.sanitizer_version, coursectl=meta.coursectl_version,
                       source=meta.source_sha256, flags=meta.flags, arch=meta.arch,
                       max_sm_clock_mhz=meta.max_sm_clock_mhz, peak_gbps=meta.peak_gbps,
-                      peak_fp32_gflops=meta.peak_fp32_gflops)
+                      peak_fp32_gflops=meta.peak_fp32_gflops, sources=dict(meta.sources) or None)
 
 
-def provenance_now(manifest: Manifest, lesson: Lesson, toolchain: Toolchain, gpu: Gpu, arch: str) -> Provenance:
-    """What a run now stands on: the values `record` would write into meta.json."""
+def provenance_now(manifest: Manifest, lesson: Lesson, toolchain: Toolchain, gpu: Gpu, arch: str,
+                   build: BuildResult | None = None) -> Provenance:
+    """What a run now stands on: the values `record` would write into meta.json.
+
+    The local files are those `build` read; without it, the source alone.
+    """
     return Provenance(gpu=gpu.name, compute_capability=gpu.compute_capability,
                       driver=toolchain.driver_version, cuda=toolchain.cuda_version, nvcc=toolchain.nvcc_version,
                       sanitizer=toolchain.sanitizer_version, coursectl=__version__,
                       source=lesson_digest(manifest.source_path(lesson)), flags=manifest.flags(lesson),
                       arch=arch, max_sm_clock_mhz=gpu.max_sm_clock_mhz, peak_gbps=gpu.peak_gbps,
-                      peak_fp32_gflops=gpu.peak_fp32_gflops)
+                      peak_fp32_gflops=gpu.peak_fp32_gflops,
+                      sources=sources_now(manifest, lesson, [build] if build is not None else []))
 
 
 def provenance_changes(old: Provenance, new: Provenance) -> list[ProvenanceChange]:
-    """Every item whose value differs between the two, in Provenance's order."""
-    return [ProvenanceChange(what=what, old=before, new=after)
-            for (what, before), (_, after) in zip(old.items(), new.items()) if before != after]
+    """Every item whose value differs between the two, in Provenance's order.
+
+    Where both sides know the local files a build read, each file that
+    changed is an item of its own, named by its path, in place of the
+    source's sha256 (`lessons/ext/common/check.cuh changed since the evidence`).
+    """
+    by_file = old.sources is not None and new.sources is not None
+    changes = []
+    for (what, before), (_, after) in zip(old.items(), new.items()):
+        if by_file and what == "source sha256":
+            changes += [ProvenanceChange(what=name, old=was, new=now, file=True)
+                        for name, was, now in source_changes(old.sources, new.sources)]
+        elif before != after:
+            changes.append(ProvenanceChange(what=what, old=before, new=after))
+    return changes
 
 
 # -- claims and sanitizer findings ---------------------------------------------------------------
@@ -146,11 +167,12 @@ def finding_changes(tool: str, old: Report, new: Report) -> list[FindingChange]:
 
 # -- the stage ----------------------------------------------------------------------------------
 def describe_drift(manifest: Manifest, lesson: Lesson, toolchain: Toolchain, gpu: Gpu, arch: str,
-                   result: LessonResult) -> None:
+                   result: LessonResult, build: BuildResult | None = None) -> None:
     """What changed since this GPU's evidence: provenance, claims' outcomes, sanitizer findings.
 
     Call it after the run is judged and sanitized and before record replaces
-    the evidence. Evidence that cannot be read is left to judging to report.
+    the evidence, with the build that ran (its local files are provenance).
+    Evidence that cannot be read is left to judging to report.
     """
     try:
         parsed = parse_evidence(manifest, lesson, gpu.slug)
@@ -167,7 +189,7 @@ def describe_drift(manifest: Manifest, lesson: Lesson, toolchain: Toolchain, gpu
         return
     result.evidence_date = evidence.meta.date
     result.provenance = provenance_changes(provenance_of(evidence.meta),
-                                           provenance_now(manifest, lesson, toolchain, gpu, arch))
+                                           provenance_now(manifest, lesson, toolchain, gpu, arch, build))
     if parsed is not None and result.claims:
         try:
             built = load_build_evidence(manifest.root, lesson.id, evidence.meta.arch)

@@ -55,7 +55,7 @@ def verify(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opti
                                turn.environment)
         compare_build_evidence(manifest, turn.lesson, turn.build, toolchain.nvcc_version, result)
         turn.sanitize(result)
-        describe_drift(manifest, turn.lesson, toolchain, turn.gpu, turn.arch, result)
+        describe_drift(manifest, turn.lesson, toolchain, turn.gpu, turn.arch, result, turn.build)
         return settle(result)
     return on_gpus(manifest, lessons, toolchain, options, stages, emit, runner)
 
@@ -76,7 +76,7 @@ def record(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opti
                                     turn.environment)
         result.notes += recovered.get(turn.lesson.id, [])
         files = turn.sanitize(result)
-        describe_drift(manifest, turn.lesson, toolchain, turn.gpu, turn.arch, result)
+        describe_drift(manifest, turn.lesson, toolchain, turn.gpu, turn.arch, result, turn.build)
         return turn.store(settle(result, compared=False), runs[chosen], files)
     options = options.model_copy(update={"all_archs": True, "rerun_sanitizers": True})
     return on_gpus(manifest, lessons, toolchain, options, stages, emit, runner)

@@ -12,10 +12,12 @@ from enum import Enum
 from typing import Callable
 
 from pydantic import BaseModel, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from .build import BuildResult
 from .claims import ClaimResult
 from .comparison import FieldResult
+from .evidence import describe_source_change
 from .sanitizer import Report
 from .toolchain import GpuState
 from .transcript import Flat
@@ -87,10 +89,15 @@ class ProvenanceChange(BaseModel):
     what: str                        # driver, CUDA, nvcc, compute-sanitizer, coursectl, source sha256, ...
     old: str | None                  # as the evidence records it; None: not recorded
     new: str | None                  # now (or the other side of a comparison); None: unknown
+    # `what` is a local file the build reads (a path in the course), its values sha256s; only for `text`,
+    # the report has the path in `what` and keeps its shape.
+    file: SkipJsonSchema[bool] = Field(default=False, exclude=True)
 
     @property
     def text(self) -> str:
-        """`evidence from driver 570.86.15, now 580.159.04`."""
+        """`evidence from driver 570.86.15, now 580.159.04`; `common/check.cuh changed since the evidence`."""
+        if self.file:
+            return describe_source_change(self.what, self.old, self.new)
         return f"evidence from {self.what} {shown(self.old, 'not recorded')}, now {shown(self.new, 'unknown')}"
 
 

@@ -14,7 +14,7 @@ import subprocess
 
 import yaml
 
-from conftest import after, coursectl, statuses
+from conftest import after, coursectl, lines, statuses
 from godbolt_decoder import decode_godbolt
 from orchestrator.build import build_lesson
 from orchestrator.evidence import lesson_digest
@@ -225,3 +225,36 @@ def test_a_sanitizer_pass_of_the_fixture_that_times_out_is_timeout(multi_course,
     [reason] = after(result.stdout, "verify")
     assert re.fullmatch(r"day02-sum: racecheck: timed out: killed after 0\.\d s \(timeout 0\.5 s\) "
                         r"with its process group", reason), reason
+
+
+def test_editing_a_header_rebuilds_and_verify_names_it_as_a_provenance_change(multi_course, fake_gpu, monkeypatch):
+    """The issue's first complaint: after a header edit, build said "cached" and verify ran the old binary."""
+    record_multi(multi_course, monkeypatch)
+    check = multi_course.root / CHECK
+    check.write_text(check.read_text().replace("#define CHECK_VERSION 1", "#define CHECK_VERSION 2"))
+
+    built = coursectl("build", "day02-sum", "--arch", "sm_90")
+    assert built.exit_code == 0
+    assert re.fullmatch(r"day02-sum \(sm_90\): built in \d+\.\d s: \S+/sum\n", built.stdout), built.stdout
+    assert built.stderr == f"day02-sum (sm_90): {CHECK} changed since the cached build; rebuilt\n"
+
+    result = coursectl("verify", "--all", "--json", "report.json")
+    assert result.exit_code == 1   # the rebuilt programs print the new version: an exact field moved
+    out = lines(result.stdout)
+    for lesson in ("day01-saxpy", "day02-sum"):
+        assert f"{lesson}: {CHECK} changed since the evidence" in out
+    assert "  version [exact]: moved: evidence 1, now 2" in "\n".join(out)
+    [_, summed] = json.loads((multi_course.root / "report.json").read_text())["results"]
+    assert summed["provenance"] == [{"what": CHECK, "old": meta_sources(multi_course)[CHECK],
+                                     "new": hashlib.sha256(check.read_bytes()).hexdigest()}]
+
+
+def meta_sources(course, lesson: str = "day02-sum") -> dict:
+    return json.loads((course.evidence(lesson) / "meta.json").read_text())["sources"]
+
+
+def test_an_unchanged_course_has_no_provenance_change(multi_course, fake_gpu, monkeypatch):
+    record_multi(multi_course, monkeypatch)
+    result = coursectl("verify", "--all", "--json", "report.json")
+    assert result.exit_code == 0
+    assert [r["provenance"] for r in json.loads((multi_course.root / "report.json").read_text())["results"]] == [[], []]
