@@ -19,6 +19,8 @@ from orchestrator.authoring import FORMATS, N, THREADS, sample_transcript
 
 DAY16 = "day16-tiled-matmul"
 EVIDENCE = ROOT / "evidence" / DAY16 / "nvidia-h200" / "transcript.txt"
+# A recorded transcript that does not change when the evidence is re-recorded (tests/data/h200-2026-11-29).
+FIXED = Path(__file__).parent / "data" / "h200-2026-11-29" / "tiled_matmul.txt"
 HINT = "hint: fix the program's output or the lesson's output schema in lessons.yaml; docs/schema.md describes it\n"
 
 DAY16_TREE = [
@@ -62,22 +64,31 @@ def manifest_line(needle: str, after: str = "") -> int:
 
 
 # -- check ------------------------------------------------------------------------------------
-def test_check_the_recorded_evidence(in_repo):
-    result = coursectl("check", DAY16)
+def test_check_a_recorded_transcript(in_repo):
+    result = coursectl("check", DAY16, FIXED)
     assert (result.exit_code, result.stderr) == (0, "")
     assert lines(result.stdout) == [
-        f"{DAY16}: evidence/{DAY16}/nvidia-h200/transcript.txt (recorded on nvidia-h200)",
+        f"{DAY16}: {FIXED}",
         *[row.format(loads=32) for row in DAY16_TREE],
         "  gate 'loads-per-thread' held (naive reads 2K floats per thread, tiled 2 x ceil(K / 16))",
         *DAY16_REST,
         "5 of 5 gates held, 1 of 1 prediction held",
     ]
+
+
+def test_check_reads_the_recorded_evidence_by_default(in_repo):
+    result = coursectl("check", DAY16)
+    assert (result.exit_code, result.stderr) == (0, "")
+    out = lines(result.stdout)
+    assert out[0] == f"{DAY16}: evidence/{DAY16}/nvidia-h200/transcript.txt (recorded on nvidia-h200)"
+    assert out[1:] == lines(coursectl("check", DAY16, EVIDENCE).stdout)[1:]
+    assert out[-1] == "5 of 5 gates held, 1 of 1 prediction held"
     assert coursectl("check", DAY16, "--gpu", "nvidia-h200").stdout == result.stdout
 
 
 def test_check_a_transcript_with_a_gate_broken(in_repo, tmp_path):
     broken = tmp_path / "broken.txt"
-    broken.write_text(EVIDENCE.read_text().replace("0.010      3435.7            32",
+    broken.write_text(FIXED.read_text().replace("0.010      3435.7            32",
                                                    "0.010      3435.7            33"))
     result = coursectl("check", DAY16, broken)
     assert (result.exit_code, result.stderr) == (1, "")

@@ -6,6 +6,8 @@ templates: day01-scale has evidence recorded on an H200, day02-sum has none.
 
 from __future__ import annotations
 
+import json
+
 import difflib
 import shutil
 from pathlib import Path
@@ -16,6 +18,7 @@ from godbolt_decoder import decode_godbolt
 from orchestrator.errors import EvidenceError, ManifestError, TemplateError
 from orchestrator.evidence import EvidenceMeta, lesson_digest, write_evidence
 from orchestrator.figures import nice_ceiling_above
+from orchestrator.judging import parse_evidence
 from orchestrator.manifest import load_manifest
 from orchestrator.render import (
     Page,
@@ -1058,11 +1061,20 @@ def test_day_71_charts_its_error_ratio_against_k_beside_its_times():
     assert ('xychart-beta\n    title "FP16 / FP32 max-error ratio against K, NVIDIA H200"\n'
             '    x-axis "K" ["256", "1024", "2048"]\n    y-axis "FP16 / FP32 max-error ratio" 0 --> 300\n'
             '    bar [11.4, 51.3, 252.0]\n') in page
-    assert ("```mermaid\n---\nconfig:\n  xyChart:\n    width: 900\n    height: 300\n---\n"
-            "xychart-beta horizontal\n"
-            '    title "time (ms), lower is better, case 256x256x256, NVIDIA H200"\n'
-            '    x-axis ["matmulTiledF32", "matmulF16StoreF32Acc", "matmulF16StoreF16Acc"]\n'
-            '    y-axis "ms" 0 --> 0.012\n    bar [0.01, 0.0094, 0.009]\n```\n') in page
+    # The times are the recorded evidence's, whatever run recorded it; the axis ends above the largest bar.
+    manifest = load_manifest(REPO / "lessons.yaml")
+    recorded = parse_evidence(manifest, manifest.lesson("day71-matmul-fp16"), "nvidia-h200")
+    kernels = ["matmulTiledF32", "matmulF16StoreF32Acc", "matmulF16StoreF16Acc"]
+    ms = {f.path: f.value for f in recorded.flats}
+    bars = [ms[f"cases[256x256x256].kernels[{kernel}].ms"] for kernel in kernels]
+    chart = ("```mermaid\n---\nconfig:\n  xyChart:\n    width: 900\n    height: 300\n---\n"
+             "xychart-beta horizontal\n"
+             '    title "time (ms), lower is better, case 256x256x256, NVIDIA H200"\n'
+             f'    x-axis {json.dumps(kernels, separators=(", ", ": "))}\n    y-axis "ms" 0 --> ')
+    assert chart in page
+    axis, bar_line = page.split(chart, 1)[1].split("\n")[:2]
+    assert bar_line == f"    bar [{', '.join(format(v, 'g') for v in bars)}]"
+    assert float(axis) > max(bars)
     assert "Percentages" not in page   # no rate among its figures
 
 
