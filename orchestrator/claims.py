@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from .expressions import (ALLOWED, EVAL_ERRORS, FUNCTIONS, Budget, ExpressionError, FieldView, OutOfBudget, evaluate,
                           explain, parse_expression, quote)
-from .schema import LineItem, NoteItem, OutputSchema, SectionItem, TableItem, scope_names
+from .schema import LineItem, NoteItem, OutputSchema, SectionItem, TableItem
 from .transcript import Row, Scope, Transcript
 
 
@@ -151,6 +151,21 @@ def _elements(items: list, scope: Scope, path: list[str], label: str,
 
 
 # -- static check ---------------------------------------------------------------
+def scope_names(items: list) -> dict[str, Any]:
+    """Names visible at this level: fields, tables (with notes) and sections."""
+    names: dict[str, Any] = {}
+    for item in items:
+        if isinstance(item, LineItem):
+            names.update(item.names)
+        elif isinstance(item, TableItem):
+            names[item.table] = item
+            for note in item.notes:
+                names[note.name] = note
+        elif isinstance(item, SectionItem):
+            names[item.section] = item
+    return names
+
+
 def _static_names(schema: OutputSchema, each: str | None) -> set[str]:
     names = set(scope_names(schema.items))
     if not each:

@@ -8,7 +8,6 @@ inside the commands that use them: `coursectl --help` then starts in about
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import functools
 import os
 import signal
@@ -27,11 +26,12 @@ from rich.table import Table
 from . import __version__
 from . import display
 from .errors import CoursectlError, Interrupted, UsageError, describe_os_error
-from .manifest import Lesson, Manifest, load_manifest, select_lessons
+from .manifest import Manifest, load_manifest
+from .selection import choose_lessons
 from .results import Options
 from .sanitizer import Tool
 
-class _Command(typer.core.TyperCommand):
+class Command(typer.core.TyperCommand):
     """A command whose --help names values by their metavar (FILE, N, sm_NN), never by a Python type."""
 
     def get_help(self, ctx) -> str:
@@ -155,7 +155,7 @@ def handle_errors(func: Callable) -> Callable:
     return wrapper
 
 
-def _load(manifest_path: Path) -> Manifest:
+def load(manifest_path: Path) -> Manifest:
     """load_manifest, then each of its warnings on standard error: `coursectl: warning: lessons.yaml:N: ...`."""
     manifest = load_manifest(manifest_path)
     for warning in manifest.warnings:
@@ -167,49 +167,19 @@ def _jobs(jobs: Optional[int]) -> int:
     return jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
 
 
-def _lessons(manifest: Manifest, ids: Optional[List[str]], all_: bool, shard: Optional[str] = None,
-             keyword: Optional[str] = None) -> list[Lesson]:
-    lessons = select_lessons(manifest, ids or [], all_ or (bool(keyword) and not ids))
-    if keyword:
-        lessons = [lesson for lesson in lessons if _matches(lesson, keyword)]
-    if shard:
-        lessons = shard_lessons(lessons, shard)
-    return lessons
-
-
-def _matches(lesson: Lesson, pattern: str) -> bool:
-    """-k: a substring of the id or title, or a glob over either; case does not matter."""
-    pattern = pattern.lower()
-    texts = (lesson.id.lower(), lesson.title.lower())
-    return any(pattern in text or fnmatch.fnmatchcase(text, pattern) for text in texts)
-
-
-def shard_lessons(lessons: list[Lesson], shard: str) -> list[Lesson]:
-    """`K/N`: a deterministic 1-based share of the lessons, by sorted id."""
-    try:
-        k, n = (int(x) for x in shard.split("/"))
-    except ValueError:
-        raise UsageError(f"--shard {shard!r} must look like 2/4")
-    if not 1 <= k <= n:
-        raise UsageError(f"--shard {shard!r}: K must be between 1 and N")
-    order = sorted(lessons, key=lambda l: l.id)
-    mine = {l.id for i, l in enumerate(order) if i % n == k - 1}
-    return [l for l in lessons if l.id in mine]
-
-
 def _discover():
     from .toolchain import discover
     return discover()
 
 
-def _json_to_stdout(json_path: Optional[Path]) -> None:
+def json_to_stdout(json_path: Optional[Path]) -> None:
     """With `--json -` the report owns standard output; everything else goes to standard error."""
     global console
     if json_path is not None and str(json_path) == "-":
         console = err_console
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 @handle_errors
 def doctor(manifest_path: Path = ManifestOpt) -> None:
     """Show nvcc, the GPUs, driver, CUDA, compute-sanitizer, and which lessons have evidence.
@@ -234,7 +204,7 @@ def doctor(manifest_path: Path = ManifestOpt) -> None:
     console.print(table)
     manifest = None
     try:
-        manifest = _load(manifest_path)
+        manifest = load(manifest_path)
     except CoursectlError as exc:
         err_console.print(f"coursectl: {exc}", markup=False)
     if manifest is not None:
@@ -251,7 +221,7 @@ def doctor(manifest_path: Path = ManifestOpt) -> None:
     tc.require_nvcc()
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 @handle_errors
 def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, keyword: Optional[str] = KeywordOpt,
           jobs: Optional[int] = JobsOpt, arch: Optional[str] = ArchOpt, manifest_path: Path = ManifestOpt,
@@ -264,8 +234,8 @@ def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, key
 
     if arch is not None:
         check_arch(arch)
-    manifest = _load(manifest_path)
-    lessons = _lessons(manifest, lesson_ids, all_, keyword=keyword)
+    manifest = load(manifest_path)
+    lessons = choose_lessons(manifest, lesson_ids, all_, keyword=keyword)
     tc = _discover()
     tc.require_nvcc()
     archs = [arch] if arch else (sorted({g.arch for g in tc.gpus}) or list(manifest.architectures))
@@ -291,7 +261,7 @@ def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, key
         raise typer.Exit(1)
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 @handle_errors
 def run(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson to run."),
         arch: Optional[str] = ArchOpt,
@@ -303,8 +273,8 @@ def run(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson 
 
     if arch is not None:
         check_arch(arch)
-    manifest = _load(manifest_path)
-    lesson = _lessons(manifest, [lesson_id], False)[0]
+    manifest = load(manifest_path)
+    lesson = choose_lessons(manifest, [lesson_id], False)[0]
     tc = _discover()
     gpus = tc.require_gpu()
     result, command = run_workflow(manifest, lesson, tc, Options(jobs=1, arch=arch, gpus=gpu or str(gpus[0].index)))
@@ -350,12 +320,12 @@ def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, quiet: 
         from .drift import write_drift_report
         write_drift_report(drift_path, title, results, tc)
     report = make_report(title, results, tc, manifest, offline=offline, shard=shard, strict=strict)
-    _write_reports(report, json_path, junit_path, raise_on_failure=interrupted is None)
+    write_reports(report, json_path, junit_path, raise_on_failure=interrupted is None)
     if interrupted is not None:
         raise interrupted
 
 
-def _write_reports(report, json_path, junit_path, raise_on_failure: bool = True) -> None:
+def write_reports(report, json_path, junit_path, raise_on_failure: bool = True) -> None:
     """Write the reports asked for; exit 1 if the run failed."""
     from .report import write_json, write_junit
 
@@ -367,7 +337,7 @@ def _write_reports(report, json_path, junit_path, raise_on_failure: bool = True)
         raise typer.Exit(1)
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 @handle_errors
 def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, keyword: Optional[str] = KeywordOpt,
            offline: bool = typer.Option(False, "--offline", help="No GPU: build for the manifest's "
@@ -390,11 +360,11 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
 
     if arch is not None:
         check_arch(arch)
-    _json_to_stdout(json_path)
+    json_to_stdout(json_path)
     if offline and drift_path:
         raise UsageError("--report compares a run on a GPU with the evidence; --offline runs nothing")
-    manifest = _load(manifest_path)
-    lessons = _lessons(manifest, lesson_ids, all_, shard, keyword)
+    manifest = load(manifest_path)
+    lessons = choose_lessons(manifest, lesson_ids, all_, shard, keyword)
     tc = _discover()
     options = Options(jobs=_jobs(jobs), arch=arch, gpus=gpus, sanitize=not no_sanitize and not offline,
                       repeat=repeat, exitfirst=exitfirst, rerun_sanitizers=rerun_sanitizers,
@@ -417,7 +387,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
             outcome.results = workflow(manifest, lessons, tc, options, progress) if lessons else []
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 @handle_errors
 def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, keyword: Optional[str] = KeywordOpt,
            jobs: Optional[int] = JobsOpt, gpus: Optional[str] = GpusOpt,
@@ -434,9 +404,9 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
     """Run lessons and store their evidence for this GPU, if every gate passes; show what moved."""
     from .pipeline import record as record_workflow
 
-    _json_to_stdout(json_path)
-    manifest = _load(manifest_path)
-    lessons = _lessons(manifest, lesson_ids, all_, keyword=keyword)
+    json_to_stdout(json_path)
+    manifest = load(manifest_path)
+    lessons = choose_lessons(manifest, lesson_ids, all_, keyword=keyword)
     tc = _discover()
     tc.require_nvcc()
     tc.require_gpu()
@@ -456,7 +426,7 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
                                                            f.status.value not in ("same", "volatile", "other-gpu")])
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 @handle_errors
 def sanitize(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson to run under compute-sanitizer."),
              tool: Optional[List[str]] = typer.Option(None, "--tool", "-t", metavar="TOOL",
@@ -468,13 +438,13 @@ def sanitize(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The le
     """Run compute-sanitizer passes on one lesson and judge them against its expectations."""
     from .pipeline import sanitize as sanitize_workflow
 
-    _json_to_stdout(json_path)
+    json_to_stdout(json_path)
     tools = [t.value for t in Tool]
     for t in tool or []:
         if t not in tools:
             raise UsageError(f"--tool {t!r}: use one of {', '.join(tools)}")
-    manifest = _load(manifest_path)
-    lesson = _lessons(manifest, [lesson_id], False)[0]
+    manifest = load(manifest_path)
+    lesson = choose_lessons(manifest, [lesson_id], False)[0]
     tc = _discover()
     tc.require_nvcc()
     tc.require_gpu()
@@ -488,7 +458,7 @@ def sanitize(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The le
                           f"{p.seconds:.1f} s: {p.verdict}", markup=False)
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 @handle_errors
 def render(check: bool = typer.Option(False, "--check", help="Write nothing; print a diff of every file that "
                                       "would change and exit 1 if any would (for CI)."),
@@ -496,7 +466,7 @@ def render(check: bool = typer.Option(False, "--check", help="Write nothing; pri
     """Regenerate the lesson pages, the README's lessons table and the sources' Build/Run/Verified lines."""
     from .render import diff_pages, render_all, write_pages
 
-    pages = render_all(_load(manifest_path))
+    pages = render_all(load(manifest_path))
     if check:
         diff = diff_pages(pages)
         if diff:
@@ -513,119 +483,8 @@ def render(check: bool = typer.Option(False, "--check", help="Write nothing; pri
         console.print("every page is up to date")
 
 
-@app.command(cls=_Command)
-@handle_errors
-def check(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson whose schema and claims judge it."),
-          transcript: Optional[str] = typer.Argument(None, metavar="[TRANSCRIPT | -]", show_default=False,
-                                                     help="A transcript file, or - for standard input "
-                                                          "(default: the recorded evidence)."),
-          gpu: Optional[str] = typer.Option(None, "--gpu", metavar="SLUG",
-                                            help="Check the evidence recorded on this GPU (default: the first)."),
-          arch: Optional[str] = typer.Option(None, "--arch", metavar="sm_NN",
-                                             help="Judge the claims over ptxas' report on a build for this "
-                                                  "architecture (default: lessons.yaml's first)."),
-          manifest_path: Path = ManifestOpt) -> None:
-    """Check a transcript against a lesson's output schema and claims, without a GPU.
-
-    Prints the fields it parses into as a tree, then each claim's outcome.
-    Exits 0 when every gate holds, 1 when one fails, 2 when the transcript
-    does not match the schema.
-    """
-    from .authoring import check_lesson, read_transcript
-
-    manifest = _load(manifest_path)
-    lesson = _lessons(manifest, [lesson_id], False)[0]
-    if transcript is not None and gpu is not None:
-        raise UsageError("--gpu picks recorded evidence to check; leave it out when giving a TRANSCRIPT")
-    text = None if transcript is None else sys.stdin.read() if transcript == "-" else read_transcript(transcript)
-    checked = check_lesson(manifest, lesson, text, "<stdin>" if transcript == "-" else transcript or "", gpu, arch)
-    display.print_check(console, checked)
-    if not checked.gates_held:
-        raise typer.Exit(1)
-
-
-@app.command(cls=_Command)
-@handle_errors
-def new(lesson_id: str = typer.Argument(..., metavar="dayNN-name", help="The new lesson's id, such as day17-saxpy."),
-        title: str = typer.Option(..., "--title", metavar="TEXT", help="The lesson's page title."),
-        manifest_path: Path = ManifestOpt) -> None:
-    """Scaffold a lesson: lessons/<id>/ with a program that builds and its prose, and its entry in lessons.yaml.
-
-    The entry goes in day order, and its output schema and claims describe
-    what the program prints. docs/authoring.md says what comes next.
-    """
-    from .authoring import new_lesson
-
-    made = new_lesson(_load(manifest_path), lesson_id, title)
-    for name in made.files:
-        console.print(f"wrote {name}" + (f" (the entry at line {made.line})" if name.endswith(".yaml") else ""),
-                      markup=False, highlight=False)
-    console.print(f"next: write the lesson, `coursectl build {made.lesson}`, `coursectl check {made.lesson} "
-                  f"TRANSCRIPT`, `coursectl render`; docs/authoring.md walks through it", markup=False, highlight=False)
-
-
-@app.command(cls=_Command)
-@handle_errors
-def compare(a: str = typer.Argument(..., metavar="A", help="One side: a GPU with evidence here (nvidia-h200), REV:SLUG "
-                                    "(main:nvidia-h200) or a git revision (HEAD~3) of the other side's GPU."),
-            b: str = typer.Argument(..., metavar="B", help="The other side, in the same forms."),
-            lesson_ids: Optional[List[str]] = typer.Argument(None, metavar="LESSON", show_default=False,
-                                                             help="Lesson ids (default: every lesson)."),
-            report_path: Optional[Path] = typer.Option(None, "--report", metavar="FILE.md",
-                                                       help="Also write the comparison as Markdown here."),
-            manifest_path: Path = ManifestOpt) -> None:
-    """Set two GPUs' evidence, or two revisions of it, side by side: every field and its ratio."""
-    from .compare import compare_evidence, resolve_sides, write_comparison
-
-    manifest = _load(manifest_path)
-    lessons = select_lessons(manifest, lesson_ids or [], not lesson_ids)
-    side_a, side_b = resolve_sides(manifest, a, b)
-    compared = compare_evidence(manifest, lessons, side_a, side_b)
-    display.print_comparison(console, side_a, side_b, compared)
-    if report_path:
-        write_comparison(report_path, side_a, side_b, compared)
-
-
-@report_app.command("merge", cls=_Command)
-@handle_errors
-def report_merge(reports: List[Path] = typer.Argument(..., metavar="REPORT", help="JSON reports of the shards."),
-                 allow_partial: bool = typer.Option(False, "--allow-partial",
-                                                    help="Merge even with shards missing; the result says partial."),
-                 strict: bool = StrictOpt, json_path: Optional[Path] = JsonOpt,
-                 junit_path: Optional[Path] = JunitOpt) -> None:
-    """Merge the JSON reports of every shard of one verify run into one report.
-
-    Refuses (exit 1) when a shard of 1..N is missing or the reports come from
-    different manifests.
-    """
-    from .report import merge_reports, read_json
-
-    _json_to_stdout(json_path)
-    merged = merge_reports([read_json(p) for p in reports], allow_partial=allow_partial, strict=strict)
-    display.print_summary(console, merged.results, f"merged {len(reports)} reports" +
-                          (" (partial: shards missing)" if merged.partial else ""))
-    display.print_tally(console, merged.results, 0.0, strict)
-    _write_reports(merged, json_path, junit_path)
-
-
-@schema_app.command("report", cls=_Command)
-@handle_errors
-def schema_report() -> None:
-    """The JSON Schema of `--json` reports."""
-    import json
-
-    from .report import report_schema
-
-    typer.echo(json.dumps(report_schema(), indent=2))
-
-
-@schema_app.command("manifest", cls=_Command)
-@handle_errors
-def schema_manifest() -> None:
-    """The JSON Schema of lessons.yaml (orchestrator/schemas/lessons.schema.json)."""
-    from .manifest_schema import schema_text
-
-    typer.echo(schema_text(), nl=False)
+# The commands that run no lesson register themselves on `app` (cli_course imports this module).
+from . import cli_course  # noqa: E402,F401
 
 
 if __name__ == "__main__":

@@ -22,6 +22,9 @@ from rich.tree import Tree
 
 from .comparison import FieldResult, FieldStatus
 from .results import Event, LessonResult, Status, is_unverified, shown, tally
+from .schema import LineItem, SectionItem, TableItem
+from .words import format_value, plural
+from .judging import claim_reason
 
 STATUS_STYLE = {
     Status.PASS: "green", Status.FAIL: "bold red", Status.TIMEOUT: "bold red", Status.CRASH: "bold red",
@@ -110,17 +113,6 @@ class Progress:
             self.console.print(finished_line(event.result), highlight=False, soft_wrap=True)
 
 
-def format_value(value) -> str:
-    """A field's value with every digit that tells it apart from its neighbour (18011780, not 1.80118e+07)."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        if value.is_integer() and abs(value) < 1e16:
-            return str(int(value))
-        return repr(value)   # the shortest text that reads back as the same number
-    return str(value)
 
 
 def _shown_fields(result: LessonResult, verbosity: int) -> list[FieldResult]:
@@ -256,8 +248,6 @@ def _values(values: dict, skip: tuple = ()) -> str:
 
 
 def _scope_nodes(node: Tree, items: list, scope) -> None:
-    from .schema import LineItem, SectionItem, TableItem
-    from .words import plural
 
     for item in items:
         if isinstance(item, LineItem):
@@ -284,8 +274,6 @@ def _scope_nodes(node: Tree, items: list, scope) -> None:
 
 def print_check(console: Console, checked) -> None:
     """What `coursectl check` shows: the tree of fields, then each claim's outcome and the tally."""
-    from .judging import claim_reason
-    from .words import plural
 
     console.print(check_tree(checked), highlight=False)
     if not checked.claims:

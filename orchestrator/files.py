@@ -36,3 +36,12 @@ def atomic_write(path: Path, data: bytes | str) -> None:
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def relative(path: Path, root: Path) -> str:
+    """A path as the course names it: relative to `root` where it lies inside, else as it is."""
+    path = Path(path)
+    try:
+        return path.resolve().relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()

@@ -19,9 +19,17 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from pathlib import Path
 from urllib.parse import quote as _percent
 
+from .files import relative
+from .markup import code
+
 GODBOLT_URL = "https://godbolt.org/#"
+# What a lesson page's link asks Compiler Explorer for.
+GODBOLT_LANGUAGE = "cuda"
+GODBOLT_COMPILER = "nvcc130"
+GODBOLT_ARCH = "sm_90"
 
 # GoldenLayout's ConfigMinifier tables: position i stands for base-36 digit i.
 _MIN_KEYS = ["settings", "hasHeaders", "constrainDragToContainer", "selectionEnabled", "dimensions",
@@ -226,3 +234,22 @@ def _compress(text: str, width: int, char_of) -> str:
         emit(w)
     bits.put(2, num_bits)
     return bits.flush()
+
+
+def godbolt_link(source: str, options: str, headers: dict[str, str] | None = None) -> str:
+    """A Compiler Explorer link whose editor holds `source` (beside its `headers`), compiled by nvcc with `options`."""
+    return godbolt_url(source, GODBOLT_LANGUAGE, GODBOLT_COMPILER, options, headers)
+
+
+def page_link(source_path: Path, source: str, options: str, headers: list[Path],
+             root: Path) -> tuple[str, str | None, list[str]]:
+    """(link, None, header names) or, when Compiler Explorer cannot hold the files, ("", why, [])."""
+    folder = source_path.parent
+    outside = [header for header in headers if not header.is_relative_to(folder)]
+    if outside:
+        names = ", ".join(code(relative(header, root)) for header in outside)
+        return "", (f"No Compiler Explorer link: {code(source_path.name)} includes {names}, outside its own "
+                    f"folder, and Compiler Explorer holds only files that lie beside the source or below it."), []
+    files = {header.relative_to(folder).as_posix(): header.read_text(encoding="utf-8", errors="replace")
+             for header in headers}
+    return godbolt_link(source, options, files), None, list(files)

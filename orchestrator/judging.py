@@ -25,6 +25,7 @@ from .build import BuildResult, course_path
 from .claims import ClaimResult, evaluate_claim, evaluate_claims, resources_view, transcript_names, uses_resources
 from .comparison import FieldStatus, check_plausibility, compare_fields, tolerance_bound
 from .errors import CoursectlError, EvidenceError, TranscriptError
+from .files import relative
 from .evidence import (Evidence, describe_source_change, lesson_digest, list_gpus, load_build_evidence,
                        load_evidence, source_changes, source_digests)
 from .manifest import Lesson, Manifest, SanitizerPass
@@ -89,14 +90,6 @@ def parse_evidence(manifest: Manifest, lesson: Lesson, slug: str, root: Path | N
     transcript = parse_transcript(lesson.output, evidence.transcript, path)
     return ParsedEvidence(evidence=evidence, transcript=transcript,
                           flats=list(flatten(lesson.output.items, transcript.scope)))
-
-
-def relative(path: Path, root: Path) -> str:
-    """A path as the course names it: relative to the course root where it lies inside."""
-    try:
-        return Path(path).resolve().relative_to(Path(root).resolve()).as_posix()
-    except ValueError:
-        return str(path)
 
 
 # -- one run ---------------------------------------------------------------------------------

@@ -15,46 +15,41 @@ names the snippets it shows), otherwise from templates/lesson.md.j2.
 from __future__ import annotations
 
 import difflib
-import os
-import re
 import shlex
 import textwrap
 from pathlib import Path
 from typing import Any, Callable
 
 import jinja2
-import jinja2.sandbox
 from pydantic import BaseModel
 
 from .build import display_command
 from .claims import ClaimResult, evaluate_claims
 from .errors import EvidenceError, ManifestError, TemplateError
-from .evidence import HEADER_LINE, Evidence, build_evidence_path, list_gpus, load_build_evidence
+from .evidence import Evidence, build_evidence_path, list_gpus, load_build_evidence
 from .figures import (Chart, Figure, FigureTable, build_charts, build_figures, figure_tables, format_number,
                       nice_ceiling)
-from .files import atomic_write
-from .godbolt import godbolt_url
+from .files import atomic_write, relative
+from .godbolt import GODBOLT_ARCH, godbolt_link, page_link
 from .includes import local_headers
 from .manifest import Lesson, Manifest, SanitizerPass
 from .judging import judge_recorded_pass, parse_evidence, resolve_snippets
 from .sanitizer import Finding, Report
 from .snippets import Snippet, extract_snippets
+from .source_header import rewrite_header, without_verified
+from .navigation import INDEX_FILE, Navigation, link_days, link_to, navigation, rebase_links
+from .markup import TEMPLATES, Problem, banner, code, environment, fence, md, render_template, with_banner
 from .words import plural
 
 __all__ = ["Page", "diff_pages", "format_number", "godbolt_link", "nice_ceiling", "plural", "render_all",
            "rewrite_header", "write_pages"]
 
-TEMPLATES = "templates"
 LESSON_TEMPLATE = "lesson.md.j2"
 INDEX_TEMPLATE = "index.md.j2"
-INDEX_FILE = "README.md"
 INDEX_BEGIN = "<!-- lessons:begin -->"
 INDEX_END = "<!-- lessons:end -->"
 
 # Compiler Explorer: the language, compiler and architecture its links ask for.
-GODBOLT_LANGUAGE = "cuda"
-GODBOLT_COMPILER = "nvcc130"
-GODBOLT_ARCH = "sm_90"
 
 NO_EVIDENCE_LINE = "// Verified: no evidence recorded yet."
 
@@ -117,19 +112,6 @@ class SanitizerRow(BaseModel):
     verdict: str = ""
 
 
-class NavLink(BaseModel):
-    text: str                         # Markdown
-    link: str                         # relative to the page
-
-
-class Navigation(BaseModel):
-    """The links around a page: the course index, and the lessons before and after it by day."""
-
-    index: str
-    previous: NavLink | None
-    next: NavLink | None
-
-
 class SourceFolder(BaseModel):
     """The folder of a lesson's source, where its commands are typed, when its page lies elsewhere."""
 
@@ -183,15 +165,15 @@ def render_all(manifest: Manifest, templates: Path | None = None) -> list[Page]:
     root = manifest.root
     folder = Path(templates) if templates is not None else root / TEMPLATES
     check_page_paths(manifest)
-    env = _environment(folder)
+    env = environment(folder)
     pages: list[Page] = []
     models: list[LessonModel] = []
     for lesson in manifest.lessons:
         model = _lesson_model(manifest, lesson, folder)
-        text = _render(env, folder, root, model.template, _lesson_context(model))
+        text = render_template(env, folder, root, model.template, _lesson_context(model))
         page_path = root / model.page
         pages.append(Page(path=page_path, name=model.page, old=_read(page_path),
-                          new=_with_banner(model.banner, text)))
+                          new=with_banner(model.banner, text)))
         if lesson.source_header:
             source = manifest.source_path(lesson)
             pages.append(Page(path=source, name=lesson.source.as_posix(), old=model.source_old,
@@ -258,8 +240,8 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     source_rel = lesson.source.as_posix()
     source_folder = None
     if source_path.parent.resolve() != page_dir.resolve():
-        source_folder = SourceFolder(name=_relative(source_path.parent, root) + "/",
-                                     link=_link(source_path.parent, page_dir) + "/")
+        source_folder = SourceFolder(name=relative(source_path.parent, root) + "/",
+                                     link=link_to(source_path.parent, page_dir) + "/")
 
     recorded = [item for item in (parse_evidence(manifest, lesson, slug) for slug in list_gpus(root, lesson.id))
                 if item is not None]
@@ -285,7 +267,7 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
 
     options = " ".join([*manifest.flags(lesson), f"-arch={GODBOLT_ARCH}"])
     headers = local_headers(source_path, manifest.flags(lesson), root)
-    godbolt, godbolt_note, godbolt_files = _godbolt(source_path, _without_verified(source_new), options, headers, root)
+    godbolt, godbolt_note, godbolt_files = page_link(source_path, without_verified(source_new), options, headers, root)
 
     parsed = {item.slug: item.transcript for item in recorded}
     figures = build_figures(lesson.output, lesson.page, parsed)
@@ -306,10 +288,10 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     own = f"lessons/{lesson.id}.md.j2"
     template = own if (templates / own).is_file() else LESSON_TEMPLATE
     used = [f"{TEMPLATES}/{own}"] if template == own else []
-    inputs = [*used, f"{TEMPLATES}/{LESSON_TEMPLATE}", _relative(manifest.path.resolve(), root)]
+    inputs = [*used, f"{TEMPLATES}/{LESSON_TEMPLATE}", relative(manifest.path.resolve(), root)]
     if lesson.prose is not None:
         inputs.append(lesson.prose.as_posix())
-    inputs += [source_rel, *(_relative(header, root) for header in headers), f"evidence/{lesson.id}/"]
+    inputs += [source_rel, *(relative(header, root) for header in headers), f"evidence/{lesson.id}/"]
 
     tables, peak_notes = figure_tables(figures, gpus)
     prose = None
@@ -319,7 +301,7 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
 
     return LessonModel(
         lesson=lesson, page=page_rel, source_name=source_path.name,
-        source_link=_link(source_path, page_dir), source_folder=source_folder, template=template,
+        source_link=link_to(source_path, page_dir), source_folder=source_folder, template=template,
         banner=banner(inputs, "this file"), prose=prose,
         arch=arch, arch_from=gpus[0].name if gpus else None, build=build, run=run,
         sanitizer_build=sanitizer_build, sanitizer_runs=sanitizer_runs,
@@ -327,9 +309,9 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
         gpus=gpus, snippets=snippets, figures=figures,
         figure_tables=tables, peak_notes=[md(note) for note in peak_notes],
         charts=build_charts(lesson.output, lesson.page, parsed, figures, gpus),
-        nav=_navigation(manifest, lesson, page_dir),
+        nav=navigation(manifest, lesson, page_dir),
         claims=claims, sanitizers=_sanitizer_rows(manifest, lesson, passes, evidence, snippets,
-                                                   source_path.name, _link(source_path, page_dir)),
+                                                   source_path.name, link_to(source_path, page_dir)),
         source_new=source_new, source_old=source_old)
 
 
@@ -344,224 +326,11 @@ def _gpu(root: Path, page_dir: Path, evidence: Evidence) -> GpuEvidence:
     build = build_evidence_path(root, meta.lesson, meta.arch)
     return GpuEvidence(slug=meta.gpu_slug, name=meta.gpu_name, compute_capability=meta.compute_capability,
                        date=meta.date[:10], arch=meta.arch, provenance=", ".join(parts),
-                       transcript=evidence.transcript, transcript_path=_relative(transcript, root),
-                       transcript_link=_link(transcript, page_dir), sanitizer_version=meta.sanitizer_version,
-                       build_evidence=_relative(build, root), peak_gbps=meta.peak_gbps,
+                       transcript=evidence.transcript, transcript_path=relative(transcript, root),
+                       transcript_link=link_to(transcript, page_dir), sanitizer_version=meta.sanitizer_version,
+                       build_evidence=relative(build, root), peak_gbps=meta.peak_gbps,
                        peak_fp32_gflops=meta.peak_fp32_gflops)
 
-
-# What marks a leading comment as the file's licence or copyright notice.
-_LICENCE = re.compile(r"copyright|licen[cs]e|SPDX-License-Identifier", re.IGNORECASE)
-
-
-def rewrite_header(text: str, lines: list[str]) -> str:
-    """The source with the Build/Run/Verified lines of its leading comment replaced by `lines`.
-
-    A leading licence or copyright notice (see `licence_end`) is left exactly
-    as it is: the lines go after it, never above it, and lines an older
-    render wrote above it move below it. After the notice, each kind stays
-    where it stands; a kind the header lacks is added after the others (or,
-    with none, at the end of the leading comment).
-    """
-    old = text.splitlines(keepends=True)
-    newline = "\r\n" if old and old[0].endswith("\r\n") else "\n"
-    start = licence_end(old)
-    if start == 0:
-        return _rewrite_leading_comment(old, lines, newline)
-    notice = old[:start]
-    if any(_header_kind(line) for line in notice):
-        notice = [line for line in notice if _header_kind(line) is None]
-        while notice and not notice[0].strip():   # the blank line that render put after them
-            notice.pop(0)
-    gap = start
-    while gap < len(old) and not old[gap].strip():
-        gap += 1
-    if gap < len(old) and old[gap].startswith("//"):   # the lesson's own comment, after the notice
-        return "".join(notice + old[start:gap]) + _rewrite_leading_comment(old[gap:], lines, newline)
-    generated = [line + newline for kind in ("Build", "Run", "Verified")
-                 for line in lines if _header_kind(line) == kind]
-    return "".join(notice + generated + (old[start:gap] or [newline]) + old[gap:])
-
-
-def licence_end(lines: list[str]) -> int:
-    """The number of leading lines that are the file's licence or copyright notice; 0 if it has none.
-
-    The notice is the first `/* ... */` comment, when only blank and `//`
-    lines stand before it and it names a copyright, a licence or an SPDX
-    identifier (cuda-samples' style); otherwise, in the leading run of `//`
-    lines, every line up to the end of the last paragraph (paragraphs are
-    parted by an empty `//` line) that names one. Build/Run/Verified lines
-    are never part of it.
-    """
-    count = len(lines)
-    first = 0
-    while first < count and (not lines[first].strip() or lines[first].lstrip().startswith("//")):
-        first += 1
-    if first < count and lines[first].lstrip().startswith("/*"):
-        opened = lines[first].index("/*") + 2
-        last = first if "*/" in lines[first][opened:] else \
-            next((n for n in range(first + 1, count) if "*/" in lines[n]), None)
-        if last is not None and _LICENCE.search("".join(lines[first:last + 1])):
-            return last + 1
-    run = 0
-    while run < count and lines[run].startswith("//"):
-        run += 1
-    named = [n for n in range(run) if _header_kind(lines[n]) is None and _LICENCE.search(lines[n])]
-    if not named:
-        return 0
-    end = named[-1] + 1
-    while end < run and lines[end].strip() != "//" and _header_kind(lines[end]) is None:
-        end += 1
-    return end
-
-
-def _rewrite_leading_comment(old: list[str], lines: list[str], newline: str) -> str:
-    """rewrite_header on what follows the licence notice (or on the whole file, without one)."""
-    end = 0
-    while end < len(old) and old[end].startswith("//"):
-        end += 1
-    wanted: dict[str, list[str]] = {}
-    for line in lines:
-        wanted.setdefault(_header_kind(line), []).append(line + newline)
-    kinds = [_header_kind(line) for line in old[:end]]
-    present = [k for k in kinds if k is not None]
-    if set(present) == set(wanted):
-        out: list[str] = []
-        done: set[str] = set()
-        for line, kind in zip(old[:end], kinds):
-            if kind is None:
-                out.append(line)
-            elif kind not in done:
-                out.extend(wanted[kind])
-                done.add(kind)
-        return "".join(out + old[end:])
-    generated = [line for kind in ("Build", "Run", "Verified") for line in wanted.get(kind, [])]
-    if present:
-        first = kinds.index(present[0])
-        kept = [line for line, kind in zip(old[:end], kinds) if kind is None]
-        return "".join(kept[:first] + generated + kept[first:] + old[end:])
-    spacer = ["//" + newline] if end else []
-    tail = old[end:] if end else [newline] + old
-    return "".join(old[:end] + spacer + generated + tail)
-
-
-def _header_kind(line: str) -> str | None:
-    match = HEADER_LINE.match(line)
-    return match.group(1).rstrip(":") if match else None
-
-
-def _without_verified(text: str) -> str:
-    # The Verified lines name the evidence; leaving them out of the Compiler
-    # Explorer source keeps its link unchanged when evidence is re-recorded.
-    return "".join(line for line in text.splitlines(keepends=True) if _header_kind(line) != "Verified")
-
-
-def godbolt_link(source: str, options: str, headers: dict[str, str] | None = None) -> str:
-    """A Compiler Explorer link whose editor holds `source` (beside its `headers`), compiled by nvcc with `options`."""
-    return godbolt_url(source, GODBOLT_LANGUAGE, GODBOLT_COMPILER, options, headers)
-
-
-def _godbolt(source_path: Path, source: str, options: str, headers: list[Path],
-             root: Path) -> tuple[str, str | None, list[str]]:
-    """(link, None, header names) or, when Compiler Explorer cannot hold the files, ("", why, [])."""
-    folder = source_path.parent
-    outside = [header for header in headers if not header.is_relative_to(folder)]
-    if outside:
-        names = ", ".join(code(_relative(header, root)) for header in outside)
-        return "", (f"No Compiler Explorer link: {code(source_path.name)} includes {names}, outside its own "
-                    f"folder, and Compiler Explorer holds only files that lie beside the source or below it."), []
-    files = {header.relative_to(folder).as_posix(): header.read_text(encoding="utf-8", errors="replace")
-             for header in headers}
-    return godbolt_link(source, options, files), None, list(files)
-
-
-# -- links between lessons -------------------------------------------------------------------
-# A mention of another day in prose: "day 16", "Day 16".
-_DAY_MENTION = re.compile(r"\b([Dd]ay) (\d+)\b")
-# Where a mention stays as it is: fenced code, code spans, links and HTML tags.
-_KEPT = re.compile(r"^(```+|~~~+)[^\n]*\n.*?^\1[ \t]*$|(`+).+?\2|!?\[[^\]]*\]\([^)]*\)|<[^>\n]+>",
-                   re.MULTILINE | re.DOTALL)
-
-
-def _by_day(manifest: Manifest) -> list[Lesson]:
-    """The lessons in day order (lessons.yaml's order among lessons of one day)."""
-    return sorted(manifest.lessons, key=lambda lesson: lesson.day)
-
-
-def _page_of(lesson: Lesson, manifest: Manifest) -> Path:
-    return manifest.root / lesson.page_path
-
-
-# A link or image whose target may be a path: [text](target "title").
-_LINK = re.compile(r"^(!?\[[^\]]*\]\()([^)\s]*)(.*)$", re.DOTALL)
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-
-
-def rebase_links(text: str, from_dir: Path, page_dir: Path) -> str:
-    """Prose written in one folder, shown on a page in another: its relative links still reach their files.
-
-    Links to a URL, an anchor on the page or an absolute path are left as
-    they are; so is everything inside code.
-    """
-    if Path(from_dir).resolve() == Path(page_dir).resolve():
-        return text
-
-    def rebased(kept: re.Match) -> str:
-        link = _LINK.match(kept[0])
-        if link is None or not link[2] or link[2].startswith(("#", "/")) or _SCHEME.match(link[2]):
-            return kept[0]
-        target, hash_, fragment = link[2].partition("#")
-        moved = _link(Path(from_dir) / target, page_dir) + ("/" if target.endswith("/") else "")
-        return f"{link[1]}{moved}{hash_}{fragment}{link[3]}"
-    return _KEPT.sub(rebased, text)
-
-
-def link_days(text: str, name: str, manifest: Manifest, lesson: Lesson, page_dir: Path) -> str:
-    """Prose with each mention of another lesson's day ("day 16") linked to its page.
-
-    A mention of a day the course has no lesson for is a TemplateError naming
-    the prose file and line: a course must not send its readers to a lesson
-    that does not exist.
-    """
-    days: dict[int, Lesson] = {}
-    for other in _by_day(manifest):
-        days.setdefault(other.day, other)
-
-    def linked(match: re.Match, offset: int) -> str:
-        day = int(match[2])
-        target = days.get(day)
-        if target is None:
-            line = text.count("\n", 0, offset + match.start()) + 1
-            have = ", ".join(str(d) for d in sorted(days))
-            raise TemplateError(f"{match[0]!r} names a day the course has no lesson for (its days: {have})",
-                                path=name, line=line,
-                                hint="reword the sentence, or add that day's lesson to lessons.yaml")
-        if target.id == lesson.id:
-            return match[0]
-        return f"[{match[0]}]({_link(_page_of(target, manifest), page_dir)})"
-
-    out: list[str] = []
-    pos = 0
-    for kept in [*_KEPT.finditer(text), None]:
-        end = kept.start() if kept is not None else len(text)
-        plain = text[pos:end]
-        out.append(_DAY_MENTION.sub(lambda m, at=pos: linked(m, at), plain))
-        if kept is not None:
-            out.append(kept[0])
-            pos = kept.end()
-    return "".join(out)
-
-
-def _navigation(manifest: Manifest, lesson: Lesson, page_dir: Path) -> Navigation:
-    ordered = _by_day(manifest)
-    at = next(n for n, other in enumerate(ordered) if other.id == lesson.id)
-
-    def link(other: Lesson) -> NavLink:
-        return NavLink(text=f"Day {other.day}: {md(other.title)}", link=_link(_page_of(other, manifest), page_dir))
-
-    return Navigation(index=_link(manifest.root / INDEX_FILE, page_dir) + "#lessons",
-                      previous=link(ordered[at - 1]) if at > 0 else None,
-                      next=link(ordered[at + 1]) if at + 1 < len(ordered) else None)
 
 
 # -- sanitizers --------------------------------------------------------------------------
@@ -655,9 +424,9 @@ def _index_page(manifest: Manifest, env: jinja2.Environment, templates: Path,
     rows = [{"lesson": model.lesson, "page": model.page, "verified": _tally(model)}
             for model in sorted(models, key=lambda model: model.lesson.day)]
     context = {"course": manifest.course, "lessons": rows}
-    text = _render(env, templates, root, INDEX_TEMPLATE, context)
-    inputs = [f"{TEMPLATES}/{INDEX_TEMPLATE}", _relative(manifest.path.resolve(), root), "evidence/"]
-    region = _with_banner(banner(inputs, "this table"), text)
+    text = render_template(env, templates, root, INDEX_TEMPLATE, context)
+    inputs = [f"{TEMPLATES}/{INDEX_TEMPLATE}", relative(manifest.path.resolve(), root), "evidence/"]
+    region = with_banner(banner(inputs, "this table"), text)
     new = "".join(lines[:begins[0] + 1]) + region + "".join(lines[ends[0]:])
     return Page(path=path, name=INDEX_FILE, old=old, new=new)
 
@@ -672,78 +441,6 @@ def _tally(model: LessonModel) -> list[dict[str, Any]]:
                          "expects_held": sum(r.held for r in expects), "expects": len(expects),
                          "unchecked": len(gpu.unchecked)})
     return verified
-
-
-# -- templates ---------------------------------------------------------------------------
-class _Problem(Exception):
-    """Raised inside a template call; the renderer adds the template's file and line."""
-
-
-class _Unsafe(jinja2.sandbox.SecurityError, _Problem):
-    """A template reached for Python's internals; the renderer names its file and line."""
-
-
-class _Sandbox(jinja2.sandbox.SandboxedEnvironment):
-    """Templates are text anyone can edit: they render data, and never reach `__globals__` or a shell.
-
-    Every refusal of the sandbox is raised as _Unsafe, so that it ends as one
-    TemplateError naming the template and the line, like any other template error.
-    """
-
-    def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
-        return self.undefined(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe",
-                              name=attribute, obj=obj, exc=_Unsafe)
-
-    def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - jinja2's own signature
-        try:
-            return super().call(__context, __obj, *args, **kwargs)
-        except jinja2.sandbox.SecurityError as exc:
-            if isinstance(exc, _Unsafe):
-                raise
-            raise _Unsafe(str(exc)) from None
-
-
-def _environment(templates: Path) -> jinja2.Environment:
-    env = _Sandbox(loader=jinja2.FileSystemLoader(str(templates)), undefined=jinja2.StrictUndefined,
-                   keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
-    env.filters.update(md=md, cell=cell, code=code, mq=mermaid_string, number=format_number, html=html,
-                       plural=plural)
-    env.globals.update(fence=fence)
-    return env
-
-
-def _render(env: jinja2.Environment, templates: Path, root: Path, name: str, context: dict) -> str:
-    """Render one template; every failure becomes one TemplateError naming template:line."""
-    try:
-        return env.get_template(name).render(**context)
-    except jinja2.TemplateSyntaxError as exc:
-        where = _relative(Path(exc.filename), root) if exc.filename else f"{TEMPLATES}/{name}"
-        raise TemplateError(f"template syntax error: {exc.message}", path=where, line=exc.lineno) from None
-    except jinja2.TemplateNotFound as exc:
-        path, line = _template_location(exc, templates, root)
-        raise TemplateError(f"no template {exc.name!r} in {_relative(templates, root)}/",
-                            path=path or _relative(templates / name, root), line=line) from None
-    except (jinja2.UndefinedError, _Problem, TypeError, ValueError, KeyError, AttributeError,
-            ArithmeticError) as exc:
-        path, line = _template_location(exc, templates, root)
-        message = exc.message if isinstance(exc, jinja2.UndefinedError) and exc.message else str(exc)
-        raise TemplateError(message, path=path or _relative(templates / name, root), line=line) from None
-
-
-def _template_location(exc: BaseException, templates: Path, root: Path) -> tuple[str | None, int | None]:
-    """The innermost template frame of a rendering error's traceback: (file, line)."""
-    found: tuple[str | None, int | None] = (None, None)
-    folder = templates.resolve()
-    tb = exc.__traceback__
-    while tb is not None:
-        filename = tb.tb_frame.f_code.co_filename
-        template = tb.tb_frame.f_globals.get("__jinja_template__")
-        if template is not None and template.filename:
-            found = (_relative(Path(template.filename), root), template.get_corresponding_lineno(tb.tb_lineno))
-        elif filename and Path(filename).resolve().is_relative_to(folder):
-            found = (_relative(Path(filename), root), tb.tb_lineno)
-        tb = tb.tb_next
-    return found
 
 
 def _lesson_context(model: LessonModel) -> dict[str, Any]:
@@ -769,74 +466,14 @@ def _snippet_function(model: LessonModel) -> Callable[[str], str]:
         found = model.snippets.get(name)
         if found is None:
             have = ", ".join(sorted(model.snippets)) or "none"
-            raise _Problem(f"no snippet {name!r} in {model.lesson.source.as_posix()} (it has {have})")
+            raise Problem(f"no snippet {name!r} in {model.lesson.source.as_posix()} (it has {have})")
         span = f"#L{found.first_line}-L{found.last_line}"
         caption = f"[{code(model.source_name)}, lines {found.first_line}-{found.last_line}]({model.source_link}{span})"
         return f"{caption}\n\n{fence(textwrap.dedent(found.text), 'cuda')}"
     return snippet
 
 
-# -- Markdown helpers ----------------------------------------------------------------------
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|])")
-
-
-def md(value: Any) -> str:
-    """Text shown as itself in Markdown, table cells included."""
-    return _MD_SPECIAL.sub(r"\\\1", str(value))
-
-
-def html(value: Any) -> str:
-    """Text shown as itself inside HTML (a <summary>), where Markdown is not read."""
-    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def cell(value: Any) -> str:
-    """Markdown already formed, made safe for a table cell."""
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def code(value: Any) -> str:
-    """An inline code span holding `value` exactly, safe in a table cell."""
-    text = str(value)
-    ticks = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{ticks}{pad}{text}{pad}{ticks}".replace("|", "\\|")
-
-
-def fence(text: str, language: str = "") -> str:
-    """A fenced code block holding `text`, its fence longer than any backtick run inside."""
-    ticks = "`" * max(3, max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
-    body = text if text.endswith("\n") else text + "\n"
-    return f"{ticks}{language}\n{body}{ticks}"
-
-
-def mermaid_string(value: Any) -> str:
-    """A double-quoted Mermaid string (Mermaid has no escape for a double quote)."""
-    return '"' + str(value).replace('"', "'") + '"'
-
-
-def banner(inputs: list[str], what: str) -> str:
-    listed = ", ".join(inputs[:-1]) + f" and {inputs[-1]}" if len(inputs) > 1 else inputs[0]
-    return f"<!-- Generated by coursectl render from {listed}: edit those, not {what}. -->"
-
-
-def _with_banner(line: str, text: str) -> str:
-    return line + "\n" + text.lstrip("\n").rstrip("\n") + "\n"
-
-
 # -- paths ---------------------------------------------------------------------------------
-def _relative(path: Path, root: Path) -> str:
-    path = Path(path)
-    try:
-        return path.resolve().relative_to(Path(root).resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()
-
-
-def _link(target: Path, page_dir: Path) -> str:
-    return Path(os.path.relpath(Path(target).resolve(), Path(page_dir).resolve())).as_posix()
-
-
 def _read(path: Path) -> str | None:
     try:
         return path.read_text(encoding="utf-8")

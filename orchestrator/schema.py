@@ -486,18 +486,3 @@ def _check_unique_names(items: list, where: str) -> None:
         elif isinstance(item, SectionItem):
             claim(item.section, "section")
             _check_unique_names(item.items, f"section {item.section!r}")
-
-
-def scope_names(items: list) -> dict[str, Any]:
-    """Names visible at this level: fields, tables (with notes) and sections."""
-    names: dict[str, Any] = {}
-    for item in items:
-        if isinstance(item, LineItem):
-            names.update(item.names)
-        elif isinstance(item, TableItem):
-            names[item.table] = item
-            for note in item.notes:
-                names[note.name] = note
-        elif isinstance(item, SectionItem):
-            names[item.section] = item
-    return names

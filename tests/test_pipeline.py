@@ -27,8 +27,9 @@ from rich.console import Console
 from conftest import (GPU_SLUG, GPU_UUID, SECOND_GPU_UUID, H, after, coursectl, edit, lines, overlap, sanitizer_runs,
                       standin_runs, statuses, table, tally_line, unverified, write_course)
 from orchestrator import display
-from orchestrator.cli import shard_lessons
-from orchestrator.pipeline import PASS_MEMORY_MIB, GpuShare, pass_slots, verify
+from orchestrator.selection import shard_lessons
+from orchestrator.pipeline import verify
+from orchestrator.sharing import PASS_MEMORY_MIB, GpuShare, pass_slots
 from orchestrator.results import LessonResult, Options, Status
 from orchestrator.process import CommandResult, run_command
 from orchestrator.toolchain import Gpu, Toolchain, free_memory_mib

@@ -43,3 +43,10 @@ def test_a_stopped_lesson_keeps_the_status_of_why_it_stopped():
     assert (result.status, result.reasons, result.gpu) == (Status.UNSUPPORTED, ["needs compute capability 9.0"],
                                                            "tesla-t4")
     assert not result.status.is_failure and Status.CRASH.is_failure
+
+
+def test_values_print_with_every_digit_that_tells_them_apart():
+    from orchestrator.words import format_value
+
+    assert [format_value(v) for v in (18011780.0, 18011750.0, 0.0094, 1344.0, 2.5e-06, None, True)] == [
+        "18011780", "18011750", "0.0094", "1344", "2.5e-06", "-", "yes"]

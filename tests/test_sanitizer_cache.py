@@ -299,14 +299,14 @@ def test_a_crashed_pass_is_not_stored(course, fake_sanitizer, prebuilt, pass_log
 
 
 def test_a_result_that_cannot_be_stored_is_a_note(course, fake_sanitizer, prebuilt, monkeypatch, tmp_path):
-    import orchestrator.pipeline
+    import orchestrator.turn
 
     full = tmp_path / "cache" / "memcheck.json"
 
     def no_space(*args, **kwargs):
         raise OSError(28, "No space left on device", str(full))
 
-    monkeypatch.setattr(orchestrator.pipeline, "store_pass", no_space)
+    monkeypatch.setattr(orchestrator.turn, "store_pass", no_space)
     course(["day13-shared-memory"], sanitizers={"day13-shared-memory": {"memcheck": {}}})
     result = coursectl("verify", "--all", "-q")
     assert (result.exit_code, result.stderr) == (0, "")

@@ -1,0 +1,143 @@
+"""What pages are written with: the sandboxed Jinja environment, its filters, and Markdown helpers.
+
+Templates are text anyone can edit, so they render in jinja2's sandbox: they
+format data and never reach Python's internals or a shell; every failure is
+one TemplateError naming the template's file and line.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import jinja2.sandbox
+
+from .errors import TemplateError
+from .figures import format_number
+from .files import relative
+from .words import plural
+
+TEMPLATES = "templates"
+
+
+# -- templates ---------------------------------------------------------------------------
+class Problem(Exception):
+    """Raised inside a template call; the renderer adds the template's file and line."""
+
+
+class _Unsafe(jinja2.sandbox.SecurityError, Problem):
+    """A template reached for Python's internals; the renderer names its file and line."""
+
+
+class _Sandbox(jinja2.sandbox.SandboxedEnvironment):
+    """Templates are text anyone can edit: they render data, and never reach `__globals__` or a shell.
+
+    Every refusal of the sandbox is raised as _Unsafe, so that it ends as one
+    TemplateError naming the template and the line, like any other template error.
+    """
+
+    def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
+        return self.undefined(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe",
+                              name=attribute, obj=obj, exc=_Unsafe)
+
+    def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - jinja2's own signature
+        try:
+            return super().call(__context, __obj, *args, **kwargs)
+        except jinja2.sandbox.SecurityError as exc:
+            if isinstance(exc, _Unsafe):
+                raise
+            raise _Unsafe(str(exc)) from None
+
+
+def environment(templates: Path) -> jinja2.Environment:
+    env = _Sandbox(loader=jinja2.FileSystemLoader(str(templates)), undefined=jinja2.StrictUndefined,
+                   keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    env.filters.update(md=md, cell=cell, code=code, mq=mermaid_string, number=format_number, html=html,
+                       plural=plural)
+    env.globals.update(fence=fence)
+    return env
+
+
+def render_template(env: jinja2.Environment, templates: Path, root: Path, name: str, context: dict) -> str:
+    """Render one template; every failure becomes one TemplateError naming template:line."""
+    try:
+        return env.get_template(name).render(**context)
+    except jinja2.TemplateSyntaxError as exc:
+        where = relative(Path(exc.filename), root) if exc.filename else f"{TEMPLATES}/{name}"
+        raise TemplateError(f"template syntax error: {exc.message}", path=where, line=exc.lineno) from None
+    except jinja2.TemplateNotFound as exc:
+        path, line = _template_location(exc, templates, root)
+        raise TemplateError(f"no template {exc.name!r} in {relative(templates, root)}/",
+                            path=path or relative(templates / name, root), line=line) from None
+    except (jinja2.UndefinedError, Problem, TypeError, ValueError, KeyError, AttributeError,
+            ArithmeticError) as exc:
+        path, line = _template_location(exc, templates, root)
+        message = exc.message if isinstance(exc, jinja2.UndefinedError) and exc.message else str(exc)
+        raise TemplateError(message, path=path or relative(templates / name, root), line=line) from None
+
+
+def _template_location(exc: BaseException, templates: Path, root: Path) -> tuple[str | None, int | None]:
+    """The innermost template frame of a rendering error's traceback: (file, line)."""
+    found: tuple[str | None, int | None] = (None, None)
+    folder = templates.resolve()
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        template = tb.tb_frame.f_globals.get("__jinja_template__")
+        if template is not None and template.filename:
+            found = (relative(Path(template.filename), root), template.get_corresponding_lineno(tb.tb_lineno))
+        elif filename and Path(filename).resolve().is_relative_to(folder):
+            found = (relative(Path(filename), root), tb.tb_lineno)
+        tb = tb.tb_next
+    return found
+
+
+
+# -- Markdown helpers ----------------------------------------------------------------------
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|])")
+
+
+def md(value: Any) -> str:
+    """Text shown as itself in Markdown, table cells included."""
+    return _MD_SPECIAL.sub(r"\\\1", str(value))
+
+
+def html(value: Any) -> str:
+    """Text shown as itself inside HTML (a <summary>), where Markdown is not read."""
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def cell(value: Any) -> str:
+    """Markdown already formed, made safe for a table cell."""
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def code(value: Any) -> str:
+    """An inline code span holding `value` exactly, safe in a table cell."""
+    text = str(value)
+    ticks = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}".replace("|", "\\|")
+
+
+def fence(text: str, language: str = "") -> str:
+    """A fenced code block holding `text`, its fence longer than any backtick run inside."""
+    ticks = "`" * max(3, max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    body = text if text.endswith("\n") else text + "\n"
+    return f"{ticks}{language}\n{body}{ticks}"
+
+
+def mermaid_string(value: Any) -> str:
+    """A double-quoted Mermaid string (Mermaid has no escape for a double quote)."""
+    return '"' + str(value).replace('"', "'") + '"'
+
+
+def banner(inputs: list[str], what: str) -> str:
+    listed = ", ".join(inputs[:-1]) + f" and {inputs[-1]}" if len(inputs) > 1 else inputs[0]
+    return f"<!-- Generated by coursectl render from {listed}: edit those, not {what}. -->"
+
+
+def with_banner(line: str, text: str) -> str:
+    return line + "\n" + text.lstrip("\n").rstrip("\n") + "\n"
