@@ -24,6 +24,7 @@ from .errors import CoursectlError, Interrupted, describe_os_error
 from .evidence import recover_evidence
 from .judging import compare_build_evidence, judge_evidence, judge_run, judge_runs, judge_source
 from .manifest import Lesson, Manifest
+from .render import stale_source_header
 from .process import CommandResult, kill_all, resume, run_command
 from .results import Emit, Event, LessonResult, Options, Status, quiet, settle, stopped
 from .sharing import Claim, GpuShare
@@ -122,6 +123,12 @@ def verify_offline(manifest: Manifest, lessons: list[Lesson], toolchain: Toolcha
                 out.builds.append(build)
         emit(Event(lesson=lesson.id, stage="comparing"))
         judge_source(manifest, lesson, out)
+        try:
+            stale = stale_source_header(manifest, lesson)
+        except CoursectlError as exc:
+            stale = str(exc)
+        if stale:
+            out.reasons.append(stale)
         judge_evidence(manifest, lesson, out)
         for build in out.builds:
             compare_build_evidence(manifest, lesson, build, toolchain.nvcc_version, out)

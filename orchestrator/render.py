@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from .build import display_command
 from .claims import ClaimResult, evaluate_claims
 from .errors import EvidenceError, ManifestError, TemplateError
-from .evidence import Evidence, build_evidence_path, list_gpus, load_build_evidence
+from .evidence import HEADER_LINE, Evidence, build_evidence_path, list_gpus, load_build_evidence
 from .figures import (Chart, Figure, FigureTable, build_charts, build_figures, figure_tables, format_number,
                       nice_ceiling)
 from .files import atomic_write, relative
@@ -181,6 +181,22 @@ def render_all(manifest: Manifest, templates: Path | None = None) -> list[Page]:
         models.append(model)
     pages.append(_index_page(manifest, env, folder, models))
     return pages
+
+
+def stale_source_header(manifest: Manifest, lesson: Lesson) -> str | None:
+    """Why the Build/Run/Verified lines in a lesson's source are not the ones render writes now, or None.
+
+    A source without such lines (never rendered, or `source_header: false`) has none to be stale.
+    """
+    source = manifest.source_path(lesson)
+    if not lesson.source_header or not any(HEADER_LINE.match(line) for line in source.read_text(
+            encoding="utf-8", errors="replace").splitlines()):
+        return None
+    model = _lesson_model(manifest, lesson, manifest.root / TEMPLATES)
+    if model.source_new == model.source_old:
+        return None
+    return (f"{lesson.source.as_posix()}: its Build/Run/Verified lines are not the ones render writes from "
+            f"lessons.yaml and the evidence; run `coursectl render`")
 
 
 def check_page_paths(manifest: Manifest) -> None:

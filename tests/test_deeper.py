@@ -98,3 +98,22 @@ def test_every_recorded_transcript_parses_and_holds_its_gates(lesson_id):
     claims = evaluate_claims(lesson.output, transcript, lesson.claims, build.kernels)
     assert [c.id for c in claims] == [c.id for c in lesson.claims]
     assert [c.id for c in claims if c.kind == "gate" and not c.held] == []
+
+
+@pytest.mark.slow
+def test_a_stale_source_header_fails_offline_naming_the_fix(tmp_path):
+    """A source whose Build line no longer says how it is built: verify --offline says so, render fixes it."""
+    course = tmp_path / "course"
+    for name in ("lessons", "templates", "evidence"):
+        shutil.copytree(ROOT / name, course / name)
+    for name in ("lessons.yaml", "README.md"):
+        shutil.copy(ROOT / name, course / name)
+    source = course / "lessons" / DAY16 / "tiled_matmul.cu"
+    text = source.read_text()
+    assert text.count("-std=c++17 -O3") == 1
+    source.write_text(text.replace("-std=c++17 -O3", "-std=c++17 -O2"))
+    manifest = load_manifest(course / "lessons.yaml")
+    [result] = verify_offline(manifest, [manifest.lesson(DAY16)], discover(), Options(jobs=2, arch="sm_90"))
+    assert result.status is Status.FAIL
+    assert (f"lessons/{DAY16}/tiled_matmul.cu: its Build/Run/Verified lines are not the ones render writes from "
+            "lessons.yaml and the evidence; run `coursectl render`") in result.reasons
