@@ -287,20 +287,28 @@ def select_gpus(toolchain: Toolchain, spec: str | None) -> list[Gpu]:
     return chosen
 
 
+def _through_nvml(gpu: Gpu, read):
+    """`read(pynvml, handle)` for one GPU through NVML; None where NVML is turned off, missing or fails
+    (the caller then asks nvidia-smi)."""
+    if os.environ.get("COURSECTL_NO_NVML"):
+        return None
+    try:
+        import pynvml  # noqa: PLC0415 - optional: the nvml extra
+
+        pynvml.nvmlInit()
+        try:
+            return read(pynvml, pynvml.nvmlDeviceGetHandleByUUID(gpu.uuid))
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - any failure of NVML falls back to nvidia-smi
+        return None
+
+
 def free_memory_mib(gpu: Gpu, runner=run_command) -> int | None:
     """The GPU's free memory now, in MiB, through NVML, else nvidia-smi; None if neither answers."""
-    if not os.environ.get("COURSECTL_NO_NVML"):
-        try:
-            import pynvml  # noqa: PLC0415
-
-            pynvml.nvmlInit()
-            try:
-                handle = pynvml.nvmlDeviceGetHandleByUUID(gpu.uuid)
-                return int(pynvml.nvmlDeviceGetMemoryInfo(handle).free) // (1024 * 1024)
-            finally:
-                pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001 - fall back to nvidia-smi
-            pass
+    free = _through_nvml(gpu, lambda nvml, handle: int(nvml.nvmlDeviceGetMemoryInfo(handle).free) // (1024 * 1024))
+    if free is not None:
+        return free
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
@@ -331,23 +339,13 @@ class GpuState(BaseModel):
 
 def gpu_state(gpu: Gpu, runner=run_command) -> GpuState | None:
     """Read the GPU's state through NVML, else nvidia-smi; None if neither answers."""
-    if not os.environ.get("COURSECTL_NO_NVML"):
-        try:
-            import pynvml  # noqa: PLC0415
-
-            pynvml.nvmlInit()
-            try:
-                handle = pynvml.nvmlDeviceGetHandleByUUID(gpu.uuid)
-                state = GpuState(
-                    sm_clock_mhz=int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
-                    max_sm_clock_mhz=int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)),
-                    throttle_reasons=int(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)),
-                    processes=[p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)])
-                return state
-            finally:
-                pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001 - fall back to nvidia-smi
-            pass
+    state = _through_nvml(gpu, lambda nvml, handle: GpuState(
+        sm_clock_mhz=int(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
+        max_sm_clock_mhz=int(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)),
+        throttle_reasons=int(nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)),
+        processes=[p.pid for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)]))
+    if state is not None:
+        return state
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
