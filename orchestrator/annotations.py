@@ -17,9 +17,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .files import relative
 from .judging import expectation_of
 from .manifest import Lesson, Manifest, SanitizerPass
-from .results import LessonResult, Status
+from .markup import cell
+from .results import LessonResult, Status, why
 from .sanitizer import unexpected_findings
 from .schema import LineItem, SectionItem, TableItem
 
@@ -65,7 +67,7 @@ def _item_lines(manifest: Manifest, index: int, lesson: Lesson) -> dict[str, int
 def workflow_commands(manifest: Manifest, results: list[LessonResult]) -> list[str]:
     """The annotations of a run, in the order of its lessons."""
     out: list[str] = []
-    manifest_file = _course_path(manifest, manifest.root / manifest.path.name)
+    manifest_file = relative(manifest.root / manifest.path.name, manifest.root)
     indices = {lesson.id: index for index, lesson in enumerate(manifest.lessons)}
     for result in results:
         if result.lesson not in indices:
@@ -100,7 +102,7 @@ def workflow_commands(manifest: Manifest, results: list[LessonResult]) -> list[s
 
 def _sanitizer_commands(manifest: Manifest, lesson: Lesson, result: LessonResult) -> list[str]:
     out = []
-    source = _course_path(manifest, manifest.source_path(lesson))
+    source = relative(manifest.source_path(lesson), manifest.root)
     declared = manifest.sanitizers(lesson)
     for outcome in result.sanitizers:
         if outcome.report is None or not outcome.problems:
@@ -120,21 +122,11 @@ def _sanitizer_commands(manifest: Manifest, lesson: Lesson, result: LessonResult
     return out
 
 
-def _course_path(manifest: Manifest, path: Path) -> str:
-    try:
-        return Path(path).resolve().relative_to(manifest.root.resolve()).as_posix()
-    except ValueError:
-        return str(path)
-
-
 # -- the step summary -------------------------------------------------------------------------
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def page_link(manifest: Manifest, lesson_id: str) -> str:
-    """The lesson's page: on GitHub, at the commit the run checked; elsewhere, relative to the course."""
-    page = f"lessons/{lesson_id}/README.md"
+def page_link(manifest: Manifest, lesson: Lesson) -> str:
+    """The lesson's page (where its page.path puts it): on GitHub, at the commit the run checked;
+    elsewhere, relative to the course."""
+    page = lesson.page_path.as_posix()
     server, repo, sha = (os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_SHA"))
     if server and repo and sha:
         return f"{server}/{repo}/blob/{sha}/{page}"
@@ -145,10 +137,11 @@ def step_summary(manifest: Manifest, results: list[LessonResult], title: str, ta
     """The Markdown summary of one run, cut to stay under GitHub's limit."""
     parts = [f"## coursectl {title}\n\n{tally}\n\n",
              "| lesson | status | GPU | time | why |\n| --- | --- | --- | ---: | --- |\n"]
+    lessons = {lesson.id: lesson for lesson in manifest.lessons}
     for r in results:
-        why = (r.reasons[0] if r.reasons else r.unverified or "").splitlines()
-        parts.append(f"| [{r.lesson}]({page_link(manifest, r.lesson)}) | {r.status.value} | {r.gpu or 'offline'} "
-                     f"| {r.seconds:.1f} s | {_cell(why[0]) if why and r.status is not Status.PASS else ''} |\n")
+        name = f"[{r.lesson}]({page_link(manifest, lessons[r.lesson])})" if r.lesson in lessons else r.lesson
+        parts.append(f"| {name} | {r.status.value} | {r.gpu or 'offline'} "
+                     f"| {r.seconds:.1f} s | {cell(why(r))} |\n")
     for r in results:
         if not r.status.is_failure:
             continue
@@ -159,7 +152,7 @@ def step_summary(manifest: Manifest, results: list[LessonResult], title: str, ta
         parts.append(f"\n### {r.lesson}: {r.status.value}\n\n")
         if moved:
             parts.append("| field | rule | evidence | now | result |\n| --- | --- | ---: | ---: | --- |\n")
-            parts += [f"| `{_cell(f.path)}` | {_cell(f.rule)} | {f.old!r} | {f.new!r} | {f.status.value} |\n"
+            parts += [f"| `{cell(f.path)}` | {cell(f.rule)} | {f.old!r} | {f.new!r} | {f.status.value} |\n"
                       for f in moved[:MAX_ROWS]]
             if len(moved) > MAX_ROWS:
                 parts.append(f"\n… and {len(moved) - MAX_ROWS} more fields.\n")

@@ -21,7 +21,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from .comparison import FieldResult, FieldStatus
-from .results import Event, LessonResult, Status, is_unverified, shown, tally
+from .results import Event, LessonResult, Status, is_unverified, shown, tally, why
 from .schema import LineItem, SectionItem, TableItem
 from .words import format_value, plural
 from .judging import claim_reason
@@ -36,14 +36,6 @@ FIELD_STYLE = {
     FieldStatus.other_gpu: "dim", FieldStatus.ambiguous: "yellow", FieldStatus.untrusted: "yellow",
 }
 STATUS_WIDTH = max(len(status.value) for status in Status)
-
-
-def why(result: LessonResult) -> str:
-    """The one line that says why a lesson is not PASS (empty for a PASS)."""
-    if result.status is Status.PASS:
-        return ""
-    text = result.reasons[0] if result.reasons else (result.unverified or "")
-    return text.splitlines()[0] if text else ""
 
 
 def finished_line(result: LessonResult) -> Text:

@@ -214,6 +214,14 @@ def settle(result: LessonResult, compared: bool = True) -> LessonResult:
     return result
 
 
+def why(result: LessonResult) -> str:
+    """The one line that says why a lesson is not PASS (empty for a PASS)."""
+    if result.status is Status.PASS:
+        return ""
+    text = result.reasons[0] if result.reasons else (result.unverified or "")
+    return text.splitlines()[0] if text else ""
+
+
 def _unverified(result: LessonResult) -> str:
     if result.gpu is None:
         return (f"never recorded on a GPU: the build and what needs no transcript were checked, the output was not; "

@@ -124,3 +124,14 @@ def test_without_github_actions_nothing_is_annotated(course, fake_gpu, prebuilt,
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
     result = coursectl("verify", "--all", "-q")
     assert not [line for line in lines(result.stdout) if line.startswith("::")]
+
+
+def test_the_step_summary_links_a_page_where_its_lesson_puts_it(monkeypatch):
+    for name in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_SHA"):
+        monkeypatch.delenv(name, raising=False)
+    manifest = load_manifest(ROOT / "tests" / "data" / "multi" / "lessons.yaml")
+    results = [LessonResult(lesson="day01-saxpy", status=Status.PASS, gpu=GPU_SLUG),
+               LessonResult(lesson="day02-sum", status=Status.PASS, gpu=GPU_SLUG)]
+    text = step_summary(manifest, results, "verify", "2 passed, 0 failed in 1.0 s")
+    assert "| [day01-saxpy](lessons/saxpy/README.md) | PASS |" in text           # its page.path
+    assert "| [day02-sum](lessons/ext/README.md) | PASS |" in text                 # beside its source
