@@ -10,9 +10,13 @@ share), with every build warm and every sanitizer pass run (--rerun-sanitizers):
 
 With --no-sanitize, the lessons' timed runs alone (no sanitizer pass).
 
-and writes {"format": 1, "gpus": N, "t1": ..., "tn": ..., "speedup": t1 / tn, ...}.
+and writes {"format": 2, "gpus": N, "t1": ..., "tn": ..., "speedup": t1 / tn, "timelines": {...}},
+the timelines being bench/timeline.py's summary of each timed run's trace
+(COURSECTL_TRACE): its fixed parts and how busy each GPU was.
 
-    python3 bench/gpus.py [--copies 3] [--no-sanitize] [--out bench/results/NAME-gpus.json]
+    python3 bench/gpus.py [--copies 3] [--no-sanitize] [--out bench/results/NAME-gpus.json] [--traces DIR]
+
+--traces keeps the two traces (one-gpu.json, every-gpu.json) for Perfetto.
 
 It needs at least two GPUs; with fewer it says so in one line and exits 3.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -36,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator.shorthand import written_out  # noqa: E402
 from orchestrator.toolchain import discover  # noqa: E402
+from timeline import summarise  # noqa: E402  (bench/timeline.py, beside this script)
 
 
 def scratch_course(copies: int, into: Path) -> Path:
@@ -56,9 +62,10 @@ def scratch_course(copies: int, into: Path) -> Path:
     return into
 
 
-def timed(args: list[str], cwd: Path) -> float:
+def timed(args: list[str], cwd: Path, trace: Path | None = None) -> float:
+    env = dict(os.environ, **({"COURSECTL_TRACE": str(trace)} if trace else {}))
     started = time.monotonic()
-    done = subprocess.run(["coursectl", *args], cwd=cwd, capture_output=True, text=True)
+    done = subprocess.run(["coursectl", *args], cwd=cwd, capture_output=True, text=True, env=env)
     seconds = time.monotonic() - started
     if done.returncode not in (0, 1):   # a lesson without evidence for its copy's id is fine; an error is not
         sys.exit(f"bench/gpus.py: coursectl {' '.join(args)} exited {done.returncode}:\n{done.stderr}")
@@ -70,6 +77,7 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=3)
     parser.add_argument("--no-sanitize", action="store_true", help="time the runs alone, without sanitizer passes")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--traces", type=Path, default=None, help="keep the two runs' traces in this folder")
     args = parser.parse_args()
     toolchain = discover()
     if len(toolchain.gpus) < 2:
@@ -78,14 +86,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="coursectl-gpus-") as tmp:
         course = scratch_course(args.copies, Path(tmp))
         verify = ["verify", "--all", "-q", *(["--no-sanitize"] if args.no_sanitize else ["--rerun-sanitizers"])]
+        traces = args.traces or Path(tmp) / "traces"
+        traces.mkdir(parents=True, exist_ok=True)
         timed(verify + ["--gpus", "0"], course)   # warms the build cache; the passes run again below
-        t1 = timed(verify + ["--gpus", "0"], course)
-        tn = timed(verify, course)
+        t1 = timed(verify + ["--gpus", "0"], course, traces / "one-gpu.json")
+        tn = timed(verify, course, traces / "every-gpu.json")
         lessons = len(yaml.safe_load((course / "lessons.yaml").read_text())["lessons"])
-    result = {"format": 1, "date": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+        timelines = {name: summarise(json.loads((traces / f"{name}.json").read_text()))
+                     for name in ("one-gpu", "every-gpu")}
+    result = {"format": 2, "date": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
               "gpu": toolchain.gpus[0].name, "gpus": len(toolchain.gpus), "lessons": lessons,
               "sanitizer_passes": not args.no_sanitize,
-              "t1": round(t1, 2), "tn": round(tn, 2), "speedup": round(t1 / tn, 3)}
+              "t1": round(t1, 2), "tn": round(tn, 2), "speedup": round(t1 / tn, 3), "timelines": timelines}
     print(json.dumps(result, indent=2))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

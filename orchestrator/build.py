@@ -31,6 +31,7 @@ from .files import atomic_write, sha256_bytes
 from .manifest import ARCH, Lesson, Manifest
 from .process import run_command
 from .resources import KernelResources, parse_resources
+from .trace import span
 
 CACHE_FORMAT = 4  # 2: ptxas' resource report; 3: the binary's sha256; 4: content-addressed, with the files read
 STAMP = "build.json"
@@ -190,7 +191,8 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
         temporary.mkdir()
         output = work / lesson.binary_name
         command = nvcc_command(nvcc, manifest, lesson, arch, output, variant)
-        result = runner(command, timeout=600, cwd=folder, env={"TMPDIR": str(temporary)})
+        with span(f"nvcc {arch} {variant}", f"{lesson.id} build"):
+            result = runner(command, timeout=600, cwd=folder, env={"TMPDIR": str(temporary)})
         diagnostics = result.stderr.decode("utf-8", errors="replace")
         if not result.ok or not output.is_file():
             first = next((m for m in map(_DIAG.match, diagnostics.splitlines()) if m), None)

@@ -28,6 +28,7 @@ from . import display
 from .errors import CoursectlError, Interrupted, UsageError, describe_os_error
 from .manifest import Manifest, load_manifest
 from .selection import choose_lessons
+from .trace import recording, span
 from .results import Options
 from .sanitizer import Tool
 
@@ -98,8 +99,8 @@ StrictOpt = typer.Option(False, "--strict", help="Count NO_EVIDENCE, UNSUPPORTED
 ExitFirstOpt = typer.Option(False, "--exitfirst", "-x", help="Stop at the first failing lesson; the rest are SKIPPED.")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="Only the summary and the tally.")
 SanitizerJobsOpt = typer.Option(None, "--sanitizer-jobs", min=1, metavar="N",
-                                help="Sanitizer passes at once (default: the CPU cores, fewer where the GPU's "
-                                     "free memory holds fewer).")
+                                help="Sanitizer passes at once on each GPU (default: 6, and the CPU cores in "
+                                     "all; fewer where the GPU's free memory holds fewer).")
 VerboseOpt = typer.Option(0, "--verbose", "-v", count=True, show_default=False,
                           help="-v: also every stage and each lesson's claims; -vv: also every field and command.")
 DriftOpt = typer.Option(None, "--report", metavar="FILE.md",
@@ -136,7 +137,8 @@ def handle_errors(func: Callable) -> Callable:
         console, err_console = _consoles()
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
-            return func(*args, **kwargs)
+            with recording():
+                return func(*args, **kwargs)
         except KeyboardInterrupt:
             err_console.print("coursectl: interrupted; children stopped, nothing half-written")
             raise typer.Exit(130)
@@ -157,7 +159,8 @@ def handle_errors(func: Callable) -> Callable:
 
 def load(manifest_path: Path) -> Manifest:
     """load_manifest, then each of its warnings on standard error: `coursectl: warning: lessons.yaml:N: ...`."""
-    manifest = load_manifest(manifest_path)
+    with span("load the manifest", "coursectl"):
+        manifest = load_manifest(manifest_path)
     for warning in manifest.warnings:
         err_console.print(f"coursectl: warning: {warning}", markup=False, soft_wrap=True)
     return manifest
@@ -169,7 +172,8 @@ def _jobs(jobs: Optional[int]) -> int:
 
 def _discover():
     from .toolchain import discover
-    return discover()
+    with span("find the tools", "coursectl"):
+        return discover()
 
 
 def json_to_stdout(json_path: Optional[Path]) -> None:
@@ -297,9 +301,6 @@ def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, quiet: 
     Exits 1 if any lesson failed (with strict: or was not verified); an
     interrupt still exits 130 once the reports are written.
     """
-    from . import annotations
-    from .report import make_report
-
     outcome = types.SimpleNamespace(results=[])
     interrupted = None
     started = time.monotonic()
@@ -308,19 +309,23 @@ def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, quiet: 
     except Interrupted as exc:
         outcome.results, interrupted = exc.results, exc
     results = outcome.results
-    if verbosity >= 2:
-        display.print_commands(console, results)
-    if not quiet:
-        display.print_details(console, results, verbosity)
-    display.print_summary(console, results, title)
-    tally = display.print_tally(console, results, time.monotonic() - started, strict)
-    annotations.publish(manifest, results, title, tally,
-                        lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True))
-    if drift_path:
-        from .drift import write_drift_report
-        write_drift_report(drift_path, title, results, tc)
-    report = make_report(title, results, tc, manifest, offline=offline, shard=shard, strict=strict)
-    write_reports(report, json_path, junit_path, raise_on_failure=interrupted is None)
+    with span("report", "coursectl"):
+        from . import annotations
+        from .report import make_report
+
+        if verbosity >= 2:
+            display.print_commands(console, results)
+        if not quiet:
+            display.print_details(console, results, verbosity)
+        display.print_summary(console, results, title)
+        tally = display.print_tally(console, results, time.monotonic() - started, strict)
+        annotations.publish(manifest, results, title, tally,
+                            lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True))
+        if drift_path:
+            from .drift import write_drift_report
+            write_drift_report(drift_path, title, results, tc)
+        report = make_report(title, results, tc, manifest, offline=offline, shard=shard, strict=strict)
+        write_reports(report, json_path, junit_path, raise_on_failure=interrupted is None)
     if interrupted is not None:
         raise interrupted
 

@@ -18,7 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for_futures
 from typing import Callable, Iterator
 
-from .build import BuildResult, SharedBuilds
+from .build import BuildResult, SharedBuilds, cache_root
 from .drift import describe_drift
 from .errors import CoursectlError, Interrupted, describe_os_error
 from .evidence import recover_evidence
@@ -27,8 +27,10 @@ from .manifest import Lesson, Manifest
 from .render import stale_source_header
 from .process import CommandResult, kill_all, resume, run_command
 from .results import Emit, Event, LessonResult, Options, Status, quiet, settle, stopped
+from .sanitizer_cache import expected_seconds
 from .sharing import Claim, GpuShare
 from .toolchain import Toolchain, select_gpus
+from .trace import span
 from .turn import Turn
 
 
@@ -142,6 +144,12 @@ def _cc_tuple(text: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
+def supported(lesson: Lesson, gpu) -> bool:
+    """Whether the GPU has the compute capability the lesson needs."""
+    return not lesson.min_compute_capability or \
+        _cc_tuple(gpu.compute_capability) >= _cc_tuple(lesson.min_compute_capability)
+
+
 # -- scheduling ------------------------------------------------------------------------------------
 def builds_needed(manifest: Manifest, lesson: Lesson, archs: list[str], options: Options) -> list[tuple[str, str]]:
     """(arch, variant) pairs one lesson needs: plain builds, and -lineinfo ones for its sanitizer passes."""
@@ -167,7 +175,13 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
     nvcc = toolchain.require_nvcc()
     gpus = select_gpus(toolchain, options.gpus)
     archs = [options.arch] if options.arch else sorted({g.arch for g in gpus})
-    share = GpuShare(gpus, options.sanitizer_jobs)
+    share = GpuShare(gpus, per_gpu=options.sanitizer_jobs)
+    cache = cache_root(manifest)
+
+    def priority(lesson: Lesson) -> float:
+        """The lesson's longest pass as last run here: those go first, so that their passes start soonest."""
+        tools = (options.sanitize_tools or list(manifest.sanitizers(lesson))) if options.sanitize else []
+        return max((expected_seconds(cache, lesson.id, tool) for tool in tools), default=0.0)
     turns: dict[str, Future] = {lesson.id: Future() for lesson in lessons}
     builds: dict[str, dict[str, BuildResult]] = {lesson.id: {} for lesson in lessons}
     errors: dict[str, str] = {}
@@ -203,14 +217,15 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
         started = time.monotonic()
         gpu = claim.gpu
         arch = options.arch or gpu.arch
-        if lesson.min_compute_capability and \
-                _cc_tuple(gpu.compute_capability) < _cc_tuple(lesson.min_compute_capability):
+        if not supported(lesson, gpu):
             return stopped(lesson.id, Status.UNSUPPORTED, f"needs compute capability {lesson.min_compute_capability}; "
                                                           f"{gpu.name} has {gpu.compute_capability}", gpu.slug, arch)
         if lesson.id in errors:
             return settle(LessonResult(lesson=lesson.id, gpu=gpu.slug, arch=arch, reasons=[errors[lesson.id]],
                                        builds=list(builds[lesson.id].values())))
-        result = stages(Turn(manifest, toolchain, options, lesson, builds[lesson.id], emit, runner, stopping, claim))
+        with span("turn", lesson.id, gpu=gpu.index):
+            result = stages(Turn(manifest, toolchain, options, lesson, builds[lesson.id], emit, runner, stopping,
+                                 claim))
         result.builds = list(builds[lesson.id].values())
         result.seconds = time.monotonic() - started
         return result
@@ -222,7 +237,8 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
         latest when the turn ends.
         """
         future = turns[lesson.id]
-        claim = share.claim(lesson.id)
+        with span("waiting for a GPU", lesson.id):
+            claim = share.claim(lesson.id, priority(lesson))
         if claim is None:
             return
         with claim:
@@ -233,6 +249,8 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
                                   else take_turn(lesson, claim))
             except BaseException as exc:  # noqa: BLE001 - becomes this lesson's result in the main thread
                 future.set_exception(exc)
+            finally:
+                share.withdraw(lesson_id=lesson.id)   # passes it queued and never ran leave the queue
         result = _joined(lesson.id, future)
         if options.exitfirst and result.status.is_failure:
             halted.set()

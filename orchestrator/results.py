@@ -169,7 +169,7 @@ class Options(BaseModel):
     exitfirst: bool = False                   # after the first failure, the lessons not yet run are SKIPPED
     dry_run: bool = False                     # record: judge and show, write nothing
     rerun_sanitizers: bool = False            # run every pass even where the sanitizer cache holds its result
-    sanitizer_jobs: int | None = None         # passes at once (default: the CPU cores; see pipeline.GpuShare)
+    sanitizer_jobs: int | None = None         # passes at once (default: see sharing.GpuShare)
 
 
 class Event(BaseModel):

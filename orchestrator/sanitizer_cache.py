@@ -148,3 +148,16 @@ def load_pass(root: Path, lesson_id: str, key: PassKey) -> StoredPass | None:
         return stored
     except (OSError, ValueError, ValidationError, TypeError, AttributeError):
         return None
+
+
+def expected_seconds(root: Path, lesson_id: str, tool: str) -> float:
+    """How long the lesson's `tool` pass took when it last ran here (any key), or 0.0 if it never has.
+
+    Only an estimate, to start the longest passes first.
+    """
+    try:
+        newest = max((Path(root) / FOLDER / lesson_id).glob(f"{tool}-*.json"), key=lambda p: p.stat().st_mtime,
+                     default=None)
+        return float(json.loads(newest.read_bytes())["seconds"]) if newest is not None else 0.0
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import threading
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from .locks import gpu_lock
@@ -17,6 +19,13 @@ from .words import plural
 # program's own allocations, and the lessons allocate well under 1 GiB.
 PASS_MEMORY_MIB = 4096
 
+# Passes at once on one GPU, unless --sanitizer-jobs says otherwise. On an
+# H200 the course's 20 passes took 22.8 s four at a time, 19.8 s eight at a
+# time and 20.4 s all at once (bench/results/2026-11-30-nvidia-h200-x2/): past
+# a handful, more at once only makes each slower. Fewer at once also leaves
+# passes waiting that another GPU, once its timed runs are done, can take.
+PASSES_PER_GPU = 6
+
 
 def pass_slots(free_mib: int | None, jobs: int) -> int:
     """How many passes may run at once on a GPU with `free_mib` free (None: unknown), at most `jobs`."""
@@ -26,46 +35,63 @@ def pass_slots(free_mib: int | None, jobs: int) -> int:
 
 
 class GpuShare:
-    """Who uses each GPU: one lesson's timed runs at a time, or sanitizer passes, never both at once.
+    """Who uses the GPUs: lessons' timed runs, one at a time on each, or sanitizer passes; never both at once.
 
-    A lesson whose builds are ready claims a GPU (first come, first served)
-    and holds it until its timed runs are done. Passes on a GPU start only
-    while no lesson holds it and none waits for a GPU, so the timed runs of
-    the lessons that are ready go first; a lesson that holds a GPU waits for
-    the passes already running there to end before its timed runs start.
-    At most `jobs` passes run at once (default: the CPU cores), and on each
-    GPU no more than its free memory holds at PASS_MEMORY_MIB each (asked
-    once, when its first pass is about to start). Across processes
-    locks.gpu_lock holds the same: exclusively for timed runs, shared for passes.
+    A lesson whose builds are ready asks for a GPU; among the lessons waiting,
+    the one with the highest priority (its longest sanitizer pass, expected)
+    goes first, then the first to ask. It takes a GPU that no lesson holds,
+    one without passes if there is one, and holds it until its timed runs are
+    done. Those wait until no pass runs on any GPU: a pass on one GPU slowed
+    a timed run on the other GPU of a two-GPU H200 host 24-fold (a 10 µs kernel
+    measured at 240 µs, bench/results/2026-11-30-nvidia-h200-x2-early/), so a
+    timed run has the host's GPUs to the timed runs alone.
+
+    Passes start only while no lesson holds or waits for any GPU, so the
+    timed runs of the ready lessons go first. A pass is not tied to its
+    lesson's GPU: it runs on any GPU of the same model and architecture, the
+    one with the fewest passes. Passes waiting start longest first (their
+    expected seconds), then in the order they were queued.
+
+    At most `jobs` passes run at once in all (default: the CPU cores, or
+    `per_gpu` if more), on each GPU at most `per_gpu` (--sanitizer-jobs;
+    default: `jobs` if given, else PASSES_PER_GPU)
+    and no more than its free memory holds at PASS_MEMORY_MIB each (asked
+    once, before its first pass). Across processes locks.gpu_lock holds the
+    same for each GPU: exclusively for timed runs, shared for passes.
     """
 
-    def __init__(self, gpus: list[Gpu], jobs: int | None = None, free_memory=free_memory_mib):
+    def __init__(self, gpus: list[Gpu], jobs: int | None = None, free_memory=free_memory_mib,
+                 per_gpu: int | None = None):
         self.gpus = gpus
-        self.jobs = jobs or os.cpu_count() or 1
+        self.jobs = jobs or max(os.cpu_count() or 1, per_gpu or 1)
+        self.per_gpu = per_gpu or jobs or PASSES_PER_GPU
         self.free_memory = free_memory
         self.cond = threading.Condition()
         self.holder: dict[str, str | None] = {gpu.uuid: None for gpu in gpus}   # the lesson that claimed it
         self.running: dict[str, int] = {gpu.uuid: 0 for gpu in gpus}           # passes running on it
-        self.waiting: list[str] = []                                            # lessons waiting for a GPU
+        self.waiting: list[tuple[float, int, str]] = []                         # lessons: (-priority, order, id)
+        self.passes_waiting: list[Ticket] = []                                  # passes queued
+        self.order = itertools.count()
         self.slots: dict[str, int] = {}
         self.slots_lock = threading.Lock()
         self.closed = False
 
-    def claim(self, lesson_id: str) -> Claim | None:
-        """Wait for a GPU that no lesson holds, in the order lessons asked; None once closed."""
+    def claim(self, lesson_id: str, priority: float = 0.0) -> Claim | None:
+        """Wait for a GPU for this lesson's timed runs (see the class); None once closed."""
+        me = (-priority, next(self.order), lesson_id)
         with self.cond:
-            self.waiting.append(lesson_id)
+            self.waiting.append(me)
             try:
                 while not self.closed:
                     free = [gpu for gpu in self.gpus if self.holder[gpu.uuid] is None]
-                    if free and self.waiting[0] == lesson_id:
+                    if free and min(self.waiting) == me:
                         gpu = min(free, key=lambda g: self.running[g.uuid])   # the first, unless passes run there
                         self.holder[gpu.uuid] = lesson_id
                         return Claim(self, gpu)
                     self.cond.wait()
                 return None
             finally:
-                self.waiting.remove(lesson_id)
+                self.waiting.remove(me)
                 self.cond.notify_all()
 
     def close(self) -> None:
@@ -76,37 +102,95 @@ class GpuShare:
 
     @contextlib.contextmanager
     def timed(self, gpu: Gpu, on_wait: Callable[[str], None]) -> Iterator[None]:
-        """The claimed GPU to one lesson's timed runs alone: once the passes running there end, and locked."""
+        """The claimed GPU to one lesson's timed runs alone: once no pass runs on any GPU, and locked."""
         with self.cond:
-            if self.running[gpu.uuid]:
+            if sum(self.running.values()):
                 on_wait(f"waiting for GPU {gpu.index}: "
-                        f"{plural(self.running[gpu.uuid], 'sanitizer pass', 'sanitizer passes')} running")
-            self.cond.wait_for(lambda: self.running[gpu.uuid] == 0 or self.closed)
+                        f"{plural(sum(self.running.values()), 'sanitizer pass', 'sanitizer passes')} running")
+            self.cond.wait_for(lambda: sum(self.running.values()) == 0 or self.closed)
         with gpu_lock(gpu.uuid, on_wait):
             yield
 
-    @contextlib.contextmanager
-    def sanitizing(self, gpu: Gpu, on_wait: Callable[[str], None]) -> Iterator[None]:
-        """A place for one sanitizer pass on `gpu`, beside other passes but never beside a timed run."""
-        slots = self._slots(gpu)
+    def queue_passes(self, lesson_id: str, gpu: Gpu, expected: dict[str, float]) -> dict[str, Ticket]:
+        """Put a lesson's passes (tool: expected seconds) in the queue: a ticket each, for `sanitizing`.
+
+        A lesson queues them as it lets its GPU go, so that they start in the
+        order of their expected length, not in the order their lessons ended.
+        """
         with self.cond:
-            self.cond.wait_for(lambda: self.closed or (
-                self.holder[gpu.uuid] is None and not self.waiting and self.running[gpu.uuid] < slots
-                and sum(self.running.values()) < self.jobs))
-            self.running[gpu.uuid] += 1
+            tickets = {tool: Ticket(-seconds, next(self.order), gpu, lesson_id) for tool, seconds in expected.items()}
+            self.passes_waiting += tickets.values()
+            self.cond.notify_all()
+            return tickets
+
+    def withdraw(self, ticket: Ticket | None = None, lesson_id: str | None = None) -> None:
+        """Take a ticket, or every ticket of a lesson, out of the queue: a pass from the cache, or a turn that ended."""
+        with self.cond:
+            self.passes_waiting = [waiting for waiting in self.passes_waiting if waiting.taken
+                                   or (waiting is not ticket and waiting.lesson != lesson_id)]
+            self.cond.notify_all()
+
+    @contextlib.contextmanager
+    def sanitizing(self, ticket: Ticket, on_wait: Callable[[str], None]) -> Iterator[Gpu]:
+        """A place for the ticket's pass on its GPU or another of that model, beside passes, never a timed run.
+
+        Yields the GPU it runs on. Passes waiting start longest first.
+        """
+        gpu = ticket.gpu
+        candidates = [other for other in self.gpus if (other.name, other.arch) == (gpu.name, gpu.arch)]
+        for other in candidates:   # their free memory, asked before taking the lock that every turn waits on
+            self._slots(other)
+        with self.cond:
+            ticket.taken = True   # in use: withdraw leaves it in the queue
+            if ticket not in self.passes_waiting:
+                self.passes_waiting.append(ticket)
+            try:
+                chosen = None
+                while chosen is None and not self.closed:
+                    first = min(waiting for waiting in self.passes_waiting if waiting.gpu.name == gpu.name)
+                    chosen = self._gpu_for_pass(candidates) if first is ticket else None
+                    if chosen is None:
+                        self.cond.wait()
+                chosen = chosen or gpu
+                self.running[chosen.uuid] += 1
+            finally:
+                self.passes_waiting.remove(ticket)
+                self.cond.notify_all()
         try:
-            with gpu_lock(gpu.uuid, on_wait, shared=True):
-                yield
+            with gpu_lock(chosen.uuid, on_wait, shared=True):
+                yield chosen
         finally:
             with self.cond:
-                self.running[gpu.uuid] -= 1
+                self.running[chosen.uuid] -= 1
                 self.cond.notify_all()
+
+    def _gpu_for_pass(self, candidates: list[Gpu]) -> Gpu | None:
+        if sum(self.running.values()) >= self.jobs:
+            return None
+        if self.waiting or any(holder is not None for holder in self.holder.values()):
+            return None   # timed runs go first, and never beside a pass
+        open_ = [gpu for gpu in candidates if self.running[gpu.uuid] < self._slots(gpu)]
+        return min(open_, key=lambda gpu: self.running[gpu.uuid], default=None)
 
     def _slots(self, gpu: Gpu) -> int:
         with self.slots_lock:
             if gpu.uuid not in self.slots:
-                self.slots[gpu.uuid] = pass_slots(self.free_memory(gpu), self.jobs)
+                self.slots[gpu.uuid] = pass_slots(self.free_memory(gpu), self.per_gpu)
             return self.slots[gpu.uuid]
+
+
+@dataclass(eq=False)
+class Ticket:
+    """A pass's place in the queue: the longest expected (lowest `key`) first, then the first queued."""
+
+    key: float        # minus the seconds the pass is expected to take
+    order: int
+    gpu: Gpu          # where its lesson's timed runs were: the pass runs on a GPU of that model
+    lesson: str
+    taken: bool = False   # its pass is waiting in `sanitizing` or running
+
+    def __lt__(self, other: Ticket) -> bool:
+        return (self.key, self.order) < (other.key, other.order)
 
 
 class Claim:
@@ -128,5 +212,3 @@ class Claim:
 
     def __exit__(self, *exc) -> None:
         self.release()
-
-

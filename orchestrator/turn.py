@@ -8,6 +8,7 @@ verdict on what they did comes from judging.py.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import tempfile
 import threading
@@ -24,9 +25,10 @@ from .manifest import Lesson, Manifest, SanitizerPass
 from .process import CommandResult
 from .results import Emit, Event, LessonResult, Options, PassResult, RunEnvironment, settle
 from .sanitizer import Tool, sanitizer_command
-from .sanitizer_cache import is_cacheable, load_pass, pass_key, store_pass
-from .sharing import Claim
+from .sanitizer_cache import expected_seconds, is_cacheable, load_pass, pass_key, store_pass
+from .sharing import Claim, Ticket
 from .toolchain import Gpu, Toolchain, gpu_state
+from .trace import span
 
 
 class Turn:
@@ -45,6 +47,7 @@ class Turn:
         self.arch = options.arch or self.gpu.arch
         self.env = {"CUDA_VISIBLE_DEVICES": self.gpu.uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
         self.environment = RunEnvironment()
+        self.tickets: dict[str, Ticket] | None = None   # this lesson's passes in the GPU share's queue
 
     @property
     def build(self) -> BuildResult:
@@ -59,13 +62,22 @@ class Turn:
         self.emit(Event(lesson=self.lesson.id, stage=stage, detail=detail))
 
     def release(self) -> None:
-        """Let the next lesson have this GPU for its timed runs."""
+        """Let the next lesson have this GPU for its timed runs, this lesson's passes queued first."""
+        if self.tickets is None:
+            build = self.builds.get(f"{self.arch}/lineinfo")
+            root = cache_root(self.manifest)
+            expected = {tool: expected_seconds(root, self.lesson.id, tool) for tool in self.passes()} \
+                if self.options.sanitize and build is not None else {}
+            self.tickets = self.share.queue_passes(self.lesson.id, self.gpu, expected)
         self.claim.release()
 
     def run_program(self) -> list[CommandResult]:
         """The timed runs (options.repeat of them), with the GPU's state before and after, the GPU to themselves."""
         runs: list[CommandResult] = []
-        with self.share.timed(self.gpu, lambda message: self._event("waiting", message)):
+        with contextlib.ExitStack() as alone:
+            with span("waiting for its GPU to itself", self.lesson.id):
+                alone.enter_context(self.share.timed(self.gpu, lambda message: self._event("waiting", message)))
+            alone.enter_context(span("timed runs", self.lesson.id, gpu=self.gpu.index))
             before = _state_of(self.gpu)
             repeat = max(1, self.options.repeat)
             for index in range(repeat):
@@ -93,16 +105,10 @@ class Turn:
         reports, named as record stores them.
         """
         self.release()
-        build = self.builds.get(f"{self.arch}/lineinfo")
-        passes = self.passes()
         if not self.options.sanitize:
-            result.sanitizers += [PassResult(tool=tool, not_run="--no-sanitize") for tool in passes]
+            result.sanitizers += [PassResult(tool=tool, not_run="--no-sanitize") for tool in self.passes()]
             return {}
-        if not passes or build is None:
-            return {}
-        sanitizer = self.toolchain.require_sanitizer()
-        with ThreadPoolExecutor(max_workers=len(passes)) as pool:
-            done = list(pool.map(lambda item: self._sanitize_one(sanitizer, build, *item), passes.items()))
+        done = self.run_passes()
         files: dict[str, bytes] = {}
         for outcome, log, xml, note in done:
             result.sanitizers.append(outcome)
@@ -113,6 +119,16 @@ class Turn:
             if xml:
                 files[f"{outcome.tool}.xml"] = xml
         return files
+
+    def run_passes(self) -> list[tuple[PassResult, bytes, bytes | None, str]]:
+        """The passes, all at once, each from the cache or run now (see _sanitize_one); their tickets queued first."""
+        build = self.builds.get(f"{self.arch}/lineinfo")
+        passes = self.passes()
+        if not passes or build is None:
+            return []
+        sanitizer = self.toolchain.require_sanitizer()
+        with ThreadPoolExecutor(max_workers=len(passes)) as pool:
+            return list(pool.map(lambda item: self._sanitize_one(sanitizer, build, *item), passes.items()))
 
     def _sanitize_one(self, sanitizer: str, build: BuildResult, tool: str,
                       spec: SanitizerPass) -> tuple[PassResult, bytes, bytes | None, str]:
@@ -129,17 +145,25 @@ class Turn:
         root = cache_root(self.manifest)
         stored = None if self.options.rerun_sanitizers else load_pass(root, self.lesson.id, key)
         note = ""
+        ticket = self.tickets.get(tool) if self.tickets else None
         if stored is not None:
+            self.share.withdraw(ticket)
             self._event("sanitizing", f"{tool}, cached")
             ran, log, xml = stored.command_result(), stored.log_bytes, stored.xml_bytes
         else:
-            with self.share.sanitizing(self.gpu, lambda message: self._event("waiting", message)):
-                self._event("sanitizing", tool)
+            if ticket is None:
+                ticket = self.share.queue_passes(self.lesson.id, self.gpu, {tool: 0.0})[tool]
+            with contextlib.ExitStack() as place:
+                with span(f"waiting to run {tool}", f"{self.lesson.id} {tool}"):
+                    gpu = place.enter_context(self.share.sanitizing(ticket, lambda said: self._event("waiting", said)))
+                place.enter_context(span(tool, f"{self.lesson.id} {tool}", gpu=gpu.index))
+                self._event("sanitizing", f"{tool}, GPU {gpu.index}")
                 with tempfile.TemporaryDirectory(prefix="coursectl-") as tmp:
                     log_path, xml_path = Path(tmp) / f"{tool}.log", Path(tmp) / f"{tool}.xml"
                     command = sanitizer_command(sanitizer, Tool(tool), [str(build.binary), *program_args],
                                                 log_path, xml_path, extra=spec.args)
-                    ran = self.runner(command, timeout=timeout, env=self.env, cwd=self.folder)
+                    ran = self.runner(command, timeout=timeout, env={**self.env, "CUDA_VISIBLE_DEVICES": gpu.uuid},
+                                      cwd=self.folder)
                     log = log_path.read_bytes() if log_path.exists() else b""
                     xml = xml_path.read_bytes() if xml_path.exists() and xml_path.stat().st_size else None
             if is_cacheable(ran, log) and not self.stopping.is_set():
@@ -237,6 +261,7 @@ def would_write(root: Path, meta: EvidenceMeta, files: dict[str, bytes], built: 
 
 def _state_of(gpu: Gpu):
     try:
-        return gpu_state(gpu)
+        with span("GPU state", f"GPU {gpu.index} state"):
+            return gpu_state(gpu)
     except Exception:  # noqa: BLE001 - the environment is a remark, never a failure
         return None

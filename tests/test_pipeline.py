@@ -104,6 +104,11 @@ def test_doctor_lists_both_gpus(course, two_gpus, fake_sanitizer, prebuilt):
 H200 = Gpu(index=0, name="NVIDIA H200", uuid=GPU_UUID, compute_capability="9.0")
 
 
+def ticket(share: GpuShare, gpu: Gpu):
+    """A place in the share's queue for one pass of a lesson whose timed runs were on `gpu`."""
+    return share.queue_passes("a-lesson", gpu, {"memcheck": 0.0})["memcheck"]
+
+
 def in_thread(body) -> tuple[threading.Thread, threading.Event]:
     """Start `body(inside)` in a thread; `inside` is set once it got what it waited for."""
     inside = threading.Event()
@@ -117,7 +122,7 @@ def test_a_pass_waits_while_a_lesson_holds_its_gpu():
     claim = share.claim("day13-shared-memory")
 
     def one_pass(inside):
-        with share.sanitizing(claim.gpu, lambda message: None):
+        with share.sanitizing(ticket(share, claim.gpu), lambda message: None):
             inside.set()
 
     thread, inside = in_thread(one_pass)
@@ -133,7 +138,7 @@ def test_timed_runs_wait_for_the_passes_running_and_hold_back_new_ones():
     done_with_first, done_with_timed = threading.Event(), threading.Event()
 
     def first_pass(inside):
-        with share.sanitizing(H200, lambda message: None):
+        with share.sanitizing(ticket(share, H200), lambda message: None):
             inside.set()
             done_with_first.wait(10)
 
@@ -149,7 +154,7 @@ def test_timed_runs_wait_for_the_passes_running_and_hold_back_new_ones():
             done_with_timed.wait(10)
 
     def second_pass(inside):
-        with share.sanitizing(gpu, lambda message: None):
+        with share.sanitizing(ticket(share, gpu), lambda message: None):
             inside.set()
 
     timed_thread, timed_in = in_thread(timed)
@@ -174,7 +179,7 @@ def test_passes_at_once_are_bounded_by_jobs_and_by_the_gpus_free_memory():
     leave = threading.Event()
 
     def one_pass(inside):
-        with share.sanitizing(H200, lambda message: None):
+        with share.sanitizing(ticket(share, H200), lambda message: None):
             inside.set()
             leave.wait(10)
 

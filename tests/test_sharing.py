@@ -1,0 +1,205 @@
+"""GpuShare with several GPUs: passes go where no timed run is, timed runs keep one GPU, longest first."""
+
+from __future__ import annotations
+
+import threading
+
+from conftest import GPU_UUID, SECOND_GPU_UUID, coursectl, overlap, sanitizer_runs, standin_runs
+
+from orchestrator.sharing import GpuShare
+from orchestrator.toolchain import Gpu
+
+G0 = Gpu(index=0, name="NVIDIA H200", uuid=GPU_UUID, compute_capability="9.0")
+G1 = Gpu(index=1, name="NVIDIA H200", uuid=SECOND_GPU_UUID, compute_capability="9.0")
+T4 = Gpu(index=1, name="Tesla T4", uuid="GPU-t4", compute_capability="7.5")
+
+
+class Pass:
+    """One pass in a thread of its own: `ran_on` once it has a place, held until `leave` is set."""
+
+    def __init__(self, share: GpuShare, gpu: Gpu, priority: float = 0.0, ticket=None):
+        self.started, self.leave = threading.Event(), threading.Event()
+        self.ran_on: Gpu | None = None
+        ticket = ticket or share.queue_passes(f"lesson-{id(self)}", gpu, {"memcheck": priority})["memcheck"]
+
+        def body():
+            with share.sanitizing(ticket, lambda message: None) as place:
+                self.ran_on = place
+                self.started.set()
+                self.leave.wait(10)
+
+        self.thread = threading.Thread(target=body, daemon=True)
+        self.thread.start()
+
+    def end(self) -> None:
+        self.leave.set()
+        self.thread.join(5)
+
+
+class Waiter:
+    """One lesson asking for a GPU in a thread of its own."""
+
+    def __init__(self, share: GpuShare, lesson: str, priority: float = 0.0):
+        self.claimed = threading.Event()
+        self.claim = None
+
+        def body():
+            self.claim = share.claim(lesson, priority)
+            self.claimed.set()
+
+        self.thread = threading.Thread(target=body, daemon=True)
+        self.thread.start()
+
+
+def share_of(*gpus: Gpu, jobs: int | None = 8) -> GpuShare:
+    return GpuShare(list(gpus), jobs=jobs, free_memory=lambda gpu: None)
+
+
+def test_no_pass_starts_while_a_lesson_holds_or_waits_for_any_gpu():
+    share = share_of(G0, G1)
+    first, second = share.claim("day13"), share.claim("day14")
+    assert (first.gpu, second.gpu) == (G0, G1)
+    ticket = share.queue_passes("day13", G0, {"memcheck": 2.0})["memcheck"]
+    first.release()                       # GPU 0 is free, but day14's timed runs go on on GPU 1
+    memcheck = Pass(share, G0, ticket=ticket)
+    assert not memcheck.started.wait(0.3), "a pass started beside a timed run on the other GPU"
+    day16 = Waiter(share, "day16")
+    assert day16.claimed.wait(5) and day16.claim.gpu == G0
+    second.release()
+    assert not memcheck.started.wait(0.3), "a pass started while a lesson held a GPU"
+    day16.claim.release()
+    assert memcheck.started.wait(5)
+    memcheck.end()
+
+
+def test_timed_runs_wait_for_the_passes_on_every_gpu_and_hold_back_new_ones():
+    share = share_of(G0, G1)
+    on_one = Pass(share, G1)
+    assert on_one.started.wait(5) and on_one.ran_on in (G0, G1)
+    claim = share.claim("day13")
+    assert claim.gpu != on_one.ran_on     # a GPU without passes, when there is one
+    said: list[str] = []
+    inside = threading.Event()
+
+    def timed():
+        with share.timed(claim.gpu, said.append):
+            inside.set()
+
+    thread = threading.Thread(target=timed, daemon=True)
+    thread.start()
+    assert not inside.wait(0.3), "a timed run started while a pass ran on the other GPU"
+    assert said == [f"waiting for GPU {claim.gpu.index}: 1 sanitizer pass running"]
+    late = Pass(share, G0)
+    assert not late.started.wait(0.2), "a pass started while a lesson held a GPU"
+    on_one.end()
+    assert inside.wait(5)
+    thread.join(5)
+    claim.release()
+    assert late.started.wait(5)
+    late.end()
+
+
+def test_passes_spread_over_the_gpus_of_their_model_whichever_gpu_their_lesson_used():
+    share = share_of(G0, G1)
+    passes = [Pass(share, G0) for _ in range(4)]   # all of lessons whose timed runs were on GPU 0
+    assert all(p.started.wait(5) for p in passes)
+    assert sorted(p.ran_on.index for p in passes) == [0, 0, 1, 1]
+    for p in passes:
+        p.end()
+
+
+def test_a_pass_never_goes_to_a_gpu_of_another_model():
+    share = GpuShare([G0, T4], jobs=1, free_memory=lambda gpu: None)
+    first = Pass(share, G0)
+    assert first.started.wait(5) and first.ran_on == G0
+    second = Pass(share, G0)
+    assert not second.started.wait(0.3), "an H200 build's pass ran on the T4"
+    first.end()
+    assert second.started.wait(5) and second.ran_on == G0
+    second.end()
+
+
+def test_a_withdrawn_ticket_holds_back_no_other_pass():
+    share = GpuShare([G0], jobs=1, free_memory=lambda gpu: None)
+    ticket = share.queue_passes("day16", G0, {"memcheck": 9.0})["memcheck"]   # the head of the queue
+    other = Pass(share, G0, priority=1.0)
+    assert not other.started.wait(0.2), "a shorter pass started before the longest"
+    share.withdraw(ticket)                # day16's pass came from the cache
+    assert other.started.wait(5)
+    share.queue_passes("day71", G0, {"memcheck": 1.0, "racecheck": 2.0})
+    share.withdraw(lesson_id="day71")     # its turn ended
+    assert share.passes_waiting == []
+    other.end()
+
+
+def test_with_two_gpus_no_pass_runs_beside_any_timed_run_and_passes_use_both(
+        course, two_gpus, fake_sanitizer, prebuilt, built_in_background, monkeypatch, tmp_path):
+    lessons = ["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul", "day71-matmul-fp16"]
+    course(lessons, sanitizers={lesson: {"memcheck": {}} for lesson in lessons})
+    monkeypatch.setenv("STANDIN_LOG", str(tmp_path / "timed.log"))
+    monkeypatch.setenv("STANDIN_SLEEP", "0.3")
+    monkeypatch.setenv("FAKE_SANITIZER_RUNS", str(tmp_path / "passes.log"))
+    result = coursectl("verify", "--all", "--rerun-sanitizers", "--sanitizer-jobs", "4")
+    assert result.exit_code == 0, result.output
+    timed, passes = standin_runs(tmp_path / "timed.log"), sanitizer_runs(tmp_path / "passes.log")
+    assert len(timed) == len(passes) == 4
+    assert not [(run, p) for run in timed for p in passes if overlap(run, p)], "a pass ran beside a timed run"
+    assert {p.visible for p in passes} == set(two_gpus)
+    assert {run.visible for run in timed} == set(two_gpus)
+
+
+def test_with_one_gpu_the_waiting_lessons_run_before_any_pass():
+    share = share_of(G0)
+    held = share.claim("day13")
+    day14 = Waiter(share, "day14")
+    memcheck = Pass(share, G0)
+    held.release()
+    assert day14.claimed.wait(5)
+    assert not memcheck.started.wait(0.2), "a pass started while a lesson waited and no other GPU served it"
+    day14.claim.release()
+    assert memcheck.started.wait(5)
+    memcheck.end()
+
+
+def test_lessons_waiting_go_longest_pass_first_then_first_come():
+    share = share_of(G0)
+    held = share.claim("day13")
+    order: list[str] = []
+    waiters = []
+    for lesson, priority in [("short", 1.0), ("long", 9.0), ("none", 0.0), ("also-long", 9.0)]:
+        waiter = Waiter(share, lesson, priority)
+        waiters.append((lesson, waiter))
+        while not any(entry[2] == lesson for entry in share.waiting):
+            threading.Event().wait(0.01)
+    held.release()
+    for _ in waiters:
+        for lesson, waiter in waiters:
+            if lesson not in order and waiter.claimed.wait(0.05):
+                order.append(lesson)
+                waiter.claim.release()
+                break
+    assert order == ["long", "also-long", "short", "none"]
+
+
+def test_passes_waiting_start_longest_first():
+    share = GpuShare([G0], jobs=1, free_memory=lambda gpu: None)
+    running = Pass(share, G0)
+    assert running.started.wait(5)
+    short = Pass(share, G0, priority=1.0)
+    while len(share.passes_waiting) < 1:
+        threading.Event().wait(0.01)
+    long = Pass(share, G0, priority=7.0)
+    while len(share.passes_waiting) < 2:
+        threading.Event().wait(0.01)
+    running.end()
+    assert long.started.wait(5)
+    assert not short.started.wait(0.2)
+    long.end()
+    assert short.started.wait(5)
+    short.end()
+
+
+def test_passes_per_gpu_default_to_a_handful_unless_sanitizer_jobs_says():
+    from orchestrator.sharing import PASSES_PER_GPU
+    assert GpuShare([G0], free_memory=lambda gpu: None)._slots(G0) == PASSES_PER_GPU
+    assert GpuShare([G0], jobs=16, free_memory=lambda gpu: None)._slots(G0) == 16
