@@ -9,6 +9,8 @@ STAMP := $(VENV)/.installed
 # EXTRAS=test,nvml on a GPU machine; PYTEST_ARGS=--junitxml=pytest.xml in CI.
 EXTRAS ?= test
 PYTEST_ARGS ?=
+# The suite runs on every core (pytest-xdist); PYTEST_WORKERS= runs it in one process.
+PYTEST_WORKERS ?= -n auto
 LOWEST_VENV := .venv-lowest
 # A version (3.10) or an interpreter: uv finds it, or fetches it where it may.
 LOWEST_PYTHON ?= $(PYTHON)
@@ -31,7 +33,7 @@ verify: $(STAMP)
 	@echo "coursectl is installed in $(VENV)/bin: '. $(VENV)/bin/activate' puts it on your PATH"
 
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -q $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # Every direct dependency at its lower bound (uv's lowest-direct), the build
 # backend at its floor too, then the whole suite.
@@ -43,7 +45,7 @@ test-lowest: $(STAMP)
 	$(VENV)/bin/uv pip install -q --python $(LOWEST_VENV)/bin/python --resolution lowest-direct \
 		--build-constraint $(LOWEST_VENV)/build-constraints.txt -e '.[test]'
 	$(VENV)/bin/uv pip list --python $(LOWEST_VENV)/bin/python
-	$(LOWEST_VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+	$(LOWEST_VENV)/bin/python -m pytest -q $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(LOWEST_VENV) .coursectl build

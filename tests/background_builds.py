@@ -1,10 +1,11 @@
 """Builds a test session asks for, run in a process of its own while the first tests run.
 
-    python background_builds.py JOBS.json RESULTS
+    python background_builds.py JOBS.json RESULTS [THREADS]
 
 JOBS.json is a list of [name, manifest, lesson id, arch, variant]; each is
-built, in that order, with orchestrator.build.build_lesson, one per core and
-at a lower priority than the tests running meanwhile, into the cache that
+built, in that order, with orchestrator.build.build_lesson, THREADS at a time
+(default: one per core) and at a lower priority than the tests running
+meanwhile, into the cache that
 $COURSECTL_CACHE names (the session's: a process of its own keeps that fixed
 whatever a test sets in the session's process meanwhile). As each build
 ends, RESULTS/INDEX.json (INDEX: its place in JOBS.json) is written with the
@@ -28,7 +29,7 @@ from orchestrator.manifest import load_manifest  # noqa: E402
 from orchestrator.toolchain import nvcc_version  # noqa: E402
 
 
-def main(jobs_path: str, results: str) -> int:
+def main(jobs_path: str, results: str, threads: str | None = None) -> int:
     os.nice(10)   # the tests running meanwhile come first; these use what the tests leave idle
     jobs = json.loads(Path(jobs_path).read_text())
     nvcc = shutil.which("nvcc")
@@ -45,7 +46,7 @@ def main(jobs_path: str, results: str) -> int:
             found = json.dumps({"error": f"{type(exc).__name__}: {exc}"})
         atomic_write(Path(results) / f"{index}.json", found)
 
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+    with ThreadPoolExecutor(max_workers=int(threads) if threads else os.cpu_count() or 2) as pool:
         list(pool.map(build, range(len(jobs))))
     return 0
 

@@ -7,13 +7,27 @@ Everything a test needs a GPU for is stood in for: nvidia-smi and
 compute-sanitizer by the scripts in tests/data/fakes/, the lessons by the host
 programs in tests/data/standins/ (nvcc builds them for real and the CPU runs
 them), printing transcripts recorded on an H200 (tests/data/seeds/).
+
+The suite runs on every core (`make test`: pytest-xdist, `-n auto`), each
+worker with its own session cache and GPU locks. Its nvcc is a compile memo
+kept for the run (tests/nvcc_memo.py, first on PATH from the session's start):
+a compile it has seen, of the same files and flags in another folder, is
+replayed instead of run again, by every worker, coursectl and the background
+builds alike; a failed compile always runs nvcc. The tests that watch nvcc's
+process, signal it or read its diagnostics take the `real_nvcc` fixture;
+COURSECTL_TEST_NVCC_MEMO=0 turns the memo off for a whole run.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import fcntl
+import functools
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -96,6 +110,72 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU; skipped where there is none")
 
 
+# -- the compile memo ------------------------------------------------------------------
+# The real nvcc, found before the memo's nvcc goes first on PATH (a run's processes
+# inherit it through COURSECTL_TEST_REAL_NVCC).
+REAL_NVCC = os.environ.get("COURSECTL_TEST_REAL_NVCC") or shutil.which("nvcc")
+_BEFORE_MEMO: dict[str, str | None] = {}
+
+
+def _is_xdist_controller(config) -> bool:
+    return not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") != "no"
+
+
+def run_dir(config) -> Path:
+    """The run's base temporary folder: each xdist worker's session is a folder in it (popen-gwN)."""
+    basetemp = config._tmp_path_factory.getbasetemp()
+    return basetemp.parent if hasattr(config, "workerinput") else basetemp
+
+
+@contextlib.contextmanager
+def run_lock(path: Path):
+    """A lock file that one process of the run (one xdist worker) holds at a time."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session):
+    """nvcc through the run's compile memo (tests/nvcc_memo.py), first on PATH before any test file is read.
+
+    One memo for the whole run, shared by the xdist workers (in the run's base
+    temporary folder, so never kept for another run): the same compile in
+    another folder is replayed, not run again. COURSECTL_TEST_NVCC_MEMO=0
+    leaves it out (the wrapper then runs nvcc itself); the `real_nvcc` fixture
+    does so for one test.
+    """
+    config = session.config
+    if REAL_NVCC is None or os.environ.get("COURSECTL_TEST_NVCC_MEMO") == "0" or _is_xdist_controller(config):
+        return
+    from nvcc_memo import write_wrapper
+
+    basetemp = config._tmp_path_factory.getbasetemp()
+    wrapper = write_wrapper(basetemp / "nvcc-memo-bin" / "nvcc", REAL_NVCC, run_dir(config) / "nvcc-memo")
+    for name in ("PATH", "COURSECTL_TEST_REAL_NVCC"):
+        _BEFORE_MEMO[name] = os.environ.get(name)
+    os.environ["COURSECTL_TEST_REAL_NVCC"] = REAL_NVCC
+    os.environ["PATH"] = os.pathsep.join([str(wrapper.parent), os.environ.get("PATH", "")])
+
+
+def pytest_unconfigure(config):
+    for name, value in _BEFORE_MEMO.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    _BEFORE_MEMO.clear()
+
+
+@pytest.fixture
+def real_nvcc(monkeypatch) -> str:
+    """nvcc itself for this test, not the run's compile memo: for the tests that watch nvcc's
+    process, signal it as it runs or read its diagnostics. The real nvcc's path."""
+    monkeypatch.setenv("COURSECTL_TEST_NVCC_MEMO", "0")
+    return REAL_NVCC
+
+
 def has_gpu() -> bool:
     """Whether the real `nvidia-smi -L` lists a GPU."""
     smi = shutil.which("nvidia-smi")
@@ -145,10 +225,9 @@ def real_gpu_env(request, monkeypatch):
         monkeypatch.delenv("COURSECTL_NO_NVML", raising=False)
 
 
-def _install(source: Path, target: Path, shebang: str | None = None) -> Path:
+def _install(source: Path, target: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
-    text = source.read_text()
-    target.write_text(f"#!{shebang}\n{text}" if shebang else text)
+    target.write_text(source.read_text())
     target.chmod(0o755)
     return target
 
@@ -163,20 +242,36 @@ def gpu_bin(session_dir) -> Path:
 
 @pytest.fixture(scope="session")
 def sanitizer_bin(session_dir) -> Path:
-    """A folder holding only the fake compute-sanitizer."""
+    """A folder holding only the fake compute-sanitizer.
+
+    It is tests/data/fakes/compute_sanitizer.py, behind a few lines of sh that
+    print its `--version` (which every coursectl command asks) without
+    starting Python.
+    """
+    script = FAKES / "compute_sanitizer.py"
+    version = subprocess.run([sys.executable, "-S", str(script), "--version"], capture_output=True, text=True,
+                             check=True).stdout
     folder = session_dir / "bin-sanitizer"
-    _install(FAKES / "compute_sanitizer.py", folder / "compute-sanitizer", shebang=sys.executable)
+    folder.mkdir(parents=True)
+    fake = folder / "compute-sanitizer"
+    fake.write_text("#!/bin/sh\n"
+                    f"# The fake compute-sanitizer: {script}\n"
+                    'if [ "$#" = 1 ] && [ "$1" = --version ]; then\n'
+                    f"    printf '%s' {shlex.quote(version)}\n"
+                    "    exit 0\n"
+                    "fi\n"
+                    f'exec {shlex.quote(sys.executable)} -S {shlex.quote(str(script))} "$@"\n')
+    fake.chmod(0o755)
     return folder
 
 
 @pytest.fixture(scope="session")
 def nvcc_bin(session_dir) -> Path:
-    """A folder holding only nvcc (a link to the real one), for a PATH without any GPU tool."""
-    nvcc = shutil.which("nvcc")
-    assert nvcc is not None, "nvcc must be on PATH to run the tests"
+    """A folder holding only nvcc (a link to the real one, not the memo), for a PATH without any GPU tool."""
+    assert REAL_NVCC is not None, "nvcc must be on PATH to run the tests"
     folder = session_dir / "bin-nvcc"
     folder.mkdir()
-    (folder / "nvcc").symlink_to(nvcc)
+    (folder / "nvcc").symlink_to(REAL_NVCC)
     return folder
 
 
@@ -207,10 +302,18 @@ def fake_sanitizer(monkeypatch, fake_gpu, sanitizer_bin) -> Path:
 
 # -- course trees ----------------------------------------------------------------------
 def real_lessons() -> dict[str, dict]:
-    """The lessons of the real lessons.yaml, written out in the long form (defaults joined in)."""
+    """The lessons of the real lessons.yaml, written out in the long form (defaults joined in).
+
+    Each call gets a copy of its own; the file is parsed once for each text it has had.
+    """
+    return copy.deepcopy(_written_out_lessons((ROOT / "lessons.yaml").read_text(encoding="utf-8")))
+
+
+@functools.lru_cache(maxsize=4)
+def _written_out_lessons(text: str) -> dict[str, dict]:
     from orchestrator.shorthand import written_out
 
-    data = written_out(yaml.safe_load((ROOT / "lessons.yaml").read_text(encoding="utf-8")), ROOT)
+    data = written_out(yaml.safe_load(text), ROOT)
     return {lesson["id"]: lesson for lesson in data["lessons"]}
 
 
@@ -459,13 +562,14 @@ def edit(path: Path, old: str, new: str) -> None:
 
 # -- builds in the background ---------------------------------------------------------
 # nvcc takes most of the suite's time. The builds that the tests ask for at
-# collection (build_in_background) start with the session, one per core, in a
-# process of their own (background_builds.py), so that a test that sets
-# COURSECTL_CACHE meanwhile cannot move them; the tests that need none run
-# first, and those that wait for them (through `built_in_background`) last.
+# collection (build_in_background) start with the session, one per core (the
+# xdist workers share the cores), in a process of their own
+# (background_builds.py), so that a test that sets COURSECTL_CACHE meanwhile
+# cannot move them; the tests that need none run first, and those that wait
+# for them (through `built_in_background`) last.
 @dataclass
 class BackgroundBuild:
-    course: str                       # the folder, under the session's, its course is written in
+    course: str                       # the folder, under the run's, its course is written in
     make: Callable[[Path], Path]      # writes the course into a folder; returns its manifest
     lesson: str
     arch: str
@@ -528,18 +632,31 @@ def background_builds(request, session_dir, isolated_env):
     wanted = {name: build for name, build in in_order if build.needed_by in first_use}   # as the tests want them
     folder = session_dir / "background"
     (folder / "results").mkdir(parents=True)
-    courses: dict[str, Path] = {}
-    jobs = []
-    for name, build in wanted.items():
-        if build.course not in courses:
-            courses[build.course] = build.make(folder / build.course)
-        jobs.append([name, str(courses[build.course]), build.lesson, build.arch, build.variant])
+    # The courses are written once per run, in one folder for every xdist worker: each worker
+    # builds them into its own session cache, and the second one's nvcc is the memo's replay of
+    # the first one's (a binary that holds its source's path is replayed only in that folder).
+    shared = run_dir(request.config) / "background-courses"
+    with run_lock(shared / ".lock"):
+        made = shared / "courses.json"
+        courses: dict[str, str] = json.loads(made.read_text()) if made.exists() else {}
+        for build in wanted.values():
+            if build.course not in courses:
+                courses[build.course] = str(build.make(shared / build.course))
+        made.write_text(json.dumps(courses))
+    jobs = [[name, courses[build.course], build.lesson, build.arch, build.variant] for name, build in wanted.items()]
+    # Under xdist the workers share the cores, and each starts at another place in the list,
+    # so that they build different things at once and replay the rest from each other.
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    start = (int(worker) % workers if worker.isdigit() else 0) * len(jobs) // workers
+    jobs = jobs[start:] + jobs[:start]
+    threads = max(1, (os.cpu_count() or 2) // workers)
     (folder / "jobs.json").write_text(json.dumps(jobs))
     process = None
     if jobs:
         with open(folder / "output.txt", "wb") as output:
             process = subprocess.Popen([sys.executable, str(Path(__file__).parent / "background_builds.py"),
-                                        str(folder / "jobs.json"), str(folder / "results")],
+                                        str(folder / "jobs.json"), str(folder / "results"), str(threads)],
                                        stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
     yield Background(process, folder, jobs)
     if process is not None and process.poll() is None:   # never leave nvcc running after the session

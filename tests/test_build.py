@@ -200,7 +200,7 @@ int main() {
 
 
 @pytest.mark.slow
-def test_syntax_error(tmp_path, own_cache, nvcc_version):
+def test_syntax_error(tmp_path, own_cache, nvcc_version, real_nvcc):
     manifest, lesson = load(tmp_path / "course")
     source = manifest.source_path(lesson)
     source.write_text(BROKEN)
@@ -226,7 +226,7 @@ def test_syntax_error(tmp_path, own_cache, nvcc_version):
 
 
 @pytest.mark.slow
-def test_syntax_error_in_a_folder_with_spaces(tmp_path, own_cache, nvcc_version):
+def test_syntax_error_in_a_folder_with_spaces(tmp_path, own_cache, nvcc_version, real_nvcc):
     manifest, lesson = load(tmp_path / "my course")
     source = manifest.source_path(lesson)
     source.write_text(BROKEN)
@@ -281,7 +281,7 @@ def greeting_course(root: Path, flag: str):
 
 
 @pytest.mark.slow
-def test_flags_reach_nvcc_intact(tmp_path, own_cache, nvcc_version, monkeypatch):
+def test_flags_reach_nvcc_intact(tmp_path, own_cache, nvcc_version, monkeypatch, real_nvcc):
     """Spaces, quotes and shell operators in a flag reach nvcc as one argument and the program as written."""
     monkeypatch.chdir(tmp_path)
     manifest, lesson = greeting_course(tmp_path / "course", GREETING_FLAG)
@@ -332,7 +332,7 @@ def test_builds_of_one_entry_at_once_each_write_their_own_files(tmp_path, own_ca
     assert (again.cached, again.binary, again.notes) == (True, binary, [])
 
 
-def test_an_interrupted_build_leaves_no_temporary_files(tmp_path, own_cache, nvcc_version):
+def test_an_interrupted_build_leaves_no_temporary_files(tmp_path, own_cache, nvcc_version, real_nvcc):
     """nvcc cleans its tmpxft_* files when it alone is signalled, not when its process group is killed:
     they are written into the build's own folder (TMPDIR), which goes with the build."""
     manifest, lesson = load(tmp_path / "course")

@@ -205,7 +205,8 @@ def test_without_nvcc_exits_3(course, monkeypatch, gpu_bin, command):
 
 
 @pytest.mark.slow
-def test_a_lesson_nvcc_refuses_fails_and_the_others_still_run(course, fake_gpu, prebuilt, nvcc_version, tmp_path):
+def test_a_lesson_nvcc_refuses_fails_and_the_others_still_run(course, fake_gpu, prebuilt, nvcc_version, tmp_path,
+                                                              real_nvcc):
     def broken_source(manifest: dict) -> None:
         manifest["lessons"][0]["source"] = "standins/broken.cu"
 
@@ -429,7 +430,7 @@ def test_sigterm_during_record_keeps_the_old_evidence(course, fake_gpu, prebuilt
 
 
 @pytest.mark.slow
-def test_sigterm_while_verify_builds_leaves_no_cache_entry(course, fake_gpu, monkeypatch, tmp_path, spawned):
+def test_sigterm_while_verify_builds_leaves_no_cache_entry(course, fake_gpu, monkeypatch, tmp_path, spawned, real_nvcc):
     cache = tmp_path / "cache"
     monkeypatch.setenv("COURSECTL_CACHE", str(cache))   # so that nvcc really runs
     course(["day16-tiled-matmul"])
@@ -444,7 +445,7 @@ def test_sigterm_while_verify_builds_leaves_no_cache_entry(course, fake_gpu, mon
 
 
 @pytest.mark.slow
-def test_an_interrupt_as_nvcc_starts_still_stops_it(course, fake_gpu, monkeypatch, tmp_path, ctrl_c):
+def test_an_interrupt_as_nvcc_starts_still_stops_it(course, fake_gpu, monkeypatch, tmp_path, ctrl_c, real_nvcc):
     """The scheduler's worst case, made certain: the interrupt lands between Popen and the live set."""
     from orchestrator import process
 
@@ -472,7 +473,7 @@ def test_an_interrupt_as_nvcc_starts_still_stops_it(course, fake_gpu, monkeypatc
 
 
 @pytest.mark.slow
-def test_sigterm_during_coursectl_build_stops_nvcc(course, fake_gpu, monkeypatch, tmp_path, spawned):
+def test_sigterm_during_coursectl_build_stops_nvcc(course, fake_gpu, monkeypatch, tmp_path, spawned, real_nvcc):
     cache = tmp_path / "cache"
     monkeypatch.setenv("COURSECTL_CACHE", str(cache))
     course(["day16-tiled-matmul"])

@@ -348,7 +348,7 @@ def test_a_signal_another_thread_takes_still_stops_the_run(make_course, prebuilt
 
 
 def test_a_signal_another_thread_takes_during_builds_keeps_nvcc_from_the_cache(make_course, nvcc_version, ctrl_c,
-                                                                               tmp_path, monkeypatch):
+                                                                               tmp_path, monkeypatch, real_nvcc):
     """Here the thread that runs nvcc takes the Ctrl-C: nvcc is still stopped before it can finish."""
     from orchestrator.errors import Interrupted
     from orchestrator.pipeline import build_many
