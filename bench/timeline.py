@@ -66,8 +66,12 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args()
     try:
-        summary = summarise(json.loads(args.trace.read_text()))
-    except (OSError, ValueError, KeyError) as exc:
+        text = args.trace.read_text()
+    except OSError as exc:
+        sys.exit(f"bench/timeline.py: {args.trace}: cannot read it: {exc.strerror}")
+    try:
+        summary = summarise(json.loads(text))
+    except (ValueError, KeyError, TypeError) as exc:
         sys.exit(f"bench/timeline.py: {args.trace}: not a coursectl trace ({exc})")
     if args.json:
         print(json.dumps(summary, indent=2))

@@ -81,3 +81,11 @@ def test_timeline_refuses_a_file_that_is_not_a_trace_in_one_line(tmp_path):
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [f"bench/timeline.py: {tmp_path / 'x.json'}: not a coursectl trace "
                                                 "('traceEvents')"]
+
+
+def test_timeline_says_in_one_line_when_it_cannot_read_the_file(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "timeline.py"), str(tmp_path / "gone.json")],
+                          capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [f"bench/timeline.py: {tmp_path / 'gone.json'}: cannot read it: "
+                                                "No such file or directory"]
