@@ -18,7 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for_futures
 from typing import Callable, Iterator
 
-from .build import BuildResult, SharedBuilds, cache_root
+from .build import BuildResult, SharedBuilds
 from .drift import describe_drift
 from .errors import CoursectlError, Interrupted, describe_os_error
 from .evidence import recover_evidence
@@ -27,11 +27,10 @@ from .manifest import Lesson, Manifest
 from .render import stale_source_header
 from .process import CommandResult, kill_all, resume, run_command
 from .results import Emit, Event, LessonResult, Options, Status, quiet, settle, stopped
-from .sanitizer_cache import expected_seconds
 from .sharing import Claim, GpuShare
 from .toolchain import Toolchain, select_gpus
 from .trace import span
-from .turn import Turn
+from .turn import Turn, expected_passes
 
 
 INTERRUPTED = "interrupted: running programs were stopped; nothing was recorded"
@@ -144,12 +143,6 @@ def _cc_tuple(text: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def supported(lesson: Lesson, gpu) -> bool:
-    """Whether the GPU has the compute capability the lesson needs."""
-    return not lesson.min_compute_capability or \
-        _cc_tuple(gpu.compute_capability) >= _cc_tuple(lesson.min_compute_capability)
-
-
 # -- scheduling ------------------------------------------------------------------------------------
 def builds_needed(manifest: Manifest, lesson: Lesson, archs: list[str], options: Options) -> list[tuple[str, str]]:
     """(arch, variant) pairs one lesson needs: plain builds, and -lineinfo ones for its sanitizer passes."""
@@ -176,12 +169,6 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
     gpus = select_gpus(toolchain, options.gpus)
     archs = [options.arch] if options.arch else sorted({g.arch for g in gpus})
     share = GpuShare(gpus, per_gpu=options.sanitizer_jobs)
-    cache = cache_root(manifest)
-
-    def priority(lesson: Lesson) -> float:
-        """The lesson's longest pass as last run here: those go first, so that their passes start soonest."""
-        tools = (options.sanitize_tools or list(manifest.sanitizers(lesson))) if options.sanitize else []
-        return max((expected_seconds(cache, lesson.id, tool) for tool in tools), default=0.0)
     turns: dict[str, Future] = {lesson.id: Future() for lesson in lessons}
     builds: dict[str, dict[str, BuildResult]] = {lesson.id: {} for lesson in lessons}
     errors: dict[str, str] = {}
@@ -213,11 +200,12 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
                 threads.append(thread)
                 thread.start()
 
-    def take_turn(lesson: Lesson, claim: Claim) -> LessonResult:
+    def take_turn(lesson: Lesson, claim: Claim, expected: dict[str, float]) -> LessonResult:
         started = time.monotonic()
         gpu = claim.gpu
         arch = options.arch or gpu.arch
-        if not supported(lesson, gpu):
+        if lesson.min_compute_capability and \
+                _cc_tuple(gpu.compute_capability) < _cc_tuple(lesson.min_compute_capability):
             return stopped(lesson.id, Status.UNSUPPORTED, f"needs compute capability {lesson.min_compute_capability}; "
                                                           f"{gpu.name} has {gpu.compute_capability}", gpu.slug, arch)
         if lesson.id in errors:
@@ -225,7 +213,7 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
                                        builds=list(builds[lesson.id].values())))
         with span("turn", lesson.id, gpu=gpu.index):
             result = stages(Turn(manifest, toolchain, options, lesson, builds[lesson.id], emit, runner, stopping,
-                                 claim))
+                                 claim, expected))
         result.builds = list(builds[lesson.id].values())
         result.seconds = time.monotonic() - started
         return result
@@ -237,8 +225,9 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
         latest when the turn ends.
         """
         future = turns[lesson.id]
+        expected = expected_passes(manifest, options, lesson)   # the longest pass's lesson goes first
         with span("waiting for a GPU", lesson.id):
-            claim = share.claim(lesson.id, priority(lesson))
+            claim = share.claim(lesson.id, max(expected.values(), default=0.0))
         if claim is None:
             return
         with claim:
@@ -246,7 +235,7 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
                 return
             try:
                 future.set_result(stopped(lesson.id, Status.SKIPPED, NOT_RUN) if halted.is_set()
-                                  else take_turn(lesson, claim))
+                                  else take_turn(lesson, claim, expected))
             except BaseException as exc:  # noqa: BLE001 - becomes this lesson's result in the main thread
                 future.set_exception(exc)
             finally:

@@ -126,24 +126,22 @@ class GpuShare:
     def withdraw(self, ticket: Ticket | None = None, lesson_id: str | None = None) -> None:
         """Take a ticket, or every ticket of a lesson, out of the queue: a pass from the cache, or a turn that ended."""
         with self.cond:
-            self.passes_waiting = [waiting for waiting in self.passes_waiting if waiting.taken
-                                   or (waiting is not ticket and waiting.lesson != lesson_id)]
+            self.passes_waiting = [waiting for waiting in self.passes_waiting
+                                   if waiting is not ticket and waiting.lesson != lesson_id]
             self.cond.notify_all()
 
     @contextlib.contextmanager
     def sanitizing(self, ticket: Ticket, on_wait: Callable[[str], None]) -> Iterator[Gpu]:
         """A place for the ticket's pass on its GPU or another of that model, beside passes, never a timed run.
 
-        Yields the GPU it runs on. Passes waiting start longest first.
+        The ticket comes from queue_passes, and leaves the queue here. Yields
+        the GPU it runs on. Passes waiting start longest first.
         """
         gpu = ticket.gpu
         candidates = [other for other in self.gpus if (other.name, other.arch) == (gpu.name, gpu.arch)]
         for other in candidates:   # their free memory, asked before taking the lock that every turn waits on
             self._slots(other)
         with self.cond:
-            ticket.taken = True   # in use: withdraw leaves it in the queue
-            if ticket not in self.passes_waiting:
-                self.passes_waiting.append(ticket)
             try:
                 chosen = None
                 while chosen is None and not self.closed:
@@ -187,7 +185,6 @@ class Ticket:
     order: int
     gpu: Gpu          # where its lesson's timed runs were: the pass runs on a GPU of that model
     lesson: str
-    taken: bool = False   # its pass is waiting in `sanitizing` or running
 
     def __lt__(self, other: Ticket) -> bool:
         return (self.key, self.order) < (other.key, other.order)

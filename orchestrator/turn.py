@@ -39,7 +39,8 @@ class Turn:
     """
 
     def __init__(self, manifest: Manifest, toolchain: Toolchain, options: Options, lesson: Lesson,
-                 builds: dict[str, BuildResult], emit: Emit, runner, stopping: threading.Event, claim: Claim):
+                 builds: dict[str, BuildResult], emit: Emit, runner, stopping: threading.Event, claim: Claim,
+                 expected: dict[str, float]):
         self.manifest, self.toolchain, self.options = manifest, toolchain, options
         self.lesson, self.gpu, self.builds = lesson, claim.gpu, builds
         self.emit, self.runner, self.stopping = emit, runner, stopping
@@ -47,6 +48,7 @@ class Turn:
         self.arch = options.arch or self.gpu.arch
         self.env = {"CUDA_VISIBLE_DEVICES": self.gpu.uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
         self.environment = RunEnvironment()
+        self.expected = expected                         # its passes' expected seconds (expected_passes)
         self.tickets: dict[str, Ticket] | None = None   # this lesson's passes in the GPU share's queue
 
     @property
@@ -64,11 +66,8 @@ class Turn:
     def release(self) -> None:
         """Let the next lesson have this GPU for its timed runs, this lesson's passes queued first."""
         if self.tickets is None:
-            build = self.builds.get(f"{self.arch}/lineinfo")
-            root = cache_root(self.manifest)
-            expected = {tool: expected_seconds(root, self.lesson.id, tool) for tool in self.passes()} \
-                if self.options.sanitize and build is not None else {}
-            self.tickets = self.share.queue_passes(self.lesson.id, self.gpu, expected)
+            will_run = self.options.sanitize and f"{self.arch}/lineinfo" in self.builds
+            self.tickets = self.share.queue_passes(self.lesson.id, self.gpu, self.expected if will_run else {})
         self.claim.release()
 
     def run_program(self) -> list[CommandResult]:
@@ -93,10 +92,7 @@ class Turn:
         return runs
 
     def passes(self) -> dict[str, SanitizerPass]:
-        declared = self.manifest.sanitizers(self.lesson)
-        if self.options.sanitize_tools is not None:
-            return {tool: declared.get(tool) or SanitizerPass() for tool in self.options.sanitize_tools}
-        return declared
+        return passes_of(self.manifest, self.options, self.lesson)
 
     def sanitize(self, result: LessonResult) -> dict[str, bytes]:
         """Each sanitizer pass on the -lineinfo build, taken from the cache or run, all at once; judged.
@@ -108,7 +104,13 @@ class Turn:
         if not self.options.sanitize:
             result.sanitizers += [PassResult(tool=tool, not_run="--no-sanitize") for tool in self.passes()]
             return {}
-        done = self.run_passes()
+        build = self.builds.get(f"{self.arch}/lineinfo")
+        passes = self.passes()
+        if not passes or build is None:
+            return {}
+        sanitizer = self.toolchain.require_sanitizer()
+        with ThreadPoolExecutor(max_workers=len(passes)) as pool:
+            done = list(pool.map(lambda item: self._sanitize_one(sanitizer, build, *item), passes.items()))
         files: dict[str, bytes] = {}
         for outcome, log, xml, note in done:
             result.sanitizers.append(outcome)
@@ -119,16 +121,6 @@ class Turn:
             if xml:
                 files[f"{outcome.tool}.xml"] = xml
         return files
-
-    def run_passes(self) -> list[tuple[PassResult, bytes, bytes | None, str]]:
-        """The passes, all at once, each from the cache or run now (see _sanitize_one); their tickets queued first."""
-        build = self.builds.get(f"{self.arch}/lineinfo")
-        passes = self.passes()
-        if not passes or build is None:
-            return []
-        sanitizer = self.toolchain.require_sanitizer()
-        with ThreadPoolExecutor(max_workers=len(passes)) as pool:
-            return list(pool.map(lambda item: self._sanitize_one(sanitizer, build, *item), passes.items()))
 
     def _sanitize_one(self, sanitizer: str, build: BuildResult, tool: str,
                       spec: SanitizerPass) -> tuple[PassResult, bytes, bytes | None, str]:
@@ -145,14 +137,12 @@ class Turn:
         root = cache_root(self.manifest)
         stored = None if self.options.rerun_sanitizers else load_pass(root, self.lesson.id, key)
         note = ""
-        ticket = self.tickets.get(tool) if self.tickets else None
+        ticket = self.tickets[tool]   # queued as the turn let its GPU go (release)
         if stored is not None:
             self.share.withdraw(ticket)
             self._event("sanitizing", f"{tool}, cached")
             ran, log, xml = stored.command_result(), stored.log_bytes, stored.xml_bytes
         else:
-            if ticket is None:
-                ticket = self.share.queue_passes(self.lesson.id, self.gpu, {tool: 0.0})[tool]
             with contextlib.ExitStack() as place:
                 with span(f"waiting to run {tool}", f"{self.lesson.id} {tool}"):
                     gpu = place.enter_context(self.share.sanitizing(ticket, lambda said: self._event("waiting", said)))
@@ -248,6 +238,23 @@ class Turn:
             else:
                 result.notes.append(f"{tool}: not run; kept the report recorded {old.date[:10]} (same build)")
         return kept, sorted(stale)
+
+
+def passes_of(manifest: Manifest, options: Options, lesson: Lesson) -> dict[str, SanitizerPass]:
+    """The lesson's passes this run: options.sanitize_tools if given, else the declared ones."""
+    declared = manifest.sanitizers(lesson)
+    if options.sanitize_tools is not None:
+        return {tool: declared.get(tool) or SanitizerPass() for tool in options.sanitize_tools}
+    return declared
+
+
+def expected_passes(manifest: Manifest, options: Options, lesson: Lesson) -> dict[str, float]:
+    """Each pass the lesson will run, with the seconds it took when it last ran here (0.0: never); none unless
+    options.sanitize. Read once per turn, before its lesson asks for a GPU."""
+    if not options.sanitize:
+        return {}
+    root = cache_root(manifest)
+    return {tool: expected_seconds(root, lesson.id, tool) for tool in passes_of(manifest, options, lesson)}
 
 
 def would_write(root: Path, meta: EvidenceMeta, files: dict[str, bytes], built: list) -> str:
