@@ -32,7 +32,8 @@ def gpu_lock(gpu_id: str, on_wait: Callable[[str], None] | None = None, shared: 
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in gpu_id)
     path = lock_dir() / f"gpu-{safe}.lock"
     mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
-    with open(path, "a+") as handle:
+    # Opened without O_APPEND, so that each holder writes its name over the last one's.
+    with os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o666), "r+") as handle:
         try:
             fcntl.flock(handle, mode | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -42,8 +43,8 @@ def gpu_lock(gpu_id: str, on_wait: Callable[[str], None] | None = None, shared: 
                 on_wait(f"waiting for GPU {gpu_id}: held by {holder}")
             fcntl.flock(handle, mode)
         handle.seek(0)
-        handle.truncate()
         handle.write(f"coursectl pid {os.getpid()}" + (" (sanitizer passes)" if shared else ""))
+        handle.truncate()
         handle.flush()
         try:
             yield

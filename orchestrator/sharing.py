@@ -1,4 +1,8 @@
-"""Who has each GPU: one lesson's timed runs at a time, sanitizer passes together but never beside them."""
+"""Who has each GPU: one lesson's timed runs at a time, sanitizer passes together but never beside them.
+
+Where passes may run beside timed runs on another GPU, the two also get
+cores of their own (`cpu_split`).
+"""
 
 from __future__ import annotations
 
@@ -35,22 +39,35 @@ def pass_slots(free_mib: int | None, jobs: int) -> int:
 
 
 class GpuShare:
-    """Who uses the GPUs: lessons' timed runs, one at a time on each, or sanitizer passes; never both at once.
+    """Who uses each GPU: one lesson's timed runs, or sanitizer passes; never both at once.
 
     A lesson whose builds are ready asks for a GPU; among the lessons waiting,
     the one with the highest priority (its longest sanitizer pass, expected)
     goes first, then the first to ask. It takes a GPU that no lesson holds,
     one without passes if there is one, and holds it until its timed runs are
-    done. Those wait until no pass runs on any GPU: a pass on one GPU slowed
-    a timed run on the other GPU of a two-GPU H200 host 24-fold (a 10 µs kernel
-    measured at 240 µs, bench/results/2026-11-30-nvidia-h200-x2-early/), so a
-    timed run has the host's GPUs to the timed runs alone.
+    done. Those wait until no pass runs on that GPU; no new pass starts there
+    meanwhile.
 
-    Passes start only while no lesson holds or waits for any GPU, so the
-    timed runs of the ready lessons go first. A pass is not tied to its
-    lesson's GPU: it runs on any GPU of the same model and architecture, the
-    one with the fewest passes. Passes waiting start longest first (their
-    expected seconds), then in the order they were queued.
+    A pass is not tied to its lesson's GPU: it runs on any GPU of the same
+    model and architecture that no lesson holds, the one with the fewest
+    passes. Passes waiting start longest first (their expected seconds), then
+    in the order they were queued. While lessons wait, the timed runs go
+    first, with one exception: where a model has several GPUs and passes are
+    waiting or running for it, the last of its GPUs that no lesson holds is
+    kept for the passes (`_kept_for_passes`). So on two GPUs one serves the
+    timed runs, one after another, while the other runs passes, and both take
+    passes once the timed runs are done. With one GPU of a model, every
+    waiting lesson runs before any pass.
+
+    Passes beside timed runs on another GPU leave the timed runs' kernel
+    times as they were: on two H200s of one host, day 71's kernels measured
+    the same with 12 passes running on the other GPU as alone, over 25 runs
+    (bench/results/2026-11-30-nvidia-h200-x2-interference/). What they take
+    is the host's CPU: one racecheck pass kept about 15 cores busy. A timed
+    run that loses its core between its CUDA events is measured long (a
+    10 µs kernel once measured 240 µs, bench/results/2026-11-30-nvidia-h200-x2-early/),
+    so where passes may run beside timed runs the two get cores of their own
+    (`cpu_split`, `pinned`).
 
     At most `jobs` passes run at once in all (default: the CPU cores, or
     `per_gpu` if more), on each GPU at most `per_gpu` (--sanitizer-jobs;
@@ -61,8 +78,9 @@ class GpuShare:
     """
 
     def __init__(self, gpus: list[Gpu], jobs: int | None = None, free_memory=free_memory_mib,
-                 per_gpu: int | None = None):
+                 per_gpu: int | None = None, cpus: set[int] | None = None):
         self.gpus = gpus
+        self.split = cpu_split(_usable_cpus() if cpus is None else cpus, len(gpus))
         self.jobs = jobs or max(os.cpu_count() or 1, per_gpu or 1)
         self.per_gpu = per_gpu or jobs or PASSES_PER_GPU
         self.free_memory = free_memory
@@ -83,7 +101,8 @@ class GpuShare:
             self.waiting.append(me)
             try:
                 while not self.closed:
-                    free = [gpu for gpu in self.gpus if self.holder[gpu.uuid] is None]
+                    free = [gpu for gpu in self.gpus
+                            if self.holder[gpu.uuid] is None and not self._kept_for_passes(gpu)]
                     if free and min(self.waiting) == me:
                         gpu = min(free, key=lambda g: self.running[g.uuid])   # the first, unless passes run there
                         self.holder[gpu.uuid] = lesson_id
@@ -102,14 +121,39 @@ class GpuShare:
 
     @contextlib.contextmanager
     def timed(self, gpu: Gpu, on_wait: Callable[[str], None]) -> Iterator[None]:
-        """The claimed GPU to one lesson's timed runs alone: once no pass runs on any GPU, and locked."""
+        """The claimed GPU to one lesson's timed runs alone: once no pass runs on it, and locked."""
         with self.cond:
-            if sum(self.running.values()):
+            if self.running[gpu.uuid]:
                 on_wait(f"waiting for GPU {gpu.index}: "
-                        f"{plural(sum(self.running.values()), 'sanitizer pass', 'sanitizer passes')} running")
-            self.cond.wait_for(lambda: sum(self.running.values()) == 0 or self.closed)
+                        f"{plural(self.running[gpu.uuid], 'sanitizer pass', 'sanitizer passes')} running")
+            self.cond.wait_for(lambda: self.running[gpu.uuid] == 0 or self.closed)
         with gpu_lock(gpu.uuid, on_wait):
             yield
+
+    @contextlib.contextmanager
+    def pinned(self, timed: bool) -> Iterator[frozenset[int] | None]:
+        """The calling thread, and so the programs it starts, on the cores of timed runs or of passes.
+
+        Nothing changes where the GPUs' timed runs and passes never meet
+        (`cpu_split` is None). Yields the cores, or None.
+        """
+        if self.split is None:
+            yield None
+            return
+        cores = self.split[0] if timed else self.split[1]
+        before = os.sched_getaffinity(0)
+        try:
+            os.sched_setaffinity(0, cores)
+        except OSError:   # a cpuset changed underneath: run where the thread may
+            yield None
+            return
+        try:
+            yield cores
+        finally:
+            try:
+                os.sched_setaffinity(0, before)
+            except OSError:
+                pass
 
     def queue_passes(self, lesson_id: str, gpu: Gpu, expected: dict[str, float]) -> dict[str, Ticket]:
         """Put a lesson's passes (tool: expected seconds) in the queue: a ticket each, for `sanitizing`.
@@ -165,16 +209,79 @@ class GpuShare:
     def _gpu_for_pass(self, candidates: list[Gpu]) -> Gpu | None:
         if sum(self.running.values()) >= self.jobs:
             return None
-        if self.waiting or any(holder is not None for holder in self.holder.values()):
-            return None   # timed runs go first, and never beside a pass
-        open_ = [gpu for gpu in candidates if self.running[gpu.uuid] < self._slots(gpu)]
+        open_ = [gpu for gpu in candidates
+                 if self.holder[gpu.uuid] is None                                # never beside a timed run
+                 and (not self.waiting or self._kept_for_passes(gpu))           # lessons waiting go first
+                 and self.running[gpu.uuid] < self._slots(gpu)]
         return min(open_, key=lambda gpu: self.running[gpu.uuid], default=None)
+
+    def _twins(self, gpu: Gpu) -> list[Gpu]:
+        return [other for other in self.gpus if (other.name, other.arch) == (gpu.name, gpu.arch)]
+
+    def _kept_for_passes(self, gpu: Gpu) -> bool:
+        """Whether this GPU, which no lesson holds, is kept for passes: see the class. Under self.cond."""
+        twins = self._twins(gpu)
+        if len(twins) < 2 or any(self.holder[other.uuid] is None for other in twins if other is not gpu):
+            return False
+        return (any(self.running[other.uuid] for other in twins)
+                or any(waiting.gpu.name == gpu.name for waiting in self.passes_waiting))
 
     def _slots(self, gpu: Gpu) -> int:
         with self.slots_lock:
             if gpu.uuid not in self.slots:
                 self.slots[gpu.uuid] = pass_slots(self.free_memory(gpu), self.per_gpu)
             return self.slots[gpu.uuid]
+
+
+def _usable_cpus() -> set[int]:
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):   # not Linux: no pinning
+        return set()
+
+
+def _siblings(cpu: int) -> set[int]:
+    """The logical CPUs sharing `cpu`'s physical core (itself alone where Linux does not say)."""
+    try:
+        with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list", encoding="ascii") as f:
+            listed = f.read(4096)
+    except (OSError, UnicodeDecodeError):
+        return {cpu}
+    found: set[int] = set()
+    try:
+        for part in listed.strip().split(","):
+            low, _, high = part.partition("-")
+            found.update(range(int(low), int(high or low) + 1))
+    except ValueError:
+        return {cpu}
+    return found | {cpu}
+
+
+def cpu_split(cpus: set[int], gpus: int) -> tuple[frozenset[int], frozenset[int]] | None:
+    """(the cores of timed runs, the cores of passes) where passes may run beside timed runs, else None.
+
+    That is on two GPUs or more. The timed runs get cpus // (4 × gpus) cores,
+    at least one, for each GPU but one (the one kept for passes), whole
+    physical cores first, so that no pass shares a core's other thread with
+    them; the passes the rest, at least one.
+    """
+    if gpus < 2 or len(cpus) < 2:
+        return None
+    wanted = min(len(cpus) - 1, max(1, len(cpus) // (4 * gpus)) * (gpus - 1))
+    timed: set[int] = set()
+    for cpu in sorted(cpus):
+        if len(timed) >= wanted:
+            break
+        if cpu in timed:
+            continue
+        core = _siblings(cpu) & cpus
+        if len(timed | core) <= wanted:
+            timed |= core
+    for cpu in sorted(cpus - timed):   # where whole cores do not add up, single threads
+        if len(timed) >= wanted:
+            break
+        timed.add(cpu)
+    return frozenset(timed), frozenset(cpus - timed)
 
 
 @dataclass(eq=False)
