@@ -1,8 +1,4 @@
-"""Who has each GPU: one lesson's timed runs at a time, sanitizer passes together but never beside them.
-
-Where passes may run beside timed runs on another GPU, the two also get
-cores of their own (`cpu_split`).
-"""
+"""Who has each GPU: one lesson's timed runs at a time, sanitizer passes together but never beside them."""
 
 from __future__ import annotations
 
@@ -39,35 +35,26 @@ def pass_slots(free_mib: int | None, jobs: int) -> int:
 
 
 class GpuShare:
-    """Who uses each GPU: one lesson's timed runs, or sanitizer passes; never both at once.
+    """Who uses the GPUs: lessons' timed runs, one at a time on each, or sanitizer passes; never both at once.
 
     A lesson whose builds are ready asks for a GPU; among the lessons waiting,
     the one with the highest priority (its longest sanitizer pass, expected)
     goes first, then the first to ask. It takes a GPU that no lesson holds,
     one without passes if there is one, and holds it until its timed runs are
-    done. Those wait until no pass runs on that GPU; no new pass starts there
-    meanwhile.
+    done. Those wait until no pass runs on any GPU: a pass on one GPU slowed
+    a timed run on the other GPU of a two-GPU H200 host 24-fold (a 10 µs kernel
+    measured at 240 µs, bench/results/2026-11-30-nvidia-h200-x2-early/), so a
+    timed run has the host's GPUs to the timed runs alone.
 
-    A pass is not tied to its lesson's GPU: it runs on any GPU of the same
-    model and architecture that no lesson holds, the one with the fewest
-    passes. Passes waiting start longest first (their expected seconds), then
-    in the order they were queued. While lessons wait, the timed runs go
-    first, with one exception: where a model has several GPUs and passes are
-    waiting or running for it, the last of its GPUs that no lesson holds is
-    kept for the passes (`_kept_for_passes`). So on two GPUs one serves the
-    timed runs, one after another, while the other runs passes, and both take
-    passes once the timed runs are done. With one GPU of a model, every
-    waiting lesson runs before any pass.
+    Passes start only while no lesson holds or waits for any GPU, so the
+    timed runs of the ready lessons go first. A pass is not tied to its
+    lesson's GPU: it runs on any GPU of the same model and architecture, the
+    one with the fewest passes. Passes waiting start longest first (their
+    expected seconds), then in the order they were queued.
 
-    Passes beside timed runs on another GPU leave the timed runs' kernel
-    times as they were: on two H200s of one host, day 71's kernels measured
-    the same with 12 passes running on the other GPU as alone, over 25 runs
-    (bench/results/2026-11-30-nvidia-h200-x2-interference/). What they take
-    is the host's CPU: one racecheck pass kept about 15 cores busy. A timed
-    run that loses its core between its CUDA events is measured long (a
-    10 µs kernel once measured 240 µs, bench/results/2026-11-30-nvidia-h200-x2-early/),
-    so where passes may run beside timed runs the two get cores of their own
-    (`cpu_split`, `pinned`).
+    Each pass runs on cores of its own (`pass_chunks`), taken as it starts
+    and given back as it ends: a compute-sanitizer pass spins on every core
+    it may use.
 
     At most `jobs` passes run at once in all (default: the CPU cores, or
     `per_gpu` if more), on each GPU at most `per_gpu` (--sanitizer-jobs;
@@ -80,7 +67,6 @@ class GpuShare:
     def __init__(self, gpus: list[Gpu], jobs: int | None = None, free_memory=free_memory_mib,
                  per_gpu: int | None = None, cpus: set[int] | None = None):
         self.gpus = gpus
-        self.split = cpu_split(_usable_cpus() if cpus is None else cpus, len(gpus))
         self.jobs = jobs or max(os.cpu_count() or 1, per_gpu or 1)
         self.per_gpu = per_gpu or jobs or PASSES_PER_GPU
         self.free_memory = free_memory
@@ -93,6 +79,8 @@ class GpuShare:
         self.slots: dict[str, int] = {}
         self.slots_lock = threading.Lock()
         self.closed = False
+        self.chunks = pass_chunks(frozenset(_usable_cpus() if cpus is None else cpus),
+                                  min(self.jobs, self.per_gpu * len(gpus)))   # the cores of passes, free
 
     def claim(self, lesson_id: str, priority: float = 0.0) -> Claim | None:
         """Wait for a GPU for this lesson's timed runs (see the class); None once closed."""
@@ -101,8 +89,7 @@ class GpuShare:
             self.waiting.append(me)
             try:
                 while not self.closed:
-                    free = [gpu for gpu in self.gpus
-                            if self.holder[gpu.uuid] is None and not self._kept_for_passes(gpu)]
+                    free = [gpu for gpu in self.gpus if self.holder[gpu.uuid] is None]
                     if free and min(self.waiting) == me:
                         gpu = min(free, key=lambda g: self.running[g.uuid])   # the first, unless passes run there
                         self.holder[gpu.uuid] = lesson_id
@@ -121,26 +108,25 @@ class GpuShare:
 
     @contextlib.contextmanager
     def timed(self, gpu: Gpu, on_wait: Callable[[str], None]) -> Iterator[None]:
-        """The claimed GPU to one lesson's timed runs alone: once no pass runs on it, and locked."""
+        """The claimed GPU to one lesson's timed runs alone: once no pass runs on any GPU, and locked."""
         with self.cond:
-            if self.running[gpu.uuid]:
+            if sum(self.running.values()):
                 on_wait(f"waiting for GPU {gpu.index}: "
-                        f"{plural(self.running[gpu.uuid], 'sanitizer pass', 'sanitizer passes')} running")
-            self.cond.wait_for(lambda: self.running[gpu.uuid] == 0 or self.closed)
+                        f"{plural(sum(self.running.values()), 'sanitizer pass', 'sanitizer passes')} running")
+            self.cond.wait_for(lambda: sum(self.running.values()) == 0 or self.closed)
         with gpu_lock(gpu.uuid, on_wait):
             yield
 
+    @staticmethod
     @contextlib.contextmanager
-    def pinned(self, timed: bool) -> Iterator[frozenset[int] | None]:
-        """The calling thread, and so the programs it starts, on the cores of timed runs or of passes.
+    def pinned(cores: frozenset[int] | None) -> Iterator[frozenset[int] | None]:
+        """The calling thread, and so the programs it starts, on these cores (a ticket's); None changes nothing.
 
-        Nothing changes where the GPUs' timed runs and passes never meet
-        (`cpu_split` is None). Yields the cores, or None.
+        Yields the cores it could set, or None.
         """
-        if self.split is None:
+        if not cores:
             yield None
             return
-        cores = self.split[0] if timed else self.split[1]
         before = os.sched_getaffinity(0)
         try:
             os.sched_setaffinity(0, cores)
@@ -195,6 +181,7 @@ class GpuShare:
                         self.cond.wait()
                 chosen = chosen or gpu
                 self.running[chosen.uuid] += 1
+                ticket.cores = self.chunks.pop() if self.chunks else None
             finally:
                 self.passes_waiting.remove(ticket)
                 self.cond.notify_all()
@@ -204,27 +191,17 @@ class GpuShare:
         finally:
             with self.cond:
                 self.running[chosen.uuid] -= 1
+                if ticket.cores is not None:
+                    self.chunks.append(ticket.cores)
                 self.cond.notify_all()
 
     def _gpu_for_pass(self, candidates: list[Gpu]) -> Gpu | None:
         if sum(self.running.values()) >= self.jobs:
             return None
-        open_ = [gpu for gpu in candidates
-                 if self.holder[gpu.uuid] is None                                # never beside a timed run
-                 and (not self.waiting or self._kept_for_passes(gpu))           # lessons waiting go first
-                 and self.running[gpu.uuid] < self._slots(gpu)]
+        if self.waiting or any(holder is not None for holder in self.holder.values()):
+            return None   # timed runs go first, and never beside a pass
+        open_ = [gpu for gpu in candidates if self.running[gpu.uuid] < self._slots(gpu)]
         return min(open_, key=lambda gpu: self.running[gpu.uuid], default=None)
-
-    def _twins(self, gpu: Gpu) -> list[Gpu]:
-        return [other for other in self.gpus if (other.name, other.arch) == (gpu.name, gpu.arch)]
-
-    def _kept_for_passes(self, gpu: Gpu) -> bool:
-        """Whether this GPU, which no lesson holds, is kept for passes: see the class. Under self.cond."""
-        twins = self._twins(gpu)
-        if len(twins) < 2 or any(self.holder[other.uuid] is None for other in twins if other is not gpu):
-            return False
-        return (any(self.running[other.uuid] for other in twins)
-                or any(waiting.gpu.name == gpu.name for waiting in self.passes_waiting))
 
     def _slots(self, gpu: Gpu) -> int:
         with self.slots_lock:
@@ -257,31 +234,26 @@ def _siblings(cpu: int) -> set[int]:
     return found | {cpu}
 
 
-def cpu_split(cpus: set[int], gpus: int) -> tuple[frozenset[int], frozenset[int]] | None:
-    """(the cores of timed runs, the cores of passes) where passes may run beside timed runs, else None.
+def pass_chunks(cores: frozenset[int], passes: int) -> list[frozenset[int]]:
+    """`cores` cut into one set for each of `passes` passes at once, a physical core's threads together.
 
-    That is on two GPUs or more. The timed runs get cpus // (4 × gpus) cores,
-    at least one, for each GPU but one (the one kept for passes), whole
-    physical cores first, so that no pass shares a core's other thread with
-    them; the passes the rest, at least one.
+    A compute-sanitizer pass spins on every core it may use: one racecheck
+    pass of day 14 took 5.96 s on one core of an H200 host and 5.98 s on
+    all sixteen, with 1.9 s and 37.7 s of system CPU; eight at once ended
+    in 7.8 s each on two cores of its own, against 9.4 s unpinned
+    (bench/results/2026-11-30-nvidia-h200-pinning/). So each pass gets
+    len(cores) // passes of them, at least one; where there are fewer cores
+    than passes, the passes past them run on any core.
     """
-    if gpus < 2 or len(cpus) < 2:
-        return None
-    wanted = min(len(cpus) - 1, max(1, len(cpus) // (4 * gpus)) * (gpus - 1))
-    timed: set[int] = set()
-    for cpu in sorted(cpus):
-        if len(timed) >= wanted:
-            break
-        if cpu in timed:
-            continue
-        core = _siblings(cpu) & cpus
-        if len(timed | core) <= wanted:
-            timed |= core
-    for cpu in sorted(cpus - timed):   # where whole cores do not add up, single threads
-        if len(timed) >= wanted:
-            break
-        timed.add(cpu)
-    return frozenset(timed), frozenset(cpus - timed)
+    if not cores or passes < 1:
+        return []
+    size = max(1, len(cores) // passes)
+    ordered: list[int] = []
+    for cpu in sorted(cores):
+        if cpu not in ordered:
+            ordered += sorted((_siblings(cpu) & cores) - set(ordered))
+    chunks = [frozenset(ordered[start:start + size]) for start in range(0, len(ordered) - size + 1, size)]
+    return chunks[:passes][::-1]   # taken from the end: the lowest cores first
 
 
 @dataclass(eq=False)
@@ -292,6 +264,7 @@ class Ticket:
     order: int
     gpu: Gpu          # where its lesson's timed runs were: the pass runs on a GPU of that model
     lesson: str
+    cores: frozenset[int] | None = None   # one of GpuShare.chunks once it has a place; None: any core
 
     def __lt__(self, other: Ticket) -> bool:
         return (self.key, self.order) < (other.key, other.order)

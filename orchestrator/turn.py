@@ -1,7 +1,6 @@
 """One lesson's turn on its GPU: the stages a workflow's `stages` calls, in order.
 
-A Turn runs the lesson's timed runs (its GPU to itself, on cores no pass uses
-where passes run on other GPUs meanwhile), its sanitizer passes
+A Turn runs the lesson's timed runs (its GPU to itself), its sanitizer passes
 (from the sanitizer cache when nothing they depend on changed), and, for
 record, stores what was judged. It runs programs and writes files; every
 verdict on what they did comes from judging.py.
@@ -82,10 +81,9 @@ class Turn:
             repeat = max(1, self.options.repeat)
             for index in range(repeat):
                 self._event("running", f"GPU {self.gpu.index}" + (f", run {index + 1}/{repeat}" if repeat > 1 else ""))
-                with self.share.pinned(timed=True):   # cores no pass uses, where passes run beside
-                    runs.append(self.runner([str(self.build.binary), *self.lesson.args],
-                                            timeout=self.manifest.timeout(self.lesson), env=self.env,
-                                            cwd=self.folder))
+                runs.append(self.runner([str(self.build.binary), *self.lesson.args],
+                                        timeout=self.manifest.timeout(self.lesson), env=self.env,
+                                        cwd=self.folder))
                 if runs[-1].timed_out or runs[-1].signal:
                     break
             self.environment = describe_environment(before, _state_of(self.gpu))
@@ -154,7 +152,7 @@ class Turn:
                     log_path, xml_path = Path(tmp) / f"{tool}.log", Path(tmp) / f"{tool}.xml"
                     command = sanitizer_command(sanitizer, Tool(tool), [str(build.binary), *program_args],
                                                 log_path, xml_path, extra=spec.args)
-                    with self.share.pinned(timed=False):
+                    with self.share.pinned(ticket.cores):   # cores of its own
                         ran = self.runner(command, timeout=timeout,
                                           env={**self.env, "CUDA_VISIBLE_DEVICES": gpu.uuid}, cwd=self.folder)
                     log = log_path.read_bytes() if log_path.exists() else b""

@@ -1,4 +1,4 @@
-"""GpuShare with several GPUs: passes go where no timed run is, on cores of their own; longest first."""
+"""GpuShare with several GPUs: passes go where no timed run is, timed runs keep one GPU, longest first."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from conftest import GPU_UUID, SECOND_GPU_UUID, coursectl, overlap, sanitizer_runs, standin_runs
 
 from orchestrator import sharing
-from orchestrator.sharing import GpuShare, cpu_split
+from orchestrator.sharing import GpuShare
 from orchestrator.toolchain import Gpu
 
 G0 = Gpu(index=0, name="NVIDIA H200", uuid=GPU_UUID, compute_capability="9.0")
@@ -24,6 +24,7 @@ class Pass:
         self.started, self.leave = threading.Event(), threading.Event()
         self.ran_on: Gpu | None = None
         ticket = ticket or share.queue_passes(f"lesson-{id(self)}", gpu, {"memcheck": priority})["memcheck"]
+        self.ticket = ticket
 
         def body():
             with share.sanitizing(ticket, lambda message: None) as place:
@@ -58,69 +59,43 @@ def share_of(*gpus: Gpu, jobs: int | None = 8) -> GpuShare:
     return GpuShare(list(gpus), jobs=jobs, free_memory=lambda gpu: None)
 
 
-def test_with_two_gpus_one_is_kept_for_passes_while_the_other_serves_the_timed_runs():
+def test_no_pass_starts_while_a_lesson_holds_or_waits_for_any_gpu():
     share = share_of(G0, G1)
     first, second = share.claim("day13"), share.claim("day14")
-    assert (first.gpu, second.gpu) == (G0, G1)     # no pass waits yet: both GPUs take timed runs
+    assert (first.gpu, second.gpu) == (G0, G1)
     ticket = share.queue_passes("day13", G0, {"memcheck": 2.0})["memcheck"]
-    first.release()
-    day16 = Waiter(share, "day16")
-    assert not day16.claimed.wait(0.3), "a lesson took the last GPU free while a pass waited for it"
+    first.release()                       # GPU 0 is free, but day14's timed runs go on on GPU 1
     memcheck = Pass(share, G0, ticket=ticket)
-    assert memcheck.started.wait(5) and memcheck.ran_on == G0   # beside day14's timed runs on GPU 1
+    assert not memcheck.started.wait(0.3), "a pass started beside a timed run on the other GPU"
+    day16 = Waiter(share, "day16")
+    assert day16.claimed.wait(5) and day16.claim.gpu == G0
     second.release()
-    assert day16.claimed.wait(5) and day16.claim.gpu == G1
-    another = Pass(share, G1)
-    assert another.started.wait(5) and another.ran_on == G0, "a pass went to the GPU a lesson holds"
+    assert not memcheck.started.wait(0.3), "a pass started while a lesson held a GPU"
     day16.claim.release()
-    for running in (memcheck, another):
-        running.end()
+    assert memcheck.started.wait(5)
+    memcheck.end()
 
 
-def test_once_no_lesson_waits_the_passes_take_every_gpu_no_lesson_holds():
+def test_timed_runs_wait_for_the_passes_on_every_gpu_and_hold_back_new_ones():
     share = share_of(G0, G1)
-    held = share.claim("day13")
-    passes = [Pass(share, G0) for _ in range(2)]
-    assert all(p.started.wait(5) for p in passes)
-    assert [p.ran_on.index for p in passes] == [1, 1], "a pass went to the GPU a lesson holds"
-    held.release()
-    later = [Pass(share, G0) for _ in range(2)]
-    assert all(p.started.wait(5) for p in later)
-    assert sorted(p.ran_on.index for p in later) == [0, 0]   # the GPU with the fewest passes
-    for running in passes + later:
-        running.end()
-
-
-def test_a_timed_run_waits_for_the_passes_on_its_own_gpu_only():
-    share = share_of(G0, G1)
-    elsewhere = Pass(share, G0)
-    assert elsewhere.started.wait(5)
+    on_one = Pass(share, G1)
+    assert on_one.started.wait(5) and on_one.ran_on in (G0, G1)
     claim = share.claim("day13")
-    assert claim.gpu != elsewhere.ran_on     # a GPU without passes, when there is one
+    assert claim.gpu != on_one.ran_on     # a GPU without passes, when there is one
     said: list[str] = []
-    with share.timed(claim.gpu, said.append):
-        assert said == [], "a timed run waited for a pass on another GPU"
-    claim.release()
-    elsewhere.end()
-
-    alone = share_of(G0)
-    running = Pass(alone, G0)
-    assert running.started.wait(5)
-    claim = alone.claim("day14")
-    said.clear()
     inside = threading.Event()
 
     def timed():
-        with alone.timed(claim.gpu, said.append):
+        with share.timed(claim.gpu, said.append):
             inside.set()
 
     thread = threading.Thread(target=timed, daemon=True)
     thread.start()
-    assert not inside.wait(0.3), "a timed run started beside a pass on its GPU"
-    assert said == ["waiting for GPU 0: 1 sanitizer pass running"]
-    late = Pass(alone, G0)
-    assert not late.started.wait(0.2), "a pass started on a GPU a lesson held"
-    running.end()
+    assert not inside.wait(0.3), "a timed run started while a pass ran on the other GPU"
+    assert said == [f"waiting for GPU {claim.gpu.index}: 1 sanitizer pass running"]
+    late = Pass(share, G0)
+    assert not late.started.wait(0.2), "a pass started while a lesson held a GPU"
+    on_one.end()
     assert inside.wait(5)
     thread.join(5)
     claim.release()
@@ -161,7 +136,7 @@ def test_a_withdrawn_ticket_holds_back_no_other_pass():
     other.end()
 
 
-def test_with_two_gpus_passes_run_beside_timed_runs_on_the_other_gpu_each_on_cores_of_their_own(
+def test_with_two_gpus_no_pass_runs_beside_any_timed_run_and_passes_use_both(
         course, two_gpus, fake_sanitizer, prebuilt, built_in_background, monkeypatch, tmp_path):
     lessons = ["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul", "day71-matmul-fp16"]
     course(lessons, sanitizers={lesson: {"memcheck": {}} for lesson in lessons})
@@ -172,17 +147,15 @@ def test_with_two_gpus_passes_run_beside_timed_runs_on_the_other_gpu_each_on_cor
     assert result.exit_code == 0, result.output
     timed, passes = standin_runs(tmp_path / "timed.log"), sanitizer_runs(tmp_path / "passes.log")
     assert len(timed) == len(passes) == 4
-    assert not [(run, p) for run in timed for p in passes if run.visible == p.visible and overlap(run, p)], \
-        "a pass ran beside a timed run on its GPU"
-    assert [(run, p) for run in timed for p in passes if run.visible != p.visible and overlap(run, p)], \
-        "no pass ran while the other GPU served timed runs"
-    assert {p.visible for p in passes} <= set(two_gpus)
+    assert not [(run, p) for run in timed for p in passes if overlap(run, p)], "a pass ran beside a timed run"
+    assert {p.visible for p in passes} == set(two_gpus)
     assert {run.visible for run in timed} == set(two_gpus)
-    split = cpu_split(set(os.sched_getaffinity(0)), 2)
-    assert split is not None, "the tests need two logical CPUs"
-    assert {run.cpus for run in timed} == {split[0]}
-    assert {p.cpus for p in passes} == {split[1]}
-    assert os.sched_getaffinity(0) == set(split[0] | split[1]), "a thread kept the cores it was given"
+    everywhere = frozenset(os.sched_getaffinity(0))
+    assert all(p.cpus < everywhere or p.cpus == everywhere for p in passes)
+    assert any(p.cpus < everywhere for p in passes), "no pass ran on cores of its own"
+    assert not [(a, b) for a in passes for b in passes if a is not b and overlap(a, b)
+                and a.cpus < everywhere and b.cpus < everywhere and a.cpus & b.cpus], "two passes shared a core"
+    assert {run.cpus for run in timed} == {everywhere}, "a timed run was pinned"
 
 
 def test_with_one_gpu_the_waiting_lessons_run_before_any_pass():
@@ -247,33 +220,36 @@ def hyperthreaded(cpu: int) -> set[int]:
     return {cpu % 16, cpu % 16 + 16}
 
 
-@pytest.mark.parametrize("cpus, gpus, timed", [
-    (range(32), 2, {0, 16, 1, 17}),          # 32 // 8 = 4 threads, two whole cores, for the one timed GPU
-    (range(32), 4, {0, 16, 1, 17, 2, 18}),   # 2 threads for each of three GPUs
-    (range(2), 2, {0}),                      # at least one for the timed runs, one for the passes
-    (range(3), 8, {0, 16} & set(range(3)) | {1}),
+@pytest.mark.parametrize("cores, passes, chunks", [
+    ([*range(8), *range(16, 24)], 6, [{0, 16}, {1, 17}, {2, 18}, {3, 19}, {4, 20}, {5, 21}]),   # 16 // 6 = 2
+    ([*range(8), *range(16, 24)], 4, [{0, 16, 1, 17}, {2, 18, 3, 19}, {4, 20, 5, 21}, {6, 22, 7, 23}]),
+    ([0, 1, 2], 8, [{0}, {1}, {2}]),          # the passes past three run on any core
+    ([], 4, []),
 ])
-def test_timed_runs_get_whole_cores_and_passes_the_rest(monkeypatch, cpus, gpus, timed):
+def test_each_pass_at_once_gets_cores_of_its_own_a_physical_cores_threads_together(monkeypatch, cores, passes,
+                                                                                  chunks):
     monkeypatch.setattr(sharing, "_siblings", hyperthreaded)
-    split = cpu_split(set(cpus), gpus)
-    assert split == (frozenset(timed), frozenset(set(cpus) - timed))
-    assert split[1], "the passes were left no core"
+    got = sharing.pass_chunks(frozenset(cores), passes)
+    assert sorted(map(sorted, got)) == sorted(map(sorted, chunks))
 
 
-def test_one_gpu_or_one_cpu_pins_nothing():
-    assert cpu_split(set(range(32)), 1) is None       # passes never run beside a timed run
-    assert cpu_split({5}, 2) is None                  # nothing to split
-    share = GpuShare([G0], free_memory=lambda gpu: None)
-    before = os.sched_getaffinity(0)
-    with share.pinned(timed=True) as cores:
-        assert cores is None and os.sched_getaffinity(0) == before
+def test_a_pass_takes_a_free_chunk_and_gives_it_back():
+    share = GpuShare([G0], jobs=2, free_memory=lambda gpu: None, cpus={0, 1, 2, 3})
+    first, second = Pass(share, G0), Pass(share, G0)
+    assert first.started.wait(5) and second.started.wait(5)
+    assert {first.ticket.cores, second.ticket.cores} == {frozenset({0, 1}), frozenset({2, 3})}
+    assert share.chunks == []
+    first.end()
+    assert share.chunks == [first.ticket.cores]
+    second.end()
+    assert sorted(map(sorted, share.chunks)) == [[0, 1], [2, 3]]
 
 
 def test_pinned_gives_the_thread_its_cores_and_takes_them_back():
-    share = GpuShare([G0, G1], free_memory=lambda gpu: None)
-    assert share.split is not None, "the tests need two logical CPUs"
     before = os.sched_getaffinity(0)
-    for timed, cores in [(True, share.split[0]), (False, share.split[1])]:
-        with share.pinned(timed=timed) as given:
-            assert given == cores and os.sched_getaffinity(0) == set(cores)
-        assert os.sched_getaffinity(0) == before
+    one = frozenset({min(before)})
+    with GpuShare.pinned(one) as given:
+        assert given == one and os.sched_getaffinity(0) == set(one)
+    assert os.sched_getaffinity(0) == before
+    with GpuShare.pinned(None) as given:
+        assert given is None and os.sched_getaffinity(0) == before
