@@ -52,10 +52,6 @@ class GpuShare:
     one with the fewest passes. Passes waiting start longest first (their
     expected seconds), then in the order they were queued.
 
-    Each pass runs on cores of its own (`pass_chunks`), taken as it starts
-    and given back as it ends: a compute-sanitizer pass spins on every core
-    it may use.
-
     At most `jobs` passes run at once in all (default: the CPU cores, or
     `per_gpu` if more), on each GPU at most `per_gpu` (--sanitizer-jobs;
     default: `jobs` if given, else PASSES_PER_GPU)
@@ -65,7 +61,7 @@ class GpuShare:
     """
 
     def __init__(self, gpus: list[Gpu], jobs: int | None = None, free_memory=free_memory_mib,
-                 per_gpu: int | None = None, cpus: set[int] | None = None):
+                 per_gpu: int | None = None):
         self.gpus = gpus
         self.jobs = jobs or max(os.cpu_count() or 1, per_gpu or 1)
         self.per_gpu = per_gpu or jobs or PASSES_PER_GPU
@@ -79,8 +75,6 @@ class GpuShare:
         self.slots: dict[str, int] = {}
         self.slots_lock = threading.Lock()
         self.closed = False
-        self.chunks = pass_chunks(frozenset(_usable_cpus() if cpus is None else cpus),
-                                  min(self.jobs, self.per_gpu * len(gpus)))   # the cores of passes, free
 
     def claim(self, lesson_id: str, priority: float = 0.0) -> Claim | None:
         """Wait for a GPU for this lesson's timed runs (see the class); None once closed."""
@@ -116,30 +110,6 @@ class GpuShare:
             self.cond.wait_for(lambda: sum(self.running.values()) == 0 or self.closed)
         with gpu_lock(gpu.uuid, on_wait):
             yield
-
-    @staticmethod
-    @contextlib.contextmanager
-    def pinned(cores: frozenset[int] | None) -> Iterator[frozenset[int] | None]:
-        """The calling thread, and so the programs it starts, on these cores (a ticket's); None changes nothing.
-
-        Yields the cores it could set, or None.
-        """
-        if not cores:
-            yield None
-            return
-        before = os.sched_getaffinity(0)
-        try:
-            os.sched_setaffinity(0, cores)
-        except OSError:   # a cpuset changed underneath: run where the thread may
-            yield None
-            return
-        try:
-            yield cores
-        finally:
-            try:
-                os.sched_setaffinity(0, before)
-            except OSError:
-                pass
 
     def queue_passes(self, lesson_id: str, gpu: Gpu, expected: dict[str, float]) -> dict[str, Ticket]:
         """Put a lesson's passes (tool: expected seconds) in the queue: a ticket each, for `sanitizing`.
@@ -181,7 +151,6 @@ class GpuShare:
                         self.cond.wait()
                 chosen = chosen or gpu
                 self.running[chosen.uuid] += 1
-                ticket.cores = self.chunks.pop() if self.chunks else None
             finally:
                 self.passes_waiting.remove(ticket)
                 self.cond.notify_all()
@@ -191,8 +160,6 @@ class GpuShare:
         finally:
             with self.cond:
                 self.running[chosen.uuid] -= 1
-                if ticket.cores is not None:
-                    self.chunks.append(ticket.cores)
                 self.cond.notify_all()
 
     def _gpu_for_pass(self, candidates: list[Gpu]) -> Gpu | None:
@@ -210,52 +177,6 @@ class GpuShare:
             return self.slots[gpu.uuid]
 
 
-def _usable_cpus() -> set[int]:
-    try:
-        return set(os.sched_getaffinity(0))
-    except (AttributeError, OSError):   # not Linux: no pinning
-        return set()
-
-
-def _siblings(cpu: int) -> set[int]:
-    """The logical CPUs sharing `cpu`'s physical core (itself alone where Linux does not say)."""
-    try:
-        with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list", encoding="ascii") as f:
-            listed = f.read(4096)
-    except (OSError, UnicodeDecodeError):
-        return {cpu}
-    found: set[int] = set()
-    try:
-        for part in listed.strip().split(","):
-            low, _, high = part.partition("-")
-            found.update(range(int(low), int(high or low) + 1))
-    except ValueError:
-        return {cpu}
-    return found | {cpu}
-
-
-def pass_chunks(cores: frozenset[int], passes: int) -> list[frozenset[int]]:
-    """`cores` cut into one set for each of `passes` passes at once, a physical core's threads together.
-
-    A compute-sanitizer pass spins on every core it may use: one racecheck
-    pass of day 14 took 5.96 s on one core of an H200 host and 5.98 s on
-    all sixteen, with 1.9 s and 37.7 s of system CPU; eight at once ended
-    in 7.8 s each on two cores of its own, against 9.4 s unpinned
-    (bench/results/2026-11-30-nvidia-h200-pinning/). So each pass gets
-    len(cores) // passes of them, at least one; where there are fewer cores
-    than passes, the passes past them run on any core.
-    """
-    if not cores or passes < 1:
-        return []
-    size = max(1, len(cores) // passes)
-    ordered: list[int] = []
-    for cpu in sorted(cores):
-        if cpu not in ordered:
-            ordered += sorted((_siblings(cpu) & cores) - set(ordered))
-    chunks = [frozenset(ordered[start:start + size]) for start in range(0, len(ordered) - size + 1, size)]
-    return chunks[:passes][::-1]   # taken from the end: the lowest cores first
-
-
 @dataclass(eq=False)
 class Ticket:
     """A pass's place in the queue: the longest expected (lowest `key`) first, then the first queued."""
@@ -264,7 +185,6 @@ class Ticket:
     order: int
     gpu: Gpu          # where its lesson's timed runs were: the pass runs on a GPU of that model
     lesson: str
-    cores: frozenset[int] | None = None   # one of GpuShare.chunks once it has a place; None: any core
 
     def __lt__(self, other: Ticket) -> bool:
         return (self.key, self.order) < (other.key, other.order)

@@ -152,9 +152,8 @@ class Turn:
                     log_path, xml_path = Path(tmp) / f"{tool}.log", Path(tmp) / f"{tool}.xml"
                     command = sanitizer_command(sanitizer, Tool(tool), [str(build.binary), *program_args],
                                                 log_path, xml_path, extra=spec.args)
-                    with self.share.pinned(ticket.cores):   # cores of its own
-                        ran = self.runner(command, timeout=timeout,
-                                          env={**self.env, "CUDA_VISIBLE_DEVICES": gpu.uuid}, cwd=self.folder)
+                    ran = self.runner(command, timeout=timeout, env={**self.env, "CUDA_VISIBLE_DEVICES": gpu.uuid},
+                                      cwd=self.folder)
                     log = log_path.read_bytes() if log_path.exists() else b""
                     xml = xml_path.read_bytes() if xml_path.exists() and xml_path.stat().st_size else None
             if is_cacheable(ran, log) and not self.stopping.is_set():

@@ -152,7 +152,7 @@ def pytest_sessionstart(session):
     from nvcc_memo import write_wrapper
 
     basetemp = config._tmp_path_factory.getbasetemp()
-    wrapper = write_wrapper(basetemp / "nvcc-memo-bin" / "nvcc", REAL_NVCC, Path(os.environ["XMEMO"]) if os.environ.get("XMEMO") else run_dir(config) / "nvcc-memo")
+    wrapper = write_wrapper(basetemp / "nvcc-memo-bin" / "nvcc", REAL_NVCC, run_dir(config) / "nvcc-memo")
     for name in ("PATH", "COURSECTL_TEST_REAL_NVCC"):
         _BEFORE_MEMO[name] = os.environ.get(name)
     os.environ["COURSECTL_TEST_REAL_NVCC"] = REAL_NVCC
@@ -427,11 +427,6 @@ class StandinRun:
     end: float
     visible: str       # CUDA_VISIBLE_DEVICES
     order: str         # CUDA_DEVICE_ORDER
-    cpus: frozenset[int] = frozenset()   # the logical CPUs it could run on
-
-
-def _cpus(listed: str) -> frozenset[int]:
-    return frozenset() if listed == "-" else frozenset(int(cpu) for cpu in listed.split(","))
 
 
 def standin_runs(log: Path) -> list[StandinRun]:
@@ -439,13 +434,13 @@ def standin_runs(log: Path) -> list[StandinRun]:
     starts: dict[int, list[str]] = {}
     runs = []
     for line in log.read_text().splitlines():
-        pid, what, seconds, visible, order, cpus = line.split(" ")
+        pid, what, seconds, visible, order = line.split(" ")
         if what == "start":
-            starts[int(pid)] = [seconds, visible, order, cpus]
+            starts[int(pid)] = [seconds, visible, order]
         else:
-            started, visible, order, cpus = starts.pop(int(pid))
+            started, visible, order = starts.pop(int(pid))
             runs.append(StandinRun(pid=int(pid), start=float(started), end=float(seconds),
-                                   visible=visible, order=order, cpus=_cpus(cpus)))
+                                   visible=visible, order=order))
     assert starts == {}, f"runs that never ended: {sorted(starts)}"
     return sorted(runs, key=lambda run: run.start)
 
@@ -460,7 +455,6 @@ class SanitizerRun:
     tool: str
     visible: str       # CUDA_VISIBLE_DEVICES
     argument: str      # the program's first argument: for the replaying stand-in, the transcript
-    cpus: frozenset[int] = frozenset()   # the logical CPUs it could run on
 
 
 def sanitizer_runs(log: Path) -> list[SanitizerRun]:
@@ -470,13 +464,13 @@ def sanitizer_runs(log: Path) -> list[SanitizerRun]:
     starts: dict[int, list[str]] = {}
     runs = []
     for line in log.read_text().splitlines():
-        pid, what, seconds, tool, visible, argument, cpus = line.split(" ")
+        pid, what, seconds, tool, visible, argument = line.split(" ")
         if what == "start":
             starts[int(pid)] = [seconds, tool, visible, argument]
         else:
             started = starts.pop(int(pid))[0]
             runs.append(SanitizerRun(pid=int(pid), start=float(started), end=float(seconds), tool=tool,
-                                     visible=visible, argument=argument, cpus=_cpus(cpus)))
+                                     visible=visible, argument=argument))
     assert starts == {}, f"passes that never ended: {sorted(starts)}"
     return sorted(runs, key=lambda run: run.start)
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import threading
 
-import pytest
 from conftest import GPU_UUID, SECOND_GPU_UUID, coursectl, overlap, sanitizer_runs, standin_runs
 
-from orchestrator import sharing
 from orchestrator.sharing import GpuShare
 from orchestrator.toolchain import Gpu
 
@@ -24,7 +21,6 @@ class Pass:
         self.started, self.leave = threading.Event(), threading.Event()
         self.ran_on: Gpu | None = None
         ticket = ticket or share.queue_passes(f"lesson-{id(self)}", gpu, {"memcheck": priority})["memcheck"]
-        self.ticket = ticket
 
         def body():
             with share.sanitizing(ticket, lambda message: None) as place:
@@ -150,12 +146,6 @@ def test_with_two_gpus_no_pass_runs_beside_any_timed_run_and_passes_use_both(
     assert not [(run, p) for run in timed for p in passes if overlap(run, p)], "a pass ran beside a timed run"
     assert {p.visible for p in passes} == set(two_gpus)
     assert {run.visible for run in timed} == set(two_gpus)
-    everywhere = frozenset(os.sched_getaffinity(0))
-    assert all(p.cpus < everywhere or p.cpus == everywhere for p in passes)
-    assert any(p.cpus < everywhere for p in passes), "no pass ran on cores of its own"
-    assert not [(a, b) for a in passes for b in passes if a is not b and overlap(a, b)
-                and a.cpus < everywhere and b.cpus < everywhere and a.cpus & b.cpus], "two passes shared a core"
-    assert {run.cpus for run in timed} == {everywhere}, "a timed run was pinned"
 
 
 def test_with_one_gpu_the_waiting_lessons_run_before_any_pass():
@@ -213,43 +203,3 @@ def test_passes_per_gpu_default_to_a_handful_unless_sanitizer_jobs_says():
     from orchestrator.sharing import PASSES_PER_GPU
     assert GpuShare([G0], free_memory=lambda gpu: None)._slots(G0) == PASSES_PER_GPU
     assert GpuShare([G0], jobs=16, free_memory=lambda gpu: None)._slots(G0) == 16
-
-
-def hyperthreaded(cpu: int) -> set[int]:
-    """Sixteen physical cores of two threads each: CPU n and n + 16."""
-    return {cpu % 16, cpu % 16 + 16}
-
-
-@pytest.mark.parametrize("cores, passes, chunks", [
-    ([*range(8), *range(16, 24)], 6, [{0, 16}, {1, 17}, {2, 18}, {3, 19}, {4, 20}, {5, 21}]),   # 16 // 6 = 2
-    ([*range(8), *range(16, 24)], 4, [{0, 16, 1, 17}, {2, 18, 3, 19}, {4, 20, 5, 21}, {6, 22, 7, 23}]),
-    ([0, 1, 2], 8, [{0}, {1}, {2}]),          # the passes past three run on any core
-    ([], 4, []),
-])
-def test_each_pass_at_once_gets_cores_of_its_own_a_physical_cores_threads_together(monkeypatch, cores, passes,
-                                                                                  chunks):
-    monkeypatch.setattr(sharing, "_siblings", hyperthreaded)
-    got = sharing.pass_chunks(frozenset(cores), passes)
-    assert sorted(map(sorted, got)) == sorted(map(sorted, chunks))
-
-
-def test_a_pass_takes_a_free_chunk_and_gives_it_back():
-    share = GpuShare([G0], jobs=2, free_memory=lambda gpu: None, cpus={0, 1, 2, 3})
-    first, second = Pass(share, G0), Pass(share, G0)
-    assert first.started.wait(5) and second.started.wait(5)
-    assert {first.ticket.cores, second.ticket.cores} == {frozenset({0, 1}), frozenset({2, 3})}
-    assert share.chunks == []
-    first.end()
-    assert share.chunks == [first.ticket.cores]
-    second.end()
-    assert sorted(map(sorted, share.chunks)) == [[0, 1], [2, 3]]
-
-
-def test_pinned_gives_the_thread_its_cores_and_takes_them_back():
-    before = os.sched_getaffinity(0)
-    one = frozenset({min(before)})
-    with GpuShare.pinned(one) as given:
-        assert given == one and os.sched_getaffinity(0) == set(one)
-    assert os.sched_getaffinity(0) == before
-    with GpuShare.pinned(None) as given:
-        assert given is None and os.sched_getaffinity(0) == before

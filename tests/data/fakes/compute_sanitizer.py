@@ -15,10 +15,9 @@ the recording holds findings, else with the program's own status. Any other argu
 an error (exit 2), so the tests notice when coursectl's command changes.
 
 With $FAKE_SANITIZER_RUNS set it appends "PID start T TOOL CUDA_VISIBLE_DEVICES
-ARGUMENT CPUS" as it starts and the same with "end" once the program and its files
-are done, T in seconds of CLOCK_MONOTONIC, ARGUMENT the program's first
-argument (for the replaying stand-in, the transcript, which names the lesson)
-and CPUS the logical CPUs it may run on (1,3,4),
+ARGUMENT" as it starts and the same with "end" once the program and its files
+are done, T in seconds of CLOCK_MONOTONIC and ARGUMENT the program's first
+argument (for the replaying stand-in, the transcript, which names the lesson),
 one write() each, so tests can see which passes ran when and on which GPU;
 the program then runs without $STANDIN_LOG, which keeps to the timed runs.
 With $FAKE_SANITIZER_GATE set the program takes up to a minute, until that
@@ -56,7 +55,7 @@ def log_run(what, tool, program):
     if not path:
         return
     line = (f"{os.getpid()} {what} {time.monotonic():.6f} {tool} {os.environ.get('CUDA_VISIBLE_DEVICES', '-')} "
-            f"{program[1] if len(program) > 1 else '-'} {','.join(map(str, sorted(os.sched_getaffinity(0))))}\n")
+            f"{program[1] if len(program) > 1 else '-'}\n")
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode())

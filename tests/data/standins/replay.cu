@@ -3,17 +3,15 @@
 // Host code only, so nvcc builds it and the CPU runs it.
 //
 // For tests of how runs share the GPUs, three environment variables:
-//   STANDIN_LOG    append "PID start T CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER CPUS"
+//   STANDIN_LOG    append "PID start T CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER"
 //                  before the run and "PID end T ..." after it, T in seconds of
-//                  CLOCK_MONOTONIC (Python's time.monotonic), CPUS the logical
-//                  CPUs it may run on (1,3,4), one write() each
+//                  CLOCK_MONOTONIC (Python's time.monotonic), one write() each
 //   STANDIN_SLEEP  take this many seconds before printing
 //   STANDIN_GATE   ...or less: stop waiting as soon as this file exists
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
-#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,21 +26,9 @@ static void log_event(const char* what) {
     if (path == nullptr) return;
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
     const char* order = std::getenv("CUDA_DEVICE_ORDER");
-    char cpus[256] = "-";
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        std::size_t used = 0;
-        for (int cpu = 0; cpu < CPU_SETSIZE && used + 8 < sizeof cpus; ++cpu) {
-            if (CPU_ISSET(cpu, &set)) {
-                used += static_cast<std::size_t>(std::snprintf(cpus + used, sizeof cpus - used, "%s%d",
-                                                               used ? "," : "", cpu));
-            }
-        }
-    }
     char line[512];
-    int length = std::snprintf(line, sizeof line, "%d %s %.6f %s %s %s\n", static_cast<int>(getpid()), what,
-                               now(), visible ? visible : "-", order ? order : "-", cpus);
+    int length = std::snprintf(line, sizeof line, "%d %s %.6f %s %s\n", static_cast<int>(getpid()), what,
+                               now(), visible ? visible : "-", order ? order : "-");
     // O_APPEND and one write(): lines of runs in other processes never interleave.
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
     if (fd < 0) return;
