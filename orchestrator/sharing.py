@@ -41,10 +41,14 @@ class GpuShare:
     the one with the highest priority (its longest sanitizer pass, expected)
     goes first, then the first to ask. It takes a GPU that no lesson holds,
     one without passes if there is one, and holds it until its timed runs are
-    done. Those wait until no pass runs on any GPU: a pass on one GPU slowed
-    a timed run on the other GPU of a two-GPU H200 host 24-fold (a 10 µs kernel
-    measured at 240 µs, bench/results/2026-11-30-nvidia-h200-x2-early/), so a
-    timed run has the host's GPUs to the timed runs alone.
+    done. Those wait until no pass runs on any GPU. On two H200s of one host,
+    passes on the other GPU once slowed a 10 µs kernel to 240 µs
+    (bench/results/2026-11-30-nvidia-h200-x2-early/); in 25 runs meant to
+    catch it, the kernels kept their times, but the lessons' runs were about
+    half as slow again (18.5 s against 12.6 s for 16), and letting passes use
+    the other GPU meanwhile lowered the throughput of two GPUs from 1.65× to
+    1.39× (bench/results/2026-11-30-nvidia-h200-x2-interference/ and -overlap/).
+    So a timed run has the host's GPUs to the timed runs alone.
 
     Passes start only while no lesson holds or waits for any GPU, so the
     timed runs of the ready lessons go first. A pass is not tied to its
