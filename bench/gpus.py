@@ -9,14 +9,18 @@ share), with every build warm and every sanitizer pass run (--rerun-sanitizers):
   tn  verify --all (every GPU)
 
 With --no-sanitize, the lessons' timed runs alone (no sanitizer pass).
+--rounds N times the two N times, one after the other (t1, tn, t1, tn, ...),
+since two runs of the same work on one machine can differ by seconds; t1 and
+tn are then the medians, and each round is kept.
 
-and writes {"format": 2, "gpus": N, "t1": ..., "tn": ..., "speedup": t1 / tn, "timelines": {...}},
-the timelines being bench/timeline.py's summary of each timed run's trace
-(COURSECTL_TRACE): its fixed parts and how busy each GPU was.
+It writes {"format": 3, "gpus": N, "t1": ..., "tn": ..., "speedup": t1 / tn,
+"rounds": [[t1, tn], ...], "timelines": {...}}, the timelines being
+bench/timeline.py's summary of the last round's traces (COURSECTL_TRACE): its
+fixed parts and how busy each GPU was.
 
-    python3 bench/gpus.py [--copies 3] [--no-sanitize] [--out bench/results/NAME-gpus.json] [--traces DIR]
+    python3 bench/gpus.py [--copies 3] [--rounds 1] [--no-sanitize] [--out bench/results/NAME-gpus.json] [--traces DIR]
 
---traces keeps the two traces (one-gpu.json, every-gpu.json) for Perfetto.
+--traces keeps the last round's two traces (one-gpu.json, every-gpu.json) for Perfetto.
 
 It needs at least two GPUs; with fewer it says so in one line and exits 3.
 """
@@ -28,6 +32,7 @@ import datetime as dt
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -77,8 +82,11 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=3)
     parser.add_argument("--no-sanitize", action="store_true", help="time the runs alone, without sanitizer passes")
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--traces", type=Path, default=None, help="keep the two runs' traces in this folder")
+    parser.add_argument("--traces", type=Path, default=None, help="keep the last round's traces in this folder")
+    parser.add_argument("--rounds", type=int, default=1, help="time t1 and tn this many times; report the medians")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be 1 or more")
     toolchain = discover()
     if len(toolchain.gpus) < 2:
         print(f"bench/gpus.py: needs two GPUs or more; found {len(toolchain.gpus)}", file=sys.stderr)
@@ -89,15 +97,20 @@ def main() -> None:
         traces = args.traces or Path(tmp) / "traces"
         traces.mkdir(parents=True, exist_ok=True)
         timed(verify + ["--gpus", "0"], course)   # warms the build cache; the passes run again below
-        t1 = timed(verify + ["--gpus", "0"], course, traces / "one-gpu.json")
-        tn = timed(verify, course, traces / "every-gpu.json")
+        rounds = []
+        for _ in range(args.rounds):
+            rounds.append([round(timed(verify + ["--gpus", "0"], course, traces / "one-gpu.json"), 2),
+                           round(timed(verify, course, traces / "every-gpu.json"), 2)])
+        t1 = statistics.median(one for one, _ in rounds)
+        tn = statistics.median(every for _, every in rounds)
         lessons = len(yaml.safe_load((course / "lessons.yaml").read_text())["lessons"])
         timelines = {name: summarise(json.loads((traces / f"{name}.json").read_text()))
                      for name in ("one-gpu", "every-gpu")}
-    result = {"format": 2, "date": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+    result = {"format": 3, "date": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
               "gpu": toolchain.gpus[0].name, "gpus": len(toolchain.gpus), "lessons": lessons,
               "sanitizer_passes": not args.no_sanitize,
-              "t1": round(t1, 2), "tn": round(tn, 2), "speedup": round(t1 / tn, 3), "timelines": timelines}
+              "t1": round(t1, 2), "tn": round(tn, 2), "speedup": round(t1 / tn, 3), "rounds": rounds,
+              "timelines": timelines}
     print(json.dumps(result, indent=2))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
