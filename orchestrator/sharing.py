@@ -44,8 +44,8 @@ class GpuShare:
     done. Those wait until no pass runs on any GPU. On two H200s of one host,
     passes on the other GPU once slowed a 10 µs kernel to 240 µs
     (bench/results/2026-11-30-nvidia-h200-x2-early/); in 20 runs meant to
-    catch it, the kernels kept their times, but the lessons' runs were about
-    half as slow again (18.5 s against 12.6 s for 16), and letting passes use
+    catch it, the kernels kept their times, but the lessons' runs took about
+    1.5 times as long (18.5 s against 12.6 s for 16), and letting passes use
     the other GPU meanwhile lowered the throughput of two GPUs from 1.65× to
     1.39× (bench/results/2026-11-30-nvidia-h200-x2-interference/ and -overlap/).
     So a timed run has the host's GPUs to the timed runs alone.
