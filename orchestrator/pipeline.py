@@ -5,7 +5,7 @@ what one lesson goes through once its builds are ready and it has a GPU.
 `on_gpus` does the scheduling for all of them: builds go to a thread pool,
 each lesson claims a GPU as soon as its builds are ready, and `GpuShare`
 keeps each GPU to one lesson's timed runs at a time; sanitizer passes run
-after them, several at once, but never beside a timed run on their GPU.
+after them, several at once, but never beside a timed run on any GPU.
 Passes whose inputs did not change are taken from the sanitizer cache.
 Every verdict comes from judging.py; nothing here decides a status itself.
 """
@@ -30,7 +30,7 @@ from .results import Emit, Event, LessonResult, Options, Status, quiet, settle, 
 from .sharing import Claim, GpuShare
 from .toolchain import Toolchain, select_gpus
 from .trace import span
-from .turn import Turn, expected_passes
+from .turn import Turn, expected_passes, passes_of
 
 
 INTERRUPTED = "interrupted: running programs were stopped; nothing was recorded"
@@ -150,7 +150,7 @@ def builds_needed(manifest: Manifest, lesson: Lesson, archs: list[str], options:
     if options.all_archs:
         plain += [a for a in manifest.architectures if a not in plain]
     needed = [(arch, "plain") for arch in plain]
-    if options.sanitize and (options.sanitize_tools or manifest.sanitizers(lesson)):
+    if options.sanitize and passes_of(manifest, options, lesson):
         needed += [(arch, "lineinfo") for arch in archs]
     return needed
 

@@ -24,6 +24,7 @@ import base64
 import json
 import os
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
@@ -76,14 +77,20 @@ class StoredPass(BaseModel):
     checksum: str      # sha256 of the entry without this field
 
     def command_result(self) -> CommandResult:
+        stdout, stderr = self._streams
         return CommandResult(argv=self.command, returncode=self.exit_status, seconds=self.seconds,
-                             stdout=base64.b64decode(self.stdout), stderr=base64.b64decode(self.stderr))
+                             stdout=stdout, stderr=stderr)
 
-    @property
+    # Each base64 field is decoded once: load_pass decodes them all to check the entry.
+    @cached_property
+    def _streams(self) -> tuple[bytes, bytes]:
+        return base64.b64decode(self.stdout), base64.b64decode(self.stderr)
+
+    @cached_property
     def log_bytes(self) -> bytes:
         return base64.b64decode(self.log)
 
-    @property
+    @cached_property
     def xml_bytes(self) -> bytes | None:
         return None if self.xml is None else base64.b64decode(self.xml)
 
@@ -144,7 +151,7 @@ def load_pass(root: Path, lesson_id: str, key: PassKey) -> StoredPass | None:
         fields = {name: value for name, value in data.items() if name != "checksum"}
         if stored.checksum != _checksum(fields) or stored.key != key:
             return None
-        stored.command_result(), stored.log_bytes, stored.xml_bytes   # the base64 decodes
+        stored._streams, stored.log_bytes, stored.xml_bytes   # the base64 decodes, kept for the caller
         return stored
     except (OSError, ValueError, ValidationError, TypeError, AttributeError):
         return None
