@@ -5,39 +5,32 @@ from __future__ import annotations
 import os
 import threading
 
+import pytest
+
 from orchestrator.locks import gpu_lock
 
 
-def test_shared_holders_hold_together_and_an_exclusive_one_waits_for_them():
-    said: list[str] = []
+def test_shared_holders_hold_together():
     with gpu_lock("GPU-locks-test", shared=True):
-        with gpu_lock("GPU-locks-test", shared=True):   # a second pass: no wait
+        said: list[str] = []
+        with gpu_lock("GPU-locks-test", said.append, shared=True):   # a second pass: no wait
             pass
-        inside = threading.Event()
-
-        def timed():
-            with gpu_lock("GPU-locks-test", said.append):
-                inside.set()
-
-        thread = threading.Thread(target=timed, daemon=True)
-        thread.start()
-        assert not inside.wait(0.2), "an exclusive holder came in beside a shared one"
-        assert said == [f"waiting for GPU GPU-locks-test: held by coursectl pid {os.getpid()} (sanitizer passes)"]
-    assert inside.wait(5)
-    thread.join(5)
+        assert said == []
 
 
-def test_a_shared_holder_waits_for_an_exclusive_one():
+@pytest.mark.parametrize("held_shared, named", [(True, " (sanitizer passes)"), (False, "")],
+                         ids=["an exclusive one waits for a shared one", "a shared one waits for an exclusive one"])
+def test_a_holder_of_the_other_kind_waits_and_is_told_who_holds_it(held_shared, named):
     said: list[str] = []
     inside = threading.Event()
-    with gpu_lock("GPU-locks-test"):
-        def one_pass():
-            with gpu_lock("GPU-locks-test", said.append, shared=True):
+    with gpu_lock("GPU-locks-test", shared=held_shared):
+        def other():
+            with gpu_lock("GPU-locks-test", said.append, shared=not held_shared):
                 inside.set()
 
-        thread = threading.Thread(target=one_pass, daemon=True)
+        thread = threading.Thread(target=other, daemon=True)
         thread.start()
-        assert not inside.wait(0.2), "a shared holder came in beside an exclusive one"
-        assert said == [f"waiting for GPU GPU-locks-test: held by coursectl pid {os.getpid()}"]
+        assert not inside.wait(0.2), "a holder came in beside one of the other kind"
+        assert said == [f"waiting for GPU GPU-locks-test: held by coursectl pid {os.getpid()}{named}"]
     assert inside.wait(5)
     thread.join(5)
