@@ -8,6 +8,7 @@ bounded so a flooding program cannot exhaust memory.
 from __future__ import annotations
 
 import os
+import select
 import shlex
 import signal
 import subprocess
@@ -22,6 +23,7 @@ DEFAULT_OUTPUT_LIMIT = 16 * 1024 * 1024
 # How long a program's children may keep its output open once it has exited.
 CHILD_GRACE = 0.5
 LEFT_A_CHILD = "left a child process running; stopped"
+WAKE = 0.1   # seconds between a wait's looks at anything but the program's end
 
 
 class CommandResult(BaseModel):
@@ -166,7 +168,7 @@ def run_command(argv: Sequence[str | os.PathLike], *, timeout: float,
         reader.start()
     timed_out = False
     try:
-        proc.wait(timeout=timeout)
+        _wait(proc, timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
         _kill_group(proc)
@@ -193,6 +195,32 @@ def run_command(argv: Sequence[str | os.PathLike], *, timeout: float,
                          timed_out=timed_out, stdout=b"".join(out), stderr=b"".join(err),
                          stdout_truncated=bool(out_cut), stderr_truncated=bool(err_cut),
                          seconds=time.monotonic() - start, notes=notes)
+
+
+def _wait(proc: subprocess.Popen, timeout: float) -> None:
+    """proc.wait(timeout), woken the moment the program exits.
+
+    Popen.wait with a timeout polls, sleeping up to 50 ms between looks, and
+    that sleep would be added to every run's time. Where Linux gives a pidfd
+    (5.3 and later) the wait is on it instead; elsewhere, Popen.wait. The wait
+    wakes every WAKE seconds too, so that an interrupt raised in Python (not
+    by a signal, which ends poll at once) is not held up until the program ends.
+    """
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):   # not Linux, an old kernel, or already reaped
+        proc.wait(timeout=timeout)
+        return
+    try:
+        waiter = select.poll()
+        waiter.register(pidfd, select.POLLIN)
+        deadline = time.monotonic() + timeout
+        while not waiter.poll(min(WAKE, max(0.0, deadline - time.monotonic())) * 1000):
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        os.close(pidfd)
+    proc.wait()   # it has exited: this reaps it at once
 
 
 def _group_is_alive(pgid: int) -> bool:

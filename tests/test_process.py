@@ -6,6 +6,7 @@ import _thread
 import os
 import shlex
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -298,3 +299,44 @@ def test_readers_slower_than_the_grace_are_not_taken_for_a_child(standin, monkey
 def test_a_program_without_children_has_no_note(standin):
     result = run_command([standin["replay"], SEEDS / "shared_memory.txt"], timeout=30)
     assert (result.returncode, result.notes) == (0, [])
+
+
+def recorded_waits(monkeypatch) -> list:
+    """Every timeout that Popen.wait is called with, in this test."""
+    waits = []
+    wait = subprocess.Popen.wait
+
+    def recording(self, timeout=None):
+        waits.append(timeout)
+        return wait(self, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", recording)
+    return waits
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs os.pidfd_open (Linux)")
+def test_the_wait_for_a_program_is_on_its_pidfd_not_a_polling_wait(standin, monkeypatch):
+    """Popen.wait(timeout) sleeps up to 50 ms between looks; run_command waits on a pidfd and reaps at once."""
+    waits = recorded_waits(monkeypatch)
+    seed = SEEDS / "shared_memory.txt"
+    result = run_command([standin["replay"], seed], timeout=30)
+    assert (result.returncode, result.stdout) == (0, seed.read_bytes())
+    assert waits == [None]
+
+
+@pytest.mark.parametrize("pidfd", ["absent", "refused"])
+def test_without_a_pidfd_the_wait_is_popens_and_a_timeout_still_kills(standin, monkeypatch, tmp_path, pidfd):
+    if pidfd == "absent":
+        monkeypatch.delattr(os, "pidfd_open", raising=False)
+    else:
+        def refuse(pid):
+            raise OSError(38, "Function not implemented")
+        monkeypatch.setattr(os, "pidfd_open", refuse)
+    waits = recorded_waits(monkeypatch)
+    seed = SEEDS / "shared_memory.txt"
+    result = run_command([standin["replay"], seed], timeout=30)
+    assert (result.returncode, result.stdout, waits) == (0, seed.read_bytes(), [30])
+    pid_file = tmp_path / "child.pid"
+    result = run_command([standin["hang"], pid_file], timeout=0.5)
+    assert (result.timed_out, result.returncode, result.stdout) == (True, None, HANG_OUTPUT)
+    assert is_gone(int(pid_file.read_text()))
