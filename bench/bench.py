@@ -17,7 +17,10 @@ Prints the seconds and ratios (c/f and b/f: verify against the timed runs
 alone; e/d: the passes together against one after another) and writes JSON
 ("format": 2; format 1 had no e, f or cached counts).
 
-    python3 bench/bench.py [--out bench/results/NAME.json]
+    python3 bench/bench.py [--out bench/results/NAME.json] [--traces DIR]
+
+--traces keeps the three verifies' traces (COURSECTL_TRACE) as DIR/cold.json,
+DIR/warm.json and DIR/rerun.json, for bench/timeline.py or Perfetto.
 
 Without a GPU (or nvcc, or compute-sanitizer) it says so in one line and exits 3.
 """
@@ -109,6 +112,7 @@ def passes_cached(report: dict) -> dict[str, int]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--traces", type=Path, default=None, help="keep the verifies' traces in this folder")
     args = parser.parse_args()
     manifest = load_manifest(ROOT / "lessons.yaml")
     tc = discover()
@@ -132,10 +136,14 @@ def main() -> int:
         runs_alone = sum(float(end) - float(start) for _, _, kind, start, end in steps if kind == "run")
 
         cache = dict(env, COURSECTL_CACHE=str(tmp / "cache"))   # the build cache and the sanitizer cache
+        if args.traces:
+            args.traces.mkdir(parents=True, exist_ok=True)
+        traced = lambda name: dict(cache, COURSECTL_TRACE=str(args.traces / f"{name}.json")) if args.traces \
+            else cache  # noqa: E731
         verify = [*COURSECTL, "verify", "--all", "-q", "--json"]
-        b, cold = timed([*verify, str(tmp / "cold.json")], cache)
-        c, warm = timed([*verify, str(tmp / "warm.json")], cache)
-        e, rerun = timed([*verify, str(tmp / "rerun.json"), "--rerun-sanitizers"], cache)
+        b, cold = timed([*verify, str(tmp / "cold.json")], traced("cold"))
+        c, warm = timed([*verify, str(tmp / "warm.json")], traced("warm"))
+        e, rerun = timed([*verify, str(tmp / "rerun.json"), "--rerun-sanitizers"], traced("rerun"))
         reports = {name: json.loads((tmp / f"{name}.json").read_text()) for name in ("cold", "warm", "rerun")}
 
     rebuilt = [f"{r['lesson']}:{b_['arch']}/{b_['variant']}" for r in reports["warm"]["results"]
