@@ -5,7 +5,8 @@ what one lesson goes through once its builds are ready and it has a GPU.
 `on_gpus` does the scheduling for all of them: builds go to a thread pool,
 each lesson claims a GPU as soon as its builds are ready, and `GpuShare`
 keeps each GPU to one lesson's timed runs at a time; sanitizer passes run
-after them, several at once, but never beside a timed run on any GPU.
+once every lesson's timed runs are done (those of lessons still building
+too), several at once, and never beside a timed run on any GPU.
 Passes whose inputs did not change are taken from the sanitizer cache.
 Every verdict comes from judging.py; nothing here decides a status itself.
 """
@@ -168,7 +169,7 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
     nvcc = toolchain.require_nvcc()
     gpus = select_gpus(toolchain, options.gpus)
     archs = [options.arch] if options.arch else sorted({g.arch for g in gpus})
-    share = GpuShare(gpus, per_gpu=options.sanitizer_jobs)
+    share = GpuShare(gpus, per_gpu=options.sanitizer_jobs, coming=[lesson.id for lesson in lessons])
     turns: dict[str, Future] = {lesson.id: Future() for lesson in lessons}
     builds: dict[str, dict[str, BuildResult]] = {lesson.id: {} for lesson in lessons}
     errors: dict[str, str] = {}

@@ -7,7 +7,7 @@ import itertools
 import os
 import threading
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from .locks import gpu_lock
 from .toolchain import Gpu, free_memory_mib
@@ -50,8 +50,14 @@ class GpuShare:
     1.39× (bench/results/2026-11-30-nvidia-h200-x2-interference/ and -overlap/).
     So a timed run has the host's GPUs to the timed runs alone.
 
-    Passes start only while no lesson holds or waits for any GPU, so the
-    timed runs of the ready lessons go first. A pass is not tied to its
+    Passes start only while no lesson holds or waits for any GPU, and no
+    lesson named in `coming` (those still building) has yet asked for one:
+    every timed run of the run goes first. Otherwise a pass started while a
+    lesson was still building holds back that lesson's timed runs for as long
+    as the pass takes: in a cold verify on an H200, day 14's racecheck (6 s)
+    began 0.13 s before day 71's build was done, and the run took 14.8 s, the
+    passes of all four lessons together about 9 s of it
+    (bench/results/2026-11-30-nvidia-h200-cold/). A pass is not tied to its
     lesson's GPU: it runs on any GPU of the same model and architecture, the
     one with the fewest passes. Passes waiting start longest first (their
     expected seconds), then in the order they were queued.
@@ -65,8 +71,9 @@ class GpuShare:
     """
 
     def __init__(self, gpus: list[Gpu], jobs: int | None = None, free_memory=free_memory_mib,
-                 per_gpu: int | None = None):
+                 per_gpu: int | None = None, coming: Iterable[str] = ()):
         self.gpus = gpus
+        self.coming = set(coming)   # lessons that will ask for a GPU (being built), until they do
         self.jobs = jobs or max(os.cpu_count() or 1, per_gpu or 1)
         self.per_gpu = per_gpu or jobs or PASSES_PER_GPU
         self.free_memory = free_memory
@@ -84,6 +91,7 @@ class GpuShare:
         """Wait for a GPU for this lesson's timed runs (see the class); None once closed."""
         me = (-priority, next(self.order), lesson_id)
         with self.cond:
+            self.coming.discard(lesson_id)
             self.waiting.append(me)
             try:
                 while not self.closed:
@@ -102,6 +110,7 @@ class GpuShare:
         """Stop: lessons waiting for a GPU get none; passes waiting for one start (to be stopped at once)."""
         with self.cond:
             self.closed = True
+            self.coming.clear()
             self.cond.notify_all()
 
     @contextlib.contextmanager
@@ -169,7 +178,7 @@ class GpuShare:
     def _gpu_for_pass(self, candidates: list[Gpu]) -> Gpu | None:
         if sum(self.running.values()) >= self.jobs:
             return None
-        if self.waiting or any(holder is not None for holder in self.holder.values()):
+        if self.coming or self.waiting or any(holder is not None for holder in self.holder.values()):
             return None   # timed runs go first, and never beside a pass
         open_ = [gpu for gpu in candidates if self.running[gpu.uuid] < self._slots(gpu)]
         return min(open_, key=lambda gpu: self.running[gpu.uuid], default=None)

@@ -30,7 +30,7 @@ from orchestrator import display
 from orchestrator.selection import shard_lessons
 from orchestrator.pipeline import verify
 from orchestrator.sharing import PASS_MEMORY_MIB, GpuShare, pass_slots
-from orchestrator.results import LessonResult, Options, Status
+from orchestrator.results import LessonResult, Options, Status, quiet
 from orchestrator.process import CommandResult, run_command
 from orchestrator.toolchain import Gpu, Toolchain, free_memory_mib
 
@@ -202,14 +202,16 @@ def test_free_memory_comes_from_nvidia_smi_without_nvml(fake_gpu, monkeypatch):
     assert free_memory_mib(H200) is None
 
 
-def test_passes_of_different_lessons_run_together_and_never_beside_a_timed_run(
+def test_passes_wait_for_every_lessons_timed_runs_even_one_still_building_then_run_together(
         make_course, prebuilt, nvcc_version, sanitizer_bin, monkeypatch, tmp_path):
-    """Days 13, 14 and 16 run, then their memcheck passes start together and stay running; day 71,
-    held back until then, is built, and its timed run waits for them to end.
+    """Days 13, 14 and 16 run while day 71 is still building; no pass starts until day 71 has run too,
+    then the three lessons' memcheck passes run together.
 
     Day 71's build (its own copy of the stand-in, so not in the cache) is
-    handed in by the runner as soon as the three passes have started,
-    instead of nvcc; the passes hold until day 71 says it waits for them.
+    held by the runner until the other three have run and half a second
+    more, then handed in instead of nvcc. A pass started meanwhile would hold
+    back day 71's timed run for as long as it takes (a 6 s racecheck on the
+    H200). The passes hold until all three have started.
     """
     late = "day71-matmul-fp16"
 
@@ -229,42 +231,73 @@ def test_passes_of_different_lessons_run_together_and_never_beside_a_timed_run(
     toolchain = Toolchain(nvcc=shutil.which("nvcc"), nvcc_version=nvcc_version, driver_version="580.159.04",
                           sanitizer=str(sanitizer_bin / "compute-sanitizer"), sanitizer_version="2025.3.1.0",
                           gpus=[H200])
-    events: list[tuple[str, str, str]] = []
-    opener = threading.Timer(30, gate.touch)   # should day 71 never wait, the passes still end
+    opener = threading.Timer(30, gate.touch)   # should the passes never all start, they still end
     opener.start()
+    seen_while_building: list[str] = []
 
-    def emit(event):
-        events.append((event.lesson, event.stage, event.detail))
-        if (event.lesson, event.stage) == (late, "waiting"):
-            gate.touch()
+    def count(word: str, log: Path) -> int:
+        return len(re.findall(f" {word} ", log.read_text() if log.exists() else ""))
+
+    def open_gate_once_all_started():
+        deadline = time.monotonic() + 30
+        while count("start", pass_log) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        gate.touch()
 
     def runner(argv, **kwargs):
         if "--resource-usage" in argv and argv[-1] == str(copy):
             deadline = time.monotonic() + 30
-            while len(re.findall(" start ", pass_log.read_text() if pass_log.exists() else "")) < 3:
-                assert time.monotonic() < deadline, "the three passes never all started"
+            while count("end", timed_log) < 3:
+                assert time.monotonic() < deadline, "the three built lessons never ran"
                 time.sleep(0.02)
+            time.sleep(0.5)   # time enough for a pass to start, were it allowed to
+            seen_while_building.append(pass_log.read_text() if pass_log.exists() else "")
             shutil.copy(prebuilt["day13-shared-memory"], argv[argv.index("-o") + 1])
             Path(argv[argv.index("-MF") + 1]).write_text(f"{argv[argv.index('-o') + 1]}: {copy}\n")  # as nvcc -MD
             return CommandResult(argv=[str(a) for a in argv], returncode=0, seconds=0.0)
         return run_command(argv, **kwargs)
 
+    gates = threading.Thread(target=open_gate_once_all_started, daemon=True)
+    gates.start()
     try:
-        results = verify(manifest, manifest.lessons, toolchain, Options(jobs=2, sanitizer_jobs=4), emit, runner)
+        results = verify(manifest, manifest.lessons, toolchain, Options(jobs=2, sanitizer_jobs=4), quiet, runner)
     finally:
         opener.cancel()
+        gates.join(5)
     assert [(r.lesson, r.status, [p.tool for p in r.sanitizers], r.reasons) for r in results] == [
         *((lesson, Status.NO_EVIDENCE, ["memcheck"], []) for lesson in sanitized), (late, Status.NO_EVIDENCE, [], [])]
-    assert (late, "waiting", "waiting for GPU 0: 3 sanitizer passes running") in events
+    assert seen_while_building == [""], "a pass started while day 71 was still building"
     timed, passes = standin_runs(timed_log), sanitizer_runs(pass_log)
     assert len(timed) == 4 and len(passes) == 3
     assert {run.visible for run in [*timed, *passes]} == {GPU_UUID}
-    # (a) the passes of the three lessons ran together
+    # (a) every timed run, day 71's last, came before the first pass
+    assert min(p.start for p in passes) >= max(r.end for r in timed)
+    # (b) the passes of the three lessons ran together
     assert sorted(run.argument for run in passes) == sorted(str(made.transcript(lesson)) for lesson in sanitized)
     assert all(overlap(a, b) for a, b in itertools.combinations(passes, 2)), passes
-    # (b) no pass ran beside a timed run on its GPU; day 71's came once the passes had ended
-    assert not [(p, r) for p in passes for r in timed if overlap(p, r)]
-    assert timed[-1].start >= max(p.end for p in passes)
+
+
+def test_a_lesson_that_fails_to_build_holds_back_no_pass(make_course, nvcc_version, sanitizer_bin, prebuilt):
+    """A lesson whose build fails still takes its turn (to report the failure): the passes then start."""
+    def broken(manifest: dict) -> None:
+        manifest["lessons"][1]["source"] = "standins/broken.cu"
+
+    made = make_course(["day13-shared-memory", "day16-tiled-matmul"],
+                       sanitizers={"day13-shared-memory": {"memcheck": {}}}, edit=broken)
+    (made.root / "standins" / "broken.cu").write_text("int main() {\n    return 0\n}\n")
+    manifest = made.load()
+    toolchain = Toolchain(nvcc=shutil.which("nvcc"), nvcc_version=nvcc_version, driver_version="580.159.04",
+                          sanitizer=str(sanitizer_bin / "compute-sanitizer"), sanitizer_version="2025.3.1.0",
+                          gpus=[H200])
+    done: list = []
+    worker = threading.Thread(target=lambda: done.extend(verify(manifest, manifest.lessons, toolchain,
+                                                                Options(jobs=2))), daemon=True)
+    worker.start()
+    worker.join(60)
+    assert done, "day 13's pass waited for the lesson that failed to build, which never runs"
+    day13, day16 = done
+    assert (day13.status, [p.tool for p in day13.sanitizers]) == (Status.NO_EVIDENCE, ["memcheck"])
+    assert day16.status == Status.FAIL and "nvcc failed" in day16.reasons[0]
 
 
 # -- builds overlap runs ---------------------------------------------------------------------------

@@ -72,6 +72,27 @@ def test_no_pass_starts_while_a_lesson_holds_or_waits_for_any_gpu():
     memcheck.end()
 
 
+def test_no_pass_starts_while_a_lesson_still_building_has_yet_to_ask_for_a_gpu():
+    share = GpuShare([G0, G1], jobs=8, free_memory=lambda gpu: None, coming=["day13", "day71"])
+    share.claim("day13").release()
+    memcheck = Pass(share, G0)
+    assert not memcheck.started.wait(0.3), "a pass started while day 71 was still building"
+    day71 = share.claim("day71")          # built: it asks, and gets a GPU at once
+    assert day71 is not None and not memcheck.started.wait(0.3)
+    day71.release()
+    assert memcheck.started.wait(5)
+    memcheck.end()
+
+
+def test_closing_lets_passes_go_though_a_lesson_never_asked():
+    share = GpuShare([G0], jobs=8, free_memory=lambda gpu: None, coming=["day71"])
+    memcheck = Pass(share, G0)
+    assert not memcheck.started.wait(0.3)
+    share.close()                         # Ctrl-C: the waiting pass starts, to be stopped at once
+    assert memcheck.started.wait(5)
+    memcheck.end()
+
+
 def test_timed_runs_wait_for_the_passes_on_every_gpu_and_hold_back_new_ones():
     share = share_of(G0, G1)
     on_one = Pass(share, G1)
