@@ -40,7 +40,7 @@ def make_input(case: str, size: int) -> bytes:
         return b"x" * size
     if case == "short-lines":
         return b"x\n" * (size // 2)
-    if case == "flood":                       # tests/data/standins/flood.cu
+    if case == "flood":                       # tests/data/standins/flood.cpp
         return (b"x" * 63 + b"\n") * (size // 64)
     if case == "valid-then-blank":
         return seed + b"\n" * (size - len(seed))

@@ -5,8 +5,8 @@ prints.
 
 Everything a test needs a GPU for is stood in for: nvidia-smi and
 compute-sanitizer by the scripts in tests/data/fakes/, the lessons by the host
-programs in tests/data/standins/ (nvcc builds them for real and the CPU runs
-them), printing transcripts recorded on an H200 (tests/data/seeds/).
+programs in tests/data/standins/ (nvcc builds them for real, as C++, and the CPU
+runs them), printing transcripts recorded on an H200 (tests/data/seeds/).
 
 The suite runs on every core (`make test`: pytest-xdist, `-n auto`), each
 worker with its own session cache and GPU locks. Its nvcc is a compile memo
@@ -344,7 +344,7 @@ def uses_build_resources(claim: dict) -> bool:
 
 
 def write_course(root: Path, lesson_ids: list[str], architectures: list[str] = ("sm_90", "sm_75"),
-                 sanitizers: dict[str, dict] | None = None, edit=None) -> Course:
+                 sanitizers: dict[str, dict] | None = None, edit=None, cuda: bool = False) -> Course:
     """A course tree: lessons.yaml, the stand-ins' sources and the transcripts they replay.
 
     Each lesson takes the output schema and claims of a real lesson, less the
@@ -353,6 +353,12 @@ def write_course(root: Path, lesson_ids: list[str], architectures: list[str] = (
     `sanitizers` maps a lesson id to its `sanitizers:` entry; every other lesson
     declares none (the default is none too). `edit(manifest_dict)` may change
     the manifest before it is written.
+
+    The stand-ins are host code, kept as .cpp files: nvcc hands those to the
+    host compiler, a tenth of a second where a .cu file takes nvcc's whole CUDA
+    path (cudafe++, cicc, ptxas, fatbinary), most of a second. `cuda` names
+    them .cu instead, for the tests that need that path: nvcc's own
+    diagnostics, or a build that lasts long enough to interrupt.
     """
     real = real_lessons()
     course = Course(root)
@@ -361,9 +367,9 @@ def write_course(root: Path, lesson_ids: list[str], architectures: list[str] = (
     entries = []
     for lesson_id in lesson_ids:
         spec = LESSONS[lesson_id]
-        source = root / "standins" / f"{spec['standin']}.cu"
+        source = root / "standins" / f"{spec['standin']}{'.cu' if cuda else '.cpp'}"
         if not source.exists():
-            shutil.copyfile(STANDINS / source.name, source)
+            shutil.copyfile(STANDINS / f"{spec['standin']}.cpp", source)
         # The stand-ins share a folder (and most of them one source), so each page is named.
         entry = {"id": lesson_id, "day": spec["day"], "title": f"{lesson_id} (stand-in)",
                  "source": f"standins/{source.name}", "page": {"path": f"lessons/{lesson_id}/README.md"}}

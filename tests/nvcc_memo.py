@@ -6,8 +6,8 @@ The test session puts a small sh script named nvcc first on PATH (written by
 write_wrapper below, installed by tests/conftest.py), so coursectl, the
 background builds and every subprocess reach this memo. The script runs
 the real nvcc at once for `--version` and where $COURSECTL_TEST_NVCC_MEMO is
-0; otherwise it runs this file, which runs the real nvcc at once (exec) for
-any command it does not understand.
+0, and for a command that names no .cu file; otherwise it runs this file,
+which runs the real nvcc at once (exec) for any command it does not understand.
 
 It understands the one-source compile coursectl runs:
 
@@ -98,6 +98,9 @@ def write_wrapper(path: Path, real_nvcc: str, memo_dir: Path, python: str = sys.
         f"real={q(real_nvcc)}\n"
         'if [ "${COURSECTL_TEST_NVCC_MEMO:-1}" = 0 ]; then exec "$real" "$@"; fi\n'
         'for arg in "$@"; do case $arg in --version|-V) exec "$real" "$@";; esac; done\n'
+        # Only a .cu compile can be memoized: anything else (the stand-ins' .cpp) skips Python.
+        'for arg in "$@"; do case $arg in *.cu) memo=1;; esac; done\n'
+        '[ -n "${memo:-}" ] || exec "$real" "$@"\n'
         f'exec {q(python)} -I -S {q(str(Path(__file__).resolve()))} {q(str(memo_dir))} "$real" "$@"\n')
     path.chmod(0o755)
     return path

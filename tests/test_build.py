@@ -129,7 +129,7 @@ def test_build_then_cached(tmp_path, own_cache, nvcc_version):
         LESSON, "sm_90", "plain", binary, False)
     assert first.command == command == nvcc_command(NVCC, manifest, lesson, "sm_90", binary)
     assert first.diagnostics == ""
-    assert first.sources == {"standins/replay.cu": hashlib.sha256(source.read_bytes()).hexdigest()}
+    assert first.sources == {"standins/replay.cpp": hashlib.sha256(source.read_bytes()).hexdigest()}
     where = entry.relative_to(own_cache).as_posix()
     assert files_under(own_cache) == [f"{where}/build.json", f"{where}/replay", f"{where}/replay.d"]
     seed = SEEDS / "shared_memory.txt"
@@ -201,7 +201,7 @@ int main() {
 
 @pytest.mark.slow
 def test_syntax_error(tmp_path, own_cache, nvcc_version, real_nvcc):
-    manifest, lesson = load(tmp_path / "course")
+    manifest, lesson = load(tmp_path / "course", cuda=True)   # nvcc's own diagnostics, not the host compiler's
     source = manifest.source_path(lesson)
     source.write_text(BROKEN)
     runner = CountingRunner()
@@ -227,7 +227,7 @@ def test_syntax_error(tmp_path, own_cache, nvcc_version, real_nvcc):
 
 @pytest.mark.slow
 def test_syntax_error_in_a_folder_with_spaces(tmp_path, own_cache, nvcc_version, real_nvcc):
-    manifest, lesson = load(tmp_path / "my course")
+    manifest, lesson = load(tmp_path / "my course", cuda=True)
     source = manifest.source_path(lesson)
     source.write_text(BROKEN)
     with pytest.raises(BuildError) as caught:
@@ -272,10 +272,10 @@ GREETING_FLAG = """-DGREETING="a b  'c' ;|&<> end\""""
 
 def greeting_course(root: Path, flag: str):
     def use_greeting(m):
-        m["lessons"][0]["source"] = "standins/greeting.cu"
+        m["lessons"][0]["source"] = "standins/greeting.cpp"
         m["lessons"][0]["flags"] = ["-std=c++17", "-O3", flag]
     manifest = write_course(root, [LESSON], edit=use_greeting)
-    shutil.copyfile(STANDINS / "greeting.cu", root / "standins" / "greeting.cu")
+    shutil.copyfile(STANDINS / "greeting.cpp", root / "standins" / "greeting.cpp")
     manifest = manifest.load()
     return manifest, manifest.lesson(LESSON)
 

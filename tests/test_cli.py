@@ -178,7 +178,7 @@ def test_record_then_verify_passes_with_the_field_table(course, fake_sanitizer, 
     assert sorted(p.name for p in evidence.iterdir()) == ["meta.json", "transcript.txt"]
     assert (evidence / "transcript.txt").read_bytes() == (SEEDS / "tiled_matmul.txt").read_bytes()
     meta = json.loads((evidence / "meta.json").read_text())
-    source = (made.root / "standins" / "replay.cu").read_bytes()
+    source = (made.root / "standins" / "replay.cpp").read_bytes()
     assert {k: meta[k] for k in ("lesson", "gpu_name", "gpu_slug", "compute_capability", "driver_version",
                                  "cuda_version", "nvcc_version", "arch", "flags", "source_sha256",
                                  "exit_status", "coursectl_version", "sanitizer_version", "files")} == {
@@ -187,7 +187,7 @@ def test_record_then_verify_passes_with_the_field_table(course, fake_sanitizer, 
         "nvcc_version": nvcc_version, "arch": "sm_90", "flags": ["-std=c++17", "-O3"],
         "source_sha256": hashlib.sha256(source).hexdigest(), "exit_status": 0,
         "coursectl_version": __version__, "sanitizer_version": "2025.3.1.0", "files": {}}
-    assert meta["sources"] == {"standins/replay.cu": hashlib.sha256(source).hexdigest()}   # it includes no header
+    assert meta["sources"] == {"standins/replay.cpp": hashlib.sha256(source).hexdigest()}   # it includes no header
 
     result = coursectl("verify", "--all", "-vv")
     assert (result.exit_code, result.stderr) == (0, "")
@@ -699,7 +699,7 @@ def test_record_without_sanitizers_keeps_the_recorded_reports(course, fake_sanit
     assert (sorted(meta["files"]), meta["stale_passes"]) == (["memcheck.log", "racecheck.log"], [])
     assert statuses(coursectl("verify", "--all", "-q").stdout) == {"day14-syncthreads": "PASS"}
 
-    source = made.root / "standins" / "replay.cu"
+    source = made.root / "standins" / "replay.cpp"
     source.write_text(source.read_text() + "// the build changes\n")
     changed = coursectl("record", "--all", "--no-sanitize", "-q")
     assert changed.exit_code == 0

@@ -56,7 +56,7 @@ def write_old_evidence(made, nvcc_version: str) -> None:
     meta = EvidenceMeta(
         lesson=DAY16, date="2026-10-01T12:00:00+00:00", gpu_name="NVIDIA H200", gpu_slug=GPU_SLUG,
         compute_capability="9.0", driver_version="570.86.15", cuda_version="12.8", nvcc_version=nvcc_version,
-        arch="sm_90", flags=FLAGS, source_sha256=lesson_digest(made.root / "standins" / "replay.cu"),
+        arch="sm_90", flags=FLAGS, source_sha256=lesson_digest(made.root / "standins" / "replay.cpp"),
         transcript_sha256="", wall_seconds=0.5, exit_status=0, coursectl_version=__version__,
         sanitizer_version="2025.3.1.0", max_sm_clock_mhz=1980)
     write_evidence(made.root, meta, transcript.replace(NOW_512, OLD_512))

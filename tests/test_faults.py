@@ -433,7 +433,7 @@ def test_sigterm_during_record_keeps_the_old_evidence(course, fake_gpu, prebuilt
 def test_sigterm_while_verify_builds_leaves_no_cache_entry(course, fake_gpu, monkeypatch, tmp_path, spawned, real_nvcc):
     cache = tmp_path / "cache"
     monkeypatch.setenv("COURSECTL_CACHE", str(cache))   # so that nvcc really runs
-    course(["day16-tiled-matmul"])
+    course(["day16-tiled-matmul"], cuda=True)   # a build that lasts: nvcc's CUDA path
     proc = spawned("verify", "--all", "-v")
     nvcc = wait_for(lambda: nvcc_child(proc.pid), "nvcc to start")
     time.sleep(0.2)   # let coursectl count nvcc among its children: see the next test
@@ -451,7 +451,7 @@ def test_an_interrupt_as_nvcc_starts_still_stops_it(course, fake_gpu, monkeypatc
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("COURSECTL_CACHE", str(cache))
-    course(["day16-tiled-matmul"])
+    course(["day16-tiled-matmul"], cuda=True)   # a build that lasts: nvcc's CUDA path
     nvcc_started = threading.Event()
 
     class SlowToRegister(subprocess.Popen):
@@ -476,7 +476,7 @@ def test_an_interrupt_as_nvcc_starts_still_stops_it(course, fake_gpu, monkeypatc
 def test_sigterm_during_coursectl_build_stops_nvcc(course, fake_gpu, monkeypatch, tmp_path, spawned, real_nvcc):
     cache = tmp_path / "cache"
     monkeypatch.setenv("COURSECTL_CACHE", str(cache))
-    course(["day16-tiled-matmul"])
+    course(["day16-tiled-matmul"], cuda=True)   # a build that lasts: nvcc's CUDA path
     proc = spawned("build", "--all")
     wait_for(lambda: nvcc_child(proc.pid), "nvcc to start")
     out, err = terminate(proc)

@@ -302,11 +302,11 @@ def test_a_lesson_leaving_a_child_is_judged_at_once_with_a_note(course, fake_gpu
     pid_file = tmp_path / "child.pid"
 
     def orphan(manifest: dict) -> None:
-        manifest["lessons"][0]["source"] = "standins/orphan.cu"
+        manifest["lessons"][0]["source"] = "standins/orphan.cpp"
         manifest["lessons"][0]["args"].append(str(pid_file))
 
     made = course(["day16-tiled-matmul"], edit=orphan)
-    shutil.copyfile(STANDINS / "orphan.cu", made.root / "standins" / "orphan.cu")
+    shutil.copyfile(STANDINS / "orphan.cpp", made.root / "standins" / "orphan.cpp")
     assert coursectl("build", "--all").exit_code == 0
     report = tmp_path / "report.json"
     started = time.monotonic()
@@ -357,7 +357,7 @@ def test_a_signal_another_thread_takes_during_builds_keeps_nvcc_from_the_cache(m
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("COURSECTL_CACHE", str(cache))   # so that nvcc really runs
-    manifest = make_course(["day16-tiled-matmul"]).load()
+    manifest = make_course(["day16-tiled-matmul"], cuda=True).load()   # a build that lasts
     toolchain = Toolchain(nvcc=shutil.which("nvcc"), nvcc_version=nvcc_version)
 
     def runner(argv, **kwargs):

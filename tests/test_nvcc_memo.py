@@ -165,3 +165,18 @@ def test_a_binary_holding_its_folders_path_is_replayed_only_in_that_folder(memo,
     assert (memo.real_runs(), memo.logged()[-2:]) == (runs + 2, ["real", "real"])
     assert memo.compile(here).returncode == 0
     assert (memo.real_runs(), memo.logged()[-1], ran(here)) == (runs + 2, "replay", f"{here / 'src' / 'hello.cu'}\n")
+
+
+def test_a_command_naming_no_cu_file_goes_to_nvcc_without_the_memo(tmp_path):
+    """The stand-ins' .cpp compiles (host code, a tenth of a second) skip the memo's Python altogether."""
+    (tmp_path / "memo").mkdir()
+    memo = Memo(tmp_path / "memo")
+    folder = tmp_path / "plain"
+    (folder / "src").mkdir(parents=True)
+    (folder / "src" / "hello.cpp").write_text(SOURCE)
+    (folder / "src" / "greet.h").write_text(HEADER)
+    for _ in range(2):
+        done = memo.compile(folder, source="hello.cpp")
+        assert done.returncode == 0, done.stderr
+    assert ran(folder) == "hello from the header\n"
+    assert (memo.real_runs(), memo.logged()) == (2, [])

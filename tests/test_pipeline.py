@@ -216,13 +216,13 @@ def test_passes_wait_for_every_lessons_timed_runs_even_one_still_building_then_r
     late = "day71-matmul-fp16"
 
     def own_source(manifest: dict) -> None:
-        manifest["lessons"][3]["source"] = "standins/replay_late.cu"
+        manifest["lessons"][3]["source"] = "standins/replay_late.cpp"
 
     sanitized = ["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul"]
     made = make_course([*sanitized, late], sanitizers={lesson: {"memcheck": {}} for lesson in sanitized},
                        edit=own_source)
-    copy = made.root / "standins" / "replay_late.cu"
-    copy.write_text((made.root / "standins" / "replay.cu").read_text() + "// built late, by the test's runner\n")
+    copy = made.root / "standins" / "replay_late.cpp"
+    copy.write_text((made.root / "standins" / "replay.cpp").read_text() + "// built late, by the test's runner\n")
     timed_log, pass_log, gate = tmp_path / "timed.log", tmp_path / "passes.log", tmp_path / "gate"
     monkeypatch.setenv("STANDIN_LOG", str(timed_log))
     monkeypatch.setenv("FAKE_SANITIZER_RUNS", str(pass_log))
@@ -309,11 +309,11 @@ def test_a_lesson_runs_while_another_is_still_building(make_course, prebuilt, nv
     build for the 30 s the runner waits, and day 13 would run after it was built.
     """
     def own_source(manifest: dict) -> None:
-        manifest["lessons"][0]["source"] = "standins/replay_copy.cu"
+        manifest["lessons"][0]["source"] = "standins/replay_copy.cpp"
 
     made = make_course(["day16-tiled-matmul", "day13-shared-memory"], edit=own_source)
-    copy = made.root / "standins" / "replay_copy.cu"
-    copy.write_text((made.root / "standins" / "replay.cu").read_text() + "// a copy, so that it is built\n")
+    copy = made.root / "standins" / "replay_copy.cpp"
+    copy.write_text((made.root / "standins" / "replay.cpp").read_text() + "// a copy, so that it is built\n")
     manifest = made.load()
     toolchain = Toolchain(nvcc=shutil.which("nvcc"), nvcc_version=nvcc_version,
                           gpus=[Gpu(index=0, name="NVIDIA H200", uuid=GPU_UUID, compute_capability="9.0")])
@@ -470,7 +470,7 @@ def test_quiet_prints_no_progress(course, fake_gpu, prebuilt):
 
 def verbose_commands(made, prebuilt) -> list[str]:
     """What -vv prints for day 16 in a course folder whose name holds a space."""
-    binary, source, transcript = (prebuilt["day16-tiled-matmul"], made.root / "standins" / "replay.cu",
+    binary, source, transcript = (prebuilt["day16-tiled-matmul"], made.root / "standins" / "replay.cpp",
                                   made.transcript("day16-tiled-matmul"))
     return [f"day16-tiled-matmul: (cached) {shutil.which('nvcc')} -std=c++17 -O3 -arch=sm_90 --resource-usage "
             f"-MD -MF {binary}.d -o {binary} '{source}'",
@@ -487,7 +487,7 @@ def test_vv_prints_each_command_shell_quoted_and_whole_on_one_line(tmp_path, mon
     assert [shlex.split(line.split(": ", 1)[1].removeprefix("(cached) ")) for line in printed[:2]] == [
         [shutil.which("nvcc"), "-std=c++17", "-O3", "-arch=sm_90", "--resource-usage", "-MD", "-MF",
          f"{prebuilt['day16-tiled-matmul']}.d", "-o", str(prebuilt["day16-tiled-matmul"]),
-         str(made.root / "standins" / "replay.cu")],
+         str(made.root / "standins" / "replay.cpp")],
         [str(prebuilt["day16-tiled-matmul"]), str(made.transcript("day16-tiled-matmul"))]]
 
 
@@ -501,7 +501,7 @@ def test_the_json_report_names_no_path_of_this_machine(tmp_path, monkeypatch, fa
     [result] = json.loads(text)["results"]
     cached = "$COURSECTL_CACHE/" + prebuilt["day16-tiled-matmul"].relative_to(os.environ["COURSECTL_CACHE"]).as_posix()
     assert result["builds"][0]["command"] == ["nvcc", "-std=c++17", "-O3", "-arch=sm_90", "--resource-usage",
-                                              "-MD", "-MF", cached + ".d", "-o", cached, "./standins/replay.cu"]
+                                              "-MD", "-MF", cached + ".d", "-o", cached, "./standins/replay.cpp"]
     assert result["run"]["command"] == [cached, "./" + made.transcript("day16-tiled-matmul").relative_to(
         made.root).as_posix()]
 

@@ -1,6 +1,7 @@
 // Stand-in for a lesson on a machine without a GPU: prints the transcript
 // recorded on the GPU machine (argv[1]) and exits with argv[2] (default 0).
-// Host code only, so nvcc builds it and the CPU runs it.
+// Host code only (a .cpp file, which nvcc hands to the host compiler), so nvcc
+// builds it in a tenth of a second and the CPU runs it.
 //
 // For tests of how runs share the GPUs, three environment variables:
 //   STANDIN_LOG    append "PID start T CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER"
