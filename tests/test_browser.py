@@ -19,6 +19,7 @@ CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.slow,   # Chromium renders every page: about 15 s of the suite's time
     pytest.mark.skipif(shutil.which("node") is None or not Path(CHROMIUM).exists()
                        or not (CHECK.parent / "node_modules" / "playwright-core").is_dir(),
                        reason="needs node, Chromium and tools/browser-check/setup.sh's packages"),
