@@ -149,6 +149,12 @@ def record_multi(course, monkeypatch) -> dict:
     return json.loads((course.evidence("day02-sum") / "meta.json").read_text())
 
 
+def edit_check(course) -> None:
+    """The header edit of the verify --offline tests: one edit, so that what it makes is built once a run."""
+    check = course.root / CHECK
+    check.write_text(check.read_text() + "// edited\n")
+
+
 def test_record_keeps_the_digest_of_every_local_file_the_build_read(multi_course, fake_gpu, monkeypatch):
     meta = record_multi(multi_course, monkeypatch)
     source = multi_course.root / "lessons/ext/sum.cu"
@@ -161,8 +167,7 @@ def test_record_keeps_the_digest_of_every_local_file_the_build_read(multi_course
 
 def test_verify_offline_names_the_header_that_changed_since_the_evidence(multi_course, fake_gpu, monkeypatch):
     meta = record_multi(multi_course, monkeypatch)
-    check = multi_course.root / CHECK
-    check.write_text(check.read_text().replace("#pragma once\n", "#pragma once\n// edited\n"))
+    edit_check(multi_course)
     result = coursectl("verify", "--offline", "--all", "-q")
     assert result.exit_code == 0
     assert statuses(result.stdout, "verify --offline") == {"day01-saxpy": "PASS", "day02-sum": "PASS"}
@@ -179,8 +184,7 @@ def test_evidence_recorded_before_per_file_digests_is_judged_by_its_source_alone
         meta = json.loads(path.read_text())
         del meta["sources"]
         path.write_text(json.dumps(meta, indent=2))
-    check = multi_course.root / CHECK
-    check.write_text(check.read_text() + "// edited\n")
+    edit_check(multi_course)
     result = coursectl("verify", "--offline", "--all", "-q")
     assert (result.exit_code, after(result.stdout, "verify --offline")) == (0, [])   # the blind spot it had
     source = multi_course.root / "lessons/ext/sum.cu"
