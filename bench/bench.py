@@ -111,7 +111,7 @@ def passes_cached(report: dict) -> dict[str, int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=None, help="write the JSON it prints to this file too")
     parser.add_argument("--traces", type=Path, default=None, help="keep the verifies' traces in this folder")
     args = parser.parse_args()
     manifest = load_manifest(ROOT / "lessons.yaml")
