@@ -57,10 +57,12 @@ class GpuShare:
     as the pass takes: in a cold verify on an H200, day 14's racecheck (6 s)
     began 0.13 s before day 71's build was done, day 71's timed runs waited
     5.9 s for it, and the run took 14.8 s; with every timed run first, 11.8 s
-    and 11.5 s on the next machine (bench/results/2026-11-30-nvidia-h200-cold/). A pass is not tied to its
-    lesson's GPU: it runs on any GPU of the same model and architecture, the
-    one with the fewest passes. Passes waiting start longest first (their
-    expected seconds), then in the order they were queued.
+    and 11.5 s on the next machine (bench/results/2026-11-30-nvidia-h200-cold/).
+
+    A pass is not tied to its lesson's GPU: it runs on any GPU of the same
+    model and architecture, the one with the fewest passes. Passes waiting
+    start longest first (their expected seconds), then in the order they
+    were queued.
 
     At most `jobs` passes run at once in all (default: the CPU cores, or
     `per_gpu` if more), on each GPU at most `per_gpu` (--sanitizer-jobs;

@@ -202,6 +202,12 @@ def test_free_memory_comes_from_nvidia_smi_without_nvml(fake_gpu, monkeypatch):
     assert free_memory_mib(H200) is None
 
 
+def h200_with_sanitizer(nvcc_version: str, sanitizer_bin: Path) -> Toolchain:
+    """The real nvcc, the stood-in compute-sanitizer and one H200, for calling verify() directly."""
+    return Toolchain(nvcc=shutil.which("nvcc"), nvcc_version=nvcc_version, driver_version="580.159.04",
+                     sanitizer=str(sanitizer_bin / "compute-sanitizer"), sanitizer_version="2025.3.1.0", gpus=[H200])
+
+
 def test_passes_wait_for_every_lessons_timed_runs_even_one_still_building_then_run_together(
         make_course, prebuilt, nvcc_version, sanitizer_bin, monkeypatch, tmp_path):
     """Days 13, 14 and 16 run while day 71 is still building; no pass starts until day 71 has run too,
@@ -228,9 +234,7 @@ def test_passes_wait_for_every_lessons_timed_runs_even_one_still_building_then_r
     monkeypatch.setenv("FAKE_SANITIZER_RUNS", str(pass_log))
     monkeypatch.setenv("FAKE_SANITIZER_GATE", str(gate))
     manifest = made.load()
-    toolchain = Toolchain(nvcc=shutil.which("nvcc"), nvcc_version=nvcc_version, driver_version="580.159.04",
-                          sanitizer=str(sanitizer_bin / "compute-sanitizer"), sanitizer_version="2025.3.1.0",
-                          gpus=[H200])
+    toolchain = h200_with_sanitizer(nvcc_version, sanitizer_bin)
     opener = threading.Timer(30, gate.touch)   # should the passes never all start, they still end
     opener.start()
     seen_while_building: list[str] = []
@@ -286,9 +290,7 @@ def test_a_lesson_that_fails_to_build_holds_back_no_pass(make_course, nvcc_versi
                        sanitizers={"day13-shared-memory": {"memcheck": {}}}, edit=broken)
     (made.root / "standins" / "broken.cu").write_text("int main() {\n    return 0\n}\n")
     manifest = made.load()
-    toolchain = Toolchain(nvcc=shutil.which("nvcc"), nvcc_version=nvcc_version, driver_version="580.159.04",
-                          sanitizer=str(sanitizer_bin / "compute-sanitizer"), sanitizer_version="2025.3.1.0",
-                          gpus=[H200])
+    toolchain = h200_with_sanitizer(nvcc_version, sanitizer_bin)
     done: list = []
     worker = threading.Thread(target=lambda: done.extend(verify(manifest, manifest.lessons, toolchain,
                                                                 Options(jobs=2))), daemon=True)
