@@ -1,8 +1,10 @@
 # The two quickstart commands. Each sets itself up on a fresh machine.
 #   make verify   build, run and verify every lesson (offline where there is no GPU)
-#   make test     the test suite
+#   make test     the test suite, less the tests marked slow (pyproject.toml's markers)
 # and, for CI:
-#   make test-lowest   the test suite on the lowest versions pyproject.toml allows
+#   make test-slow     the tests marked slow: nvcc builds of real lessons, waits, Chromium
+#   make test-all      every test in one run
+#   make test-lowest   every test on the lowest versions pyproject.toml allows
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
@@ -15,7 +17,7 @@ LOWEST_VENV := .venv-lowest
 # A version (3.10) or an interpreter: uv finds it, or fetches it where it may.
 LOWEST_PYTHON ?= $(PYTHON)
 
-.PHONY: verify test test-lowest clean
+.PHONY: verify test test-slow test-all test-lowest clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +35,13 @@ verify: $(STAMP)
 	@echo "coursectl is installed in $(VENV)/bin: '. $(VENV)/bin/activate' puts it on your PATH"
 
 test: $(STAMP)
+	$(VENV)/bin/python -m pytest -q $(PYTEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
+	@echo "the tests marked slow were left out: make test-slow runs them, make test-all runs everything"
+
+test-slow: $(STAMP)
+	$(VENV)/bin/python -m pytest -q $(PYTEST_WORKERS) -m slow $(PYTEST_ARGS)
+
+test-all: $(STAMP)
 	$(VENV)/bin/python -m pytest -q $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # Every direct dependency at its lower bound (uv's lowest-direct), the build

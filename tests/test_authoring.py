@@ -377,9 +377,10 @@ def test_new_writes_nothing_when_its_entry_would_not_hold(tmp_path, monkeypatch)
 
 # -- the manifest's warnings ----------------------------------------------------------------------
 def test_every_command_prints_the_manifests_warnings(tmp_path, monkeypatch):
-    (tmp_path / "hello.cu").write_text("int main() { return 0; }\n")
-    (tmp_path / "lessons.yaml").write_text(MINIMAL.replace("# the end", "  - id: day03-early\n    title: Early\n"
-                                                           "    source: hello.cu\n    output: [{line: hi}]\n# the end"))
+    (tmp_path / "hello.cpp").write_text("int main() { return 0; }\n")   # a host program: nvcc hands it on
+    text = MINIMAL.replace("source: hello.cu", "source: hello.cpp")
+    (tmp_path / "lessons.yaml").write_text(text.replace("# the end", "  - id: day03-early\n    title: Early\n"
+                                                        "    source: hello.cpp\n    output: [{line: hi}]\n# the end"))
     (tmp_path / "t.txt").write_text("hi\n")
     monkeypatch.chdir(tmp_path)
     warning = ("coursectl: warning: lessons.yaml:8: lesson 'day03-early': day: day 3 comes after day 5 (lesson "

@@ -447,6 +447,7 @@ def test_only_files_inside_the_course_are_local(tmp_path):
     assert local_files(listed, folder, root) == [folder / "a.cu", folder / "common" / "check.cuh"]
 
 
+@pytest.mark.slow
 def test_nvcc_runs_in_the_sources_folder_so_relative_include_paths_are_its(multi_course, own_cache, nvcc_version,
                                                                            monkeypatch, tmp_path):
     """-Icommon means lessons/ext/common wherever coursectl is started, as it does in the page's command."""
@@ -470,6 +471,7 @@ def test_nvcc_runs_in_the_sources_folder_so_relative_include_paths_are_its(multi
         f"sum of 5 numbers from {numbers} = 15\nbuilt with check.cuh version 1\n".encode())
 
 
+@pytest.mark.slow
 def test_editing_a_header_rebuilds_and_says_which_file_changed(multi_course, own_cache, nvcc_version):
     manifest = multi_course.load()
     lesson = manifest.lesson("day02-sum")

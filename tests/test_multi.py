@@ -11,6 +11,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import pytest
 
 import yaml
 
@@ -62,6 +63,7 @@ def test_every_relative_link_of_the_rendered_pages_resolves(multi_course):
     assert ("README.md", "lessons/saxpy/README.md") in checked
 
 
+@pytest.mark.slow
 def test_the_build_and_run_commands_work_where_the_page_says_to_type_them(multi_course, tmp_path):
     pages = rendered(multi_course)
     for name, program in (("lessons/saxpy/README.md", "saxpy"), ("lessons/ext/README.md", "sum")):
@@ -111,6 +113,7 @@ def test_the_compiler_explorer_link_carries_every_local_file_the_source_includes
                                           "options": "-std=c++17 -O3 -Icommon -arch=sm_90"}
 
 
+@pytest.mark.slow
 def test_the_headers_a_page_finds_are_those_nvcc_reads(multi_course, nvcc_version):
     """render scans the #include lines (it builds nothing); the build takes nvcc's list: the two agree."""
     manifest = multi_course.load()
@@ -155,6 +158,7 @@ def edit_check(course) -> None:
     check.write_text(check.read_text() + "// edited\n")
 
 
+@pytest.mark.slow
 def test_record_keeps_the_digest_of_every_local_file_the_build_read(multi_course, fake_gpu, monkeypatch):
     meta = record_multi(multi_course, monkeypatch)
     source = multi_course.root / "lessons/ext/sum.cu"
@@ -165,6 +169,7 @@ def test_record_keeps_the_digest_of_every_local_file_the_build_read(multi_course
     assert transcript == "sum of 5 numbers from data/numbers.txt = 15\nbuilt with check.cuh version 1\n"
 
 
+@pytest.mark.slow
 def test_verify_offline_names_the_header_that_changed_since_the_evidence(multi_course, fake_gpu, monkeypatch):
     meta = record_multi(multi_course, monkeypatch)
     edit_check(multi_course)
@@ -176,6 +181,7 @@ def test_verify_offline_names_the_header_that_changed_since_the_evidence(multi_c
         for lesson in ("day01-saxpy", "day02-sum")]
 
 
+@pytest.mark.slow
 def test_evidence_recorded_before_per_file_digests_is_judged_by_its_source_alone(multi_course, fake_gpu,
                                                                                 monkeypatch):
     record_multi(multi_course, monkeypatch)
@@ -218,6 +224,7 @@ def test_a_program_the_course_must_not_edit_keeps_every_byte(multi_course, monke
     assert (result.exit_code, result.stdout) == (0, "every page is up to date\n")
 
 
+@pytest.mark.slow
 def test_a_sanitizer_pass_of_the_fixture_that_times_out_is_timeout(multi_course, fake_sanitizer, monkeypatch):
     multi_course.manifest.write_text(multi_course.manifest.read_text().replace(
         "sanitizers: {}", "sanitizers: {racecheck: {timeout: 0.5}}"))
@@ -231,6 +238,7 @@ def test_a_sanitizer_pass_of_the_fixture_that_times_out_is_timeout(multi_course,
                         r"with its process group", reason), reason
 
 
+@pytest.mark.slow
 def test_editing_a_header_rebuilds_and_verify_names_it_as_a_provenance_change(multi_course, fake_gpu, monkeypatch):
     """The issue's first complaint: after a header edit, build said "cached" and verify ran the old binary."""
     record_multi(multi_course, monkeypatch)
@@ -257,6 +265,7 @@ def meta_sources(course, lesson: str = "day02-sum") -> dict:
     return json.loads((course.evidence(lesson) / "meta.json").read_text())["sources"]
 
 
+@pytest.mark.slow
 def test_an_unchanged_course_has_no_provenance_change(multi_course, fake_gpu, monkeypatch):
     record_multi(multi_course, monkeypatch)
     result = coursectl("verify", "--all", "--json", "report.json")

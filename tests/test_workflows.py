@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -95,10 +96,11 @@ def test_cpu_workflow_runs_the_readme_commands():
     steps = load("cpu.yml")["jobs"]["test"]["steps"]
     runs = [step.get("run", "") for step in steps]
     assert "make test PYTEST_ARGS=--junitxml=pytest.xml" in runs
+    assert "make test-slow PYTEST_ARGS=--junitxml=pytest-slow.xml" in runs   # what make test leaves out
     assert any("verify --all --offline --strict --junit offline.xml" in r for r in runs)
     assert any("render --check" in r for r in runs)
     published = [s["with"]["report_paths"] for s in steps if s.get("uses", "").startswith(REPORT_ACTION)]
-    assert published == ["pytest.xml", "offline.xml"]
+    assert published == ["pytest*.xml", "offline.xml"]
 
 
 def test_cpu_workflow_tests_the_lowest_versions():
@@ -116,3 +118,12 @@ def test_the_gpu_workflow_and_the_merge_are_strict():
     runs = [step.get("run", "") for job in jobs.values() for step in job["steps"]]
     assert any("coursectl verify --all --strict --shard" in r for r in runs)
     assert any("coursectl report merge" in r and "--strict" in r for r in runs)
+
+
+def test_ci_runs_the_quick_tests_then_the_slow_ones_and_make_splits_them_by_the_marker():
+    """make test and make test-slow between them run every test: one takes `not slow`, the other `slow`."""
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert ci.index("make test") < ci.index("make test-slow")
+    recipes = dict(re.findall(r"^([a-z-]+): \$\(STAMP\)\n\t([^\n]+)", (ROOT / "Makefile").read_text(), re.MULTILINE))
+    assert '-m "not slow"' in recipes["test"] and "-m slow" in recipes["test-slow"]
+    assert "slow" not in recipes["test-all"]
