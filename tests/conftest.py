@@ -8,8 +8,10 @@ compute-sanitizer by the scripts in tests/data/fakes/, the lessons by the host
 programs in tests/data/standins/ (nvcc builds them for real, as C++, and the CPU
 runs them), printing transcripts recorded on an H200 (tests/data/seeds/).
 
-The suite runs on every core (`make test`: pytest-xdist, `-n auto`), each
-worker with its own session cache and GPU locks. Its nvcc is a compile memo
+The suite runs on every core (pytest-xdist, `-n auto`), each worker with its
+own session cache and GPU locks: `make test` leaves out the tests marked slow
+(real lessons built with nvcc, waits, Chromium), `make test-slow` runs them,
+`make test-all` runs every test. Its nvcc is a compile memo
 kept for the run (tests/nvcc_memo.py, first on PATH from the session's start):
 a compile it has seen, of the same files and flags in another folder, is
 replayed instead of run again, by every worker, coursectl and the background
