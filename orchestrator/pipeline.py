@@ -26,7 +26,7 @@ from .evidence import recover_evidence
 from .judging import compare_build_evidence, judge_evidence, judge_run, judge_runs, judge_source
 from .manifest import Lesson, Manifest
 from .render import stale_source_header
-from .process import CommandResult, kill_all, resume, run_command
+from .process import CommandResult, interrupts_held, kill_all, resume, run_command
 from .results import Emit, Event, LessonResult, Options, Status, quiet, settle, stopped
 from .sharing import Claim, GpuShare
 from .toolchain import Toolchain, select_gpus
@@ -250,11 +250,12 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
     shared = SharedBuilds(pool, nvcc, toolchain.nvcc_version, runner)
     results: dict[str, LessonResult] = {}
     try:
-        for lesson in lessons:
-            emit(Event(lesson=lesson.id, stage="building"))
-            for arch, variant in builds_needed(manifest, lesson, archs, options):
-                future = shared.submit(manifest, lesson, arch, variant)
-                future.add_done_callback(lambda f, lesson=lesson, key=f"{arch}/{variant}": built(lesson, key, f))
+        with interrupts_held():   # every worker thread the pool starts is one that a stop waits for
+            for lesson in lessons:
+                emit(Event(lesson=lesson.id, stage="building"))
+                for arch, variant in builds_needed(manifest, lesson, archs, options):
+                    future = shared.submit(manifest, lesson, arch, variant)
+                    future.add_done_callback(lambda f, lesson=lesson, key=f"{arch}/{variant}": built(lesson, key, f))
         for lesson in lessons:
             next(_completed([turns[lesson.id]]))
             results[lesson.id] = _joined(lesson.id, turns[lesson.id])
@@ -313,7 +314,8 @@ def build_many(manifest: Manifest, jobs: list[tuple[Lesson, str]], toolchain: To
     shared = SharedBuilds(pool, nvcc, toolchain.nvcc_version, runner)
     done: dict[Future, BuildResult | CoursectlError] = {}
     try:
-        futures = {shared.submit(manifest, lesson, arch): (lesson, arch) for lesson, arch in jobs}
+        with interrupts_held():   # see on_gpus
+            futures = {shared.submit(manifest, lesson, arch): (lesson, arch) for lesson, arch in jobs}
         for future in _completed(futures):
             lesson, _ = futures[future]
             try:

@@ -7,6 +7,7 @@ bounded so a flooding program cannot exhaust memory.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import shlex
@@ -15,7 +16,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 from pydantic import BaseModel
 
@@ -258,6 +259,33 @@ def kill_all() -> None:
         live = list(_LIVE)
     for proc in live:
         _kill_group(proc)
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM back while the block runs, then deliver them.
+
+    For the main thread handing builds to a thread pool: an interrupt raised
+    while the pool starts a worker thread leaves that thread out of the pool's
+    count, so a stop would not wait for its build (which would go on after
+    coursectl said it had stopped). The block is short; a signal that comes
+    meanwhile is raised again as it ends, to whatever handler was there.
+    Outside the main thread (where handlers cannot be set) it holds nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+    for sig in dict.fromkeys(held):
+        signal.raise_signal(sig)
 
 
 def resume() -> None:

@@ -473,6 +473,31 @@ def test_an_interrupt_as_nvcc_starts_still_stops_it(course, fake_gpu, monkeypatc
 
 
 @pytest.mark.slow
+def test_an_interrupt_while_a_build_is_handed_to_a_thread_still_waits_for_that_build(course, fake_gpu, monkeypatch,
+                                                                                   tmp_path, real_nvcc):
+    """Ctrl-C landing inside the pool's start of a worker thread: the stop waits for that thread's build too."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("COURSECTL_CACHE", str(cache))
+    course(["day16-tiled-matmul"], cuda=True)   # a build that lasts: nvcc's CUDA path
+    start = threading.Thread.start
+    workers = []
+
+    def start_then_interrupt(thread):
+        start(thread)
+        if thread.name.startswith("ThreadPoolExecutor") and not workers:
+            workers.append(thread)
+            os.kill(os.getpid(), signal.SIGINT)   # before the pool has counted the thread it started
+            time.sleep(0.2)
+
+    monkeypatch.setattr(threading.Thread, "start", start_then_interrupt)
+    result = coursectl("verify", "--all")
+    assert (result.exit_code, result.stderr) == (130, INTERRUPTED)
+    [worker] = workers
+    assert not worker.is_alive(), "verify returned while a build thread still ran"
+    assert files_under(cache) == []
+
+
+@pytest.mark.slow
 def test_sigterm_during_coursectl_build_stops_nvcc(course, fake_gpu, monkeypatch, tmp_path, spawned, real_nvcc):
     cache = tmp_path / "cache"
     monkeypatch.setenv("COURSECTL_CACHE", str(cache))

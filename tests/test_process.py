@@ -16,7 +16,7 @@ import pytest
 
 from conftest import SEEDS, is_gone
 from orchestrator.process import (CHILD_GRACE, DEFAULT_OUTPUT_LIMIT, LEFT_A_CHILD, LINE_LIMIT, CommandResult,
-                                  clip_line, run_command, tail_lines)
+                                  clip_line, interrupts_held, run_command, tail_lines)
 
 GPU_LINE = b"GPU: NVIDIA H200 (compute capability 9.0)\n"
 CUDA_ERROR = (b"CUDA error at shared_memory.cu:142: cudaMalloc(&d_in, bytes): "
@@ -340,3 +340,44 @@ def test_without_a_pidfd_the_wait_is_popens_and_a_timeout_still_kills(standin, m
     result = run_command([standin["hang"], pid_file], timeout=0.5)
     assert (result.timed_out, result.returncode, result.stdout) == (True, None, HANG_OUTPUT)
     assert is_gone(int(pid_file.read_text()))
+
+
+def test_a_ctrl_c_while_interrupts_are_held_is_raised_once_the_block_ends():
+    handler = signal.getsignal(signal.SIGINT)
+    steps = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)   # the handler runs here, and only holds the signal
+            steps.append("the block went on")
+    assert steps == ["the block went on"]
+    assert signal.getsignal(signal.SIGINT) is handler
+
+
+def test_a_sigterm_held_goes_to_the_handler_that_was_there_and_a_quiet_block_raises_nothing():
+    seen = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))
+    try:
+        with interrupts_held():
+            pass
+        assert seen == []
+        with interrupts_held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            assert seen == []
+        assert seen == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_interrupts_held_outside_the_main_thread_holds_nothing_and_sets_no_handler():
+    found = []
+
+    def other():
+        with interrupts_held():
+            found.append(signal.getsignal(signal.SIGINT))
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    thread.join()
+    assert found == [signal.getsignal(signal.SIGINT)]
