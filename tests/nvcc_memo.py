@@ -97,9 +97,8 @@ def write_wrapper(path: Path, real_nvcc: str, memo_dir: Path, python: str = sys.
         "COURSECTL_TEST_NVCC_MEMO=0 runs the real one.\n"
         f"real={q(real_nvcc)}\n"
         'if [ "${COURSECTL_TEST_NVCC_MEMO:-1}" = 0 ]; then exec "$real" "$@"; fi\n'
-        'for arg in "$@"; do case $arg in --version|-V) exec "$real" "$@";; esac; done\n'
         # Only a .cu compile can be memoized: anything else (the stand-ins' .cpp) skips Python.
-        'for arg in "$@"; do case $arg in *.cu) memo=1;; esac; done\n'
+        'for arg in "$@"; do case $arg in --version|-V) exec "$real" "$@";; *.cu) memo=1;; esac; done\n'
         '[ -n "${memo:-}" ] || exec "$real" "$@"\n'
         f'exec {q(python)} -I -S {q(str(Path(__file__).resolve()))} {q(str(memo_dir))} "$real" "$@"\n')
     path.chmod(0o755)

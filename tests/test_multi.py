@@ -11,8 +11,8 @@ import re
 import shlex
 import shutil
 import subprocess
-import pytest
 
+import pytest
 import yaml
 
 from conftest import after, coursectl, lines, statuses
