@@ -101,6 +101,9 @@ QuietOpt = typer.Option(False, "--quiet", "-q", help="Only the summary and the t
 SanitizerJobsOpt = typer.Option(None, "--sanitizer-jobs", min=1, metavar="N",
                                 help="Sanitizer passes at once on each GPU (default: 6, and the CPU cores in "
                                      "all; fewer where the GPU's free memory holds fewer).")
+StartGapOpt = typer.Option(None, "--start-gap", min=0.0, metavar="SECONDS",
+                           help="Start timed runs on different GPUs at least this far apart, as CUDA programs "
+                                "start one at a time on a host (default: 0.3; 0: together).")
 VerboseOpt = typer.Option(0, "--verbose", "-v", count=True, show_default=False,
                           help="-v: also every stage and each lesson's claims; -vv: also every field and command.")
 DriftOpt = typer.Option(None, "--report", metavar="FILE.md",
@@ -355,7 +358,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
            rerun_sanitizers: bool = typer.Option(False, "--rerun-sanitizers",
                                                  help="Run every compute-sanitizer pass, also those whose result "
                                                       "the sanitizer cache holds."),
-           sanitizer_jobs: Optional[int] = SanitizerJobsOpt,
+           sanitizer_jobs: Optional[int] = SanitizerJobsOpt, start_gap: Optional[float] = StartGapOpt,
            json_path: Optional[Path] = JsonOpt, junit_path: Optional[Path] = JunitOpt,
            drift_path: Optional[Path] = DriftOpt,
            quiet: bool = QuietOpt, verbose: int = VerboseOpt, manifest_path: Path = ManifestOpt) -> None:
@@ -373,7 +376,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
     tc = _discover()
     options = Options(jobs=_jobs(jobs), arch=arch, gpus=gpus, sanitize=not no_sanitize and not offline,
                       repeat=repeat, exitfirst=exitfirst, rerun_sanitizers=rerun_sanitizers,
-                      sanitizer_jobs=sanitizer_jobs)
+                      sanitizer_jobs=sanitizer_jobs, start_gap=start_gap)
     title = "verify --offline" if offline else "verify"
     if offline:
         if any(manifest.sanitizers(l) for l in lessons):
@@ -402,7 +405,7 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
                                       help="Run each lesson N times; store the run closest to the medians."),
            dry_run: bool = typer.Option(False, "--dry-run", help="Run, judge and show what would be written "
                                         "and what moved; write nothing."),
-           sanitizer_jobs: Optional[int] = SanitizerJobsOpt,
+           sanitizer_jobs: Optional[int] = SanitizerJobsOpt, start_gap: Optional[float] = StartGapOpt,
            json_path: Optional[Path] = JsonOpt, drift_path: Optional[Path] = DriftOpt,
            quiet: bool = QuietOpt, verbose: int = VerboseOpt,
            manifest_path: Path = ManifestOpt) -> None:
@@ -416,7 +419,7 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
     tc.require_nvcc()
     tc.require_gpu()
     options = Options(jobs=_jobs(jobs), gpus=gpus, sanitize=not no_sanitize, repeat=repeat, dry_run=dry_run,
-                      sanitizer_jobs=sanitizer_jobs)
+                      sanitizer_jobs=sanitizer_jobs, start_gap=start_gap)
     if options.sanitize and any(manifest.sanitizers(l) for l in lessons):
         tc.require_sanitizer()
     title = "record --dry-run" if dry_run else "record"

@@ -169,7 +169,8 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
     nvcc = toolchain.require_nvcc()
     gpus = select_gpus(toolchain, options.gpus)
     archs = [options.arch] if options.arch else sorted({g.arch for g in gpus})
-    share = GpuShare(gpus, per_gpu=options.sanitizer_jobs, coming=[lesson.id for lesson in lessons])
+    share = GpuShare(gpus, per_gpu=options.sanitizer_jobs, coming=[lesson.id for lesson in lessons],
+                     start_gap=options.start_gap)
     turns: dict[str, Future] = {lesson.id: Future() for lesson in lessons}
     builds: dict[str, dict[str, BuildResult]] = {lesson.id: {} for lesson in lessons}
     errors: dict[str, str] = {}

@@ -170,6 +170,7 @@ class Options(BaseModel):
     dry_run: bool = False                     # record: judge and show, write nothing
     rerun_sanitizers: bool = False            # run every pass even where the sanitizer cache holds its result
     sanitizer_jobs: int | None = None         # passes at once (default: see sharing.GpuShare)
+    start_gap: float | None = None            # seconds between timed runs' starts (default: sharing.START_GAP)
 
 
 class Event(BaseModel):

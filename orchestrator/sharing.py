@@ -6,6 +6,7 @@ import contextlib
 import itertools
 import os
 import threading
+import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
@@ -25,6 +26,19 @@ PASS_MEMORY_MIB = 4096
 # a handful, more at once only makes each slower. Fewer at once also leaves
 # passes waiting that another GPU, once its timed runs are done, can take.
 PASSES_PER_GPU = 6
+
+
+# Seconds between the starts of timed runs on different GPUs of a host. The
+# driver starts CUDA programs (cuInit and their context) one at a time, GPUs
+# or not: on two H200s of one host, a short program's start-up took 250 ms
+# alone and 444-570 ms beside another program starting on the other GPU. So
+# two lessons' runs started together on two GPUs each lose a start-up; started
+# apart, each starts while the other runs. Twelve lesson runs on each GPU took
+# 13.4 s started together, 12.8 s with starts at least 0.15 s apart and 11.3
+# to 11.5 s at least 0.3 s apart, against 9.3 to 9.9 s for each GPU alone
+# (bench/results/2026-11-30-nvidia-h200-x2-start-gap/). One GPU's runs never
+# wait: its previous run has ended.
+START_GAP = 0.3
 
 
 def pass_slots(free_mib: int | None, jobs: int) -> int:
@@ -73,8 +87,9 @@ class GpuShare:
     """
 
     def __init__(self, gpus: list[Gpu], jobs: int | None = None, free_memory=free_memory_mib,
-                 per_gpu: int | None = None, coming: Iterable[str] = ()):
+                 per_gpu: int | None = None, coming: Iterable[str] = (), start_gap: float | None = None):
         self.gpus = gpus
+        self.starts = StartGap(START_GAP if start_gap is None else start_gap)
         self.coming = set(coming)   # lessons that will ask for a GPU (being built), until they do
         self.jobs = jobs or max(os.cpu_count() or 1, per_gpu or 1)
         self.per_gpu = per_gpu or jobs or PASSES_PER_GPU
@@ -190,6 +205,42 @@ class GpuShare:
             if gpu.uuid not in self.slots:
                 self.slots[gpu.uuid] = pass_slots(self.free_memory(gpu), self.per_gpu)
             return self.slots[gpu.uuid]
+
+
+class StartGap:
+    """Timed runs' starts kept apart: each waits until the previous one has run `gap` seconds, or has ended.
+
+    See START_GAP. With one GPU no run waits, its previous run having ended
+    before it starts; nor does one whose GPUs have no other run going.
+    """
+
+    def __init__(self, gap: float, clock: Callable[[], float] = time.monotonic):
+        self.gap, self.clock = gap, clock
+        self.cond = threading.Condition()
+        self.last: _Start | None = None
+
+    @contextlib.contextmanager
+    def start(self) -> Iterator[None]:
+        """Around one program's run: it starts once the previous start is `gap` old or its program has ended."""
+        with self.cond:
+            while self.last is not None and self.last.running:
+                left = self.last.at + self.gap - self.clock()
+                if left <= 0:
+                    break
+                self.cond.wait(left)
+            mine = self.last = _Start(self.clock())
+        try:
+            yield
+        finally:
+            with self.cond:
+                mine.running = False
+                self.cond.notify_all()
+
+
+@dataclass
+class _Start:
+    at: float              # when it started (StartGap.clock)
+    running: bool = True
 
 
 @dataclass(eq=False)

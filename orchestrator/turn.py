@@ -81,9 +81,10 @@ class Turn:
             repeat = max(1, self.options.repeat)
             for index in range(repeat):
                 self._event("running", f"GPU {self.gpu.index}" + (f", run {index + 1}/{repeat}" if repeat > 1 else ""))
-                runs.append(self.runner([str(self.build.binary), *self.lesson.args],
-                                        timeout=self.manifest.timeout(self.lesson), env=self.env,
-                                        cwd=self.folder))
+                with self.share.starts.start():
+                    runs.append(self.runner([str(self.build.binary), *self.lesson.args],
+                                            timeout=self.manifest.timeout(self.lesson), env=self.env,
+                                            cwd=self.folder))
                 if runs[-1].timed_out or runs[-1].signal:
                     break
             self.environment = describe_environment(before, _state_of(self.gpu))

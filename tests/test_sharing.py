@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
+
+import pytest
 
 from conftest import GPU_UUID, SECOND_GPU_UUID, coursectl, overlap, sanitizer_runs, standin_runs
-
-from orchestrator.sharing import GpuShare
+from orchestrator.sharing import START_GAP, GpuShare, StartGap
 from orchestrator.toolchain import Gpu
 
 G0 = Gpu(index=0, name="NVIDIA H200", uuid=GPU_UUID, compute_capability="9.0")
@@ -224,3 +226,87 @@ def test_passes_per_gpu_default_to_a_handful_unless_sanitizer_jobs_says():
     from orchestrator.sharing import PASSES_PER_GPU
     assert GpuShare([G0], free_memory=lambda gpu: None)._slots(G0) == PASSES_PER_GPU
     assert GpuShare([G0], jobs=16, free_memory=lambda gpu: None)._slots(G0) == 16
+
+
+class Started:
+    """One program in a thread of its own, inside StartGap.start from when it starts until `leave` is set."""
+
+    def __init__(self, gap: StartGap):
+        self.started, self.leave = threading.Event(), threading.Event()
+        self.at = 0.0
+
+        def body():
+            with gap.start():
+                self.at = time.monotonic()
+                self.started.set()
+                self.leave.wait(10)
+
+        self.thread = threading.Thread(target=body, daemon=True)
+        self.thread.start()
+
+    def end(self) -> None:
+        self.leave.set()
+        self.thread.join(5)
+
+
+def test_a_start_waits_the_gap_while_the_previous_program_runs():
+    gap = StartGap(0.4)
+    first = Started(gap)
+    assert first.started.wait(5)
+    second = Started(gap)
+    assert second.started.wait(5)
+    assert second.at - first.at >= 0.4
+    first.end(), second.end()
+
+
+def test_a_start_waits_for_no_program_that_has_ended():
+    gap = StartGap(60.0)
+    first = Started(gap)
+    assert first.started.wait(5)
+    first.end()
+    second = Started(gap)
+    assert second.started.wait(5), "waited the gap after a program that had ended"
+    second.end()
+
+
+def test_a_program_that_ends_during_the_gap_lets_the_next_start_at_once():
+    gap = StartGap(60.0)
+    first = Started(gap)
+    assert first.started.wait(5)
+    second = Started(gap)
+    assert not second.started.wait(0.2)
+    first.end()
+    assert second.started.wait(5)
+    second.end()
+
+
+def test_a_gap_of_zero_starts_programs_together():
+    gap = StartGap(0.0)
+    first = Started(gap)
+    assert first.started.wait(5)
+    second = Started(gap)
+    assert second.started.wait(5), "waited with a gap of 0 while the first ran"
+    first.end(), second.end()
+
+
+@pytest.mark.slow   # waits on purpose: 12 runs of 1 s
+def test_timed_runs_on_two_gpus_start_the_gap_apart_and_together_with_start_gap_0(
+        course, two_gpus, prebuilt, monkeypatch, tmp_path):
+    course(["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul", "day71-matmul-fp16"])
+    monkeypatch.setenv("STANDIN_SLEEP", "1.0")
+
+    logs = iter(range(3))
+
+    def closest_starts(*options: str) -> float:
+        """Verify; how far apart the nearest starts of two runs on different GPUs at once were, in seconds."""
+        log = tmp_path / f"timed-{next(logs)}.log"
+        monkeypatch.setenv("STANDIN_LOG", str(log))
+        result = coursectl("verify", "--all", "-q", *options)
+        assert result.exit_code == 0, result.output
+        runs = standin_runs(log)
+        assert {run.visible for run in runs} == set(two_gpus)
+        return min(abs(a.start - b.start) for a in runs for b in runs if a.visible != b.visible and overlap(a, b))
+
+    assert closest_starts("--start-gap", "0.6") >= 0.5
+    assert closest_starts() >= START_GAP - 0.1
+    assert closest_starts("--start-gap", "0") < 0.1
