@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import errno
 import os
 import re
 import shutil
+import threading
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -141,50 +143,89 @@ def peak_fp32(compute_capability: str, sm_count: int | None, max_sm_clock_mhz: i
     return round(sm_count * lanes * 2 * max_sm_clock_mhz / 1000.0, 1)
 
 
+class NvmlSession:
+    """pynvml, started once for the process and shut down at its exit; its first error, raised again after.
+
+    Every nvmlInit asks the driver about each GPU: 25 ms on an H200, up to
+    130 ms while a CUDA program starts on another GPU of the host, and the
+    state of a lesson's GPU is read before and after its timed runs
+    (bench/results/2026-11-30-nvidia-h200-x2-start-gap/sweep-2/traces/).
+    """
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.module = None
+        self.error: Exception | None = None
+
+    def get(self):
+        with self.lock:
+            if self.error is not None:
+                raise self.error
+            if self.module is None:
+                try:
+                    import pynvml  # noqa: PLC0415 - optional: the nvml extra
+
+                    pynvml.nvmlInit()
+                except Exception as exc:
+                    self.error = exc
+                    raise
+                self.module = pynvml
+                atexit.register(self.close)
+            return self.module
+
+    def close(self) -> None:
+        with self.lock:
+            module, self.module = self.module, None
+        if module is not None:
+            try:
+                module.nvmlShutdown()
+            except Exception:  # noqa: BLE001, S110 - the process is ending
+                pass
+
+
+NVML = NvmlSession()
+
+
 def _gpus_from_nvml() -> tuple[list[Gpu], str | None, str | None]:
-    import pynvml  # noqa: PLC0415  (optional dependency)
+    pynvml = NVML.get()
 
     def text(value) -> str:
         return value.decode() if isinstance(value, bytes) else str(value)
 
-    pynvml.nvmlInit()
-    try:
-        gpus = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+    gpus = []
+    for index in range(pynvml.nvmlDeviceGetCount()):
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+        try:
+            clock = int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM))
+        except pynvml.NVMLError:
+            clock = None
+        gpu = Gpu(index=index, name=text(pynvml.nvmlDeviceGetName(handle)),
+                  uuid=text(pynvml.nvmlDeviceGetUUID(handle)),
+                  compute_capability=f"{major}.{minor}",
+                  pci_bus_id=text(pynvml.nvmlDeviceGetPciInfo(handle).busId),
+                  memory_mib=int(pynvml.nvmlDeviceGetMemoryInfo(handle).total) // (1024 * 1024),
+                  max_sm_clock_mhz=clock)
+        try:
+            bus_bits = int(pynvml.nvmlDeviceGetMemoryBusWidth(handle))
+            mem_mhz = int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM))
+            gpu.peak_gbps = round(2 * mem_mhz * 1e6 * bus_bits / 8 / 1e9, 1)
+        except (pynvml.NVMLError, AttributeError):
+            pass
+        try:
+            gpu.sm_count = int(pynvml.nvmlDeviceGetAttributes_v2(handle).multiprocessorCount)
+        except (pynvml.NVMLError, AttributeError):
+            lanes = FP32_LANES.get(gpu.compute_capability)
             try:
-                clock = int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM))
-            except pynvml.NVMLError:
-                clock = None
-            gpu = Gpu(index=index, name=text(pynvml.nvmlDeviceGetName(handle)),
-                      uuid=text(pynvml.nvmlDeviceGetUUID(handle)),
-                      compute_capability=f"{major}.{minor}",
-                      pci_bus_id=text(pynvml.nvmlDeviceGetPciInfo(handle).busId),
-                      memory_mib=int(pynvml.nvmlDeviceGetMemoryInfo(handle).total) // (1024 * 1024),
-                      max_sm_clock_mhz=clock)
-            try:
-                bus_bits = int(pynvml.nvmlDeviceGetMemoryBusWidth(handle))
-                mem_mhz = int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM))
-                gpu.peak_gbps = round(2 * mem_mhz * 1e6 * bus_bits / 8 / 1e9, 1)
+                cores = int(pynvml.nvmlDeviceGetNumGpuCores(handle))
+                gpu.sm_count = cores // lanes if lanes else None
             except (pynvml.NVMLError, AttributeError):
                 pass
-            try:
-                gpu.sm_count = int(pynvml.nvmlDeviceGetAttributes_v2(handle).multiprocessorCount)
-            except (pynvml.NVMLError, AttributeError):
-                lanes = FP32_LANES.get(gpu.compute_capability)
-                try:
-                    cores = int(pynvml.nvmlDeviceGetNumGpuCores(handle))
-                    gpu.sm_count = cores // lanes if lanes else None
-                except (pynvml.NVMLError, AttributeError):
-                    pass
-            gpu.peak_fp32_gflops = peak_fp32(gpu.compute_capability, gpu.sm_count, clock)
-            gpus.append(gpu)
-        driver = text(pynvml.nvmlSystemGetDriverVersion())
-        cuda = pynvml.nvmlSystemGetCudaDriverVersion()
-        return gpus, driver, f"{cuda // 1000}.{(cuda % 1000) // 10}"
-    finally:
-        pynvml.nvmlShutdown()
+        gpu.peak_fp32_gflops = peak_fp32(gpu.compute_capability, gpu.sm_count, clock)
+        gpus.append(gpu)
+    driver = text(pynvml.nvmlSystemGetDriverVersion())
+    cuda = pynvml.nvmlSystemGetCudaDriverVersion()
+    return gpus, driver, f"{cuda // 1000}.{(cuda % 1000) // 10}"
 
 
 def _int_or_none(text: str) -> int | None:
@@ -293,13 +334,8 @@ def _through_nvml(gpu: Gpu, read):
     if os.environ.get("COURSECTL_NO_NVML"):
         return None
     try:
-        import pynvml  # noqa: PLC0415 - optional: the nvml extra
-
-        pynvml.nvmlInit()
-        try:
-            return read(pynvml, pynvml.nvmlDeviceGetHandleByUUID(gpu.uuid))
-        finally:
-            pynvml.nvmlShutdown()
+        nvml = NVML.get()
+        return read(nvml, nvml.nvmlDeviceGetHandleByUUID(gpu.uuid))
     except Exception:  # noqa: BLE001 - any failure of NVML falls back to nvidia-smi
         return None
 
