@@ -16,17 +16,19 @@ G1 = Gpu(index=1, name="NVIDIA H200", uuid=SECOND_GPU_UUID, compute_capability="
 T4 = Gpu(index=1, name="Tesla T4", uuid="GPU-t4", compute_capability="7.5")
 
 
-class Pass:
-    """One pass in a thread of its own: `ran_on` once it has a place, held until `leave` is set."""
+class Inside:
+    """A thread inside the context manager `enter()` from when it gets in until `leave` is set.
 
-    def __init__(self, share: GpuShare, gpu: Gpu, priority: float = 0.0, ticket=None):
+    `value` is what the context manager gave, `at` when it got in (time.monotonic()).
+    """
+
+    def __init__(self, enter):
         self.started, self.leave = threading.Event(), threading.Event()
-        self.ran_on: Gpu | None = None
-        ticket = ticket or share.queue_passes(f"lesson-{id(self)}", gpu, {"memcheck": priority})["memcheck"]
+        self.value, self.at = None, 0.0
 
         def body():
-            with share.sanitizing(ticket, lambda message: None) as place:
-                self.ran_on = place
+            with enter() as value:
+                self.value, self.at = value, time.monotonic()
                 self.started.set()
                 self.leave.wait(10)
 
@@ -36,6 +38,18 @@ class Pass:
     def end(self) -> None:
         self.leave.set()
         self.thread.join(5)
+
+
+class Pass(Inside):
+    """One pass in a thread of its own: `ran_on` once it has a place, held until `leave` is set."""
+
+    def __init__(self, share: GpuShare, gpu: Gpu, priority: float = 0.0, ticket=None):
+        ticket = ticket or share.queue_passes(f"lesson-{id(self)}", gpu, {"memcheck": priority})["memcheck"]
+        super().__init__(lambda: share.sanitizing(ticket, lambda message: None))
+
+    @property
+    def ran_on(self) -> Gpu | None:
+        return self.value
 
 
 class Waiter:
@@ -228,65 +242,37 @@ def test_passes_per_gpu_default_to_a_handful_unless_sanitizer_jobs_says():
     assert GpuShare([G0], jobs=16, free_memory=lambda gpu: None)._slots(G0) == 16
 
 
-class Started:
-    """One program in a thread of its own, inside StartGap.start from when it starts until `leave` is set."""
-
-    def __init__(self, gap: StartGap):
-        self.started, self.leave = threading.Event(), threading.Event()
-        self.at = 0.0
-
-        def body():
-            with gap.start():
-                self.at = time.monotonic()
-                self.started.set()
-                self.leave.wait(10)
-
-        self.thread = threading.Thread(target=body, daemon=True)
-        self.thread.start()
-
-    def end(self) -> None:
-        self.leave.set()
-        self.thread.join(5)
-
-
 def test_a_start_waits_the_gap_while_the_previous_program_runs():
     gap = StartGap(0.4)
-    first = Started(gap)
+    first = Inside(gap.start)
     assert first.started.wait(5)
-    second = Started(gap)
+    second = Inside(gap.start)
     assert second.started.wait(5)
     assert second.at - first.at >= 0.4
     first.end(), second.end()
 
 
-def test_a_start_waits_for_no_program_that_has_ended():
-    gap = StartGap(60.0)
-    first = Started(gap)
+@pytest.mark.parametrize(("seconds", "first_ends"), [(60.0, True), (0.0, False)], ids=["previous-ended", "gap-0"])
+def test_a_start_goes_at_once_after_a_program_that_has_ended_or_with_a_gap_of_0(seconds, first_ends):
+    gap = StartGap(seconds)
+    first = Inside(gap.start)
     assert first.started.wait(5)
-    first.end()
-    second = Started(gap)
-    assert second.started.wait(5), "waited the gap after a program that had ended"
-    second.end()
+    if first_ends:
+        first.end()
+    second = Inside(gap.start)
+    assert second.started.wait(5), "waited the gap"
+    first.end(), second.end()
 
 
 def test_a_program_that_ends_during_the_gap_lets_the_next_start_at_once():
     gap = StartGap(60.0)
-    first = Started(gap)
+    first = Inside(gap.start)
     assert first.started.wait(5)
-    second = Started(gap)
+    second = Inside(gap.start)
     assert not second.started.wait(0.2)
     first.end()
     assert second.started.wait(5)
     second.end()
-
-
-def test_a_gap_of_zero_starts_programs_together():
-    gap = StartGap(0.0)
-    first = Started(gap)
-    assert first.started.wait(5)
-    second = Started(gap)
-    assert second.started.wait(5), "waited with a gap of 0 while the first ran"
-    first.end(), second.end()
 
 
 @pytest.mark.slow   # waits on purpose: 12 runs of 1 s
