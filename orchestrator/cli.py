@@ -101,7 +101,7 @@ QuietOpt = typer.Option(False, "--quiet", "-q", help="Only the summary and the t
 SanitizerJobsOpt = typer.Option(None, "--sanitizer-jobs", min=1, metavar="N",
                                 help="Sanitizer passes at once on each GPU (default: 6, and the CPU cores in "
                                      "all; fewer where the GPU's free memory holds fewer).")
-StartGapOpt = typer.Option(None, "--start-gap", min=0.0, metavar="SECONDS",
+StartGapOpt = typer.Option(None, "--start-gap", min=0.0, max=10.0, metavar="SECONDS",
                            help="Start timed runs on different GPUs at least this far apart, as CUDA programs "
                                 "start one at a time on a host (default: 0.3; 0: together).")
 VerboseOpt = typer.Option(0, "--verbose", "-v", count=True, show_default=False,

@@ -129,6 +129,15 @@ def test_unknown_lesson_is_a_usage_error(course, fake_gpu):
                              "hint: lessons: day13-shared-memory\n")
 
 
+@pytest.mark.parametrize("value", ["-1", "inf", "nan", "11", "soon"])
+def test_a_start_gap_that_is_no_number_of_seconds_from_0_to_10_is_a_usage_error(course, fake_gpu, value):
+    course(["day13-shared-memory"])
+    for command in ("verify", "record"):
+        result = coursectl(command, "--all", "--start-gap", value)
+        assert result.exit_code == 2
+        assert "Invalid value for '--start-gap'" in result.stderr
+
+
 # -- verify and record ---------------------------------------------------------------------
 def test_verify_without_evidence(course, fake_gpu, prebuilt):
     course(["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul"])
