@@ -62,7 +62,8 @@ class GpuShare:
     1.5 times as long (18.5 s against 12.6 s for 16), and letting passes use
     the other GPU meanwhile lowered the throughput of two GPUs from 1.65× to
     1.39× (bench/results/2026-11-30-nvidia-h200-x2-interference/ and -overlap/).
-    So a timed run has the host's GPUs to the timed runs alone.
+    So a timed run has the host's GPUs to the timed runs alone. Timed runs on
+    different GPUs start `start_gap` seconds apart (`starts`: see START_GAP).
 
     Passes start only while no lesson holds or waits for any GPU, and no
     lesson named in `coming` (those still building) has yet asked for one:
