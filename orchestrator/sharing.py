@@ -125,11 +125,12 @@ class GpuShare:
                 self.cond.notify_all()
 
     def close(self) -> None:
-        """Stop: lessons waiting for a GPU get none; passes waiting for one start (to be stopped at once)."""
+        """Stop: lessons waiting for a GPU get none; passes and timed runs waiting start (to be stopped at once)."""
         with self.cond:
             self.closed = True
             self.coming.clear()
             self.cond.notify_all()
+        self.starts.close()
 
     @contextlib.contextmanager
     def timed(self, gpu: Gpu, on_wait: Callable[[str], None]) -> Iterator[None]:
@@ -211,25 +212,26 @@ class GpuShare:
 class StartGap:
     """Timed runs' starts kept apart: each waits until the previous one has run `gap` seconds, or has ended.
 
-    See START_GAP. With one GPU no run waits, its previous run having ended
-    before it starts; nor does one whose GPUs have no other run going.
+    See START_GAP. A run never waits for one that has ended, so the runs of
+    one GPU, one after another, never wait. Once closed, nothing waits.
     """
 
-    def __init__(self, gap: float, clock: Callable[[], float] = time.monotonic):
-        self.gap, self.clock = gap, clock
+    def __init__(self, gap: float):
+        self.gap = gap
         self.cond = threading.Condition()
         self.last: _Start | None = None
+        self.closed = False
 
     @contextlib.contextmanager
     def start(self) -> Iterator[None]:
         """Around one program's run: it starts once the previous start is `gap` old or its program has ended."""
         with self.cond:
-            while self.last is not None and self.last.running:
-                left = self.last.at + self.gap - self.clock()
+            while self.last is not None and self.last.running and not self.closed:
+                left = self.last.at + self.gap - time.monotonic()
                 if left <= 0:
                     break
                 self.cond.wait(left)
-            mine = self.last = _Start(self.clock())
+            mine = self.last = _Start(time.monotonic())
         try:
             yield
         finally:
@@ -237,10 +239,16 @@ class StartGap:
                 mine.running = False
                 self.cond.notify_all()
 
+    def close(self) -> None:
+        """Stop: a run waiting goes now (to be stopped at once)."""
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+
 
 @dataclass
 class _Start:
-    at: float              # when it started (StartGap.clock)
+    at: float              # when it started (time.monotonic())
     running: bool = True
 
 

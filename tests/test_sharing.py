@@ -275,6 +275,17 @@ def test_a_program_that_ends_during_the_gap_lets_the_next_start_at_once():
     second.end()
 
 
+def test_closing_the_share_lets_a_start_waiting_for_the_gap_go_at_once():
+    share = GpuShare([G0, G1], free_memory=lambda gpu: None, start_gap=60.0)
+    first = Inside(share.starts.start)
+    assert first.started.wait(5)
+    second = Inside(share.starts.start)
+    assert not second.started.wait(0.2)
+    share.close()   # as on Ctrl-C: the program it starts is stopped at once
+    assert second.started.wait(5)
+    first.end(), second.end()
+
+
 @pytest.mark.slow   # waits on purpose: 12 runs of 1 s
 def test_timed_runs_on_two_gpus_start_the_gap_apart_and_together_with_start_gap_0(
         course, two_gpus, prebuilt, monkeypatch, tmp_path):
