@@ -28,7 +28,6 @@ Without a GPU (or nvcc, or compute-sanitizer) it says so in one line and exits 3
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import shlex
@@ -49,6 +48,7 @@ from orchestrator.evidence import list_gpus, load_evidence  # noqa: E402
 from orchestrator.manifest import load_manifest  # noqa: E402
 from orchestrator.toolchain import discover  # noqa: E402
 from orchestrator.transcript import flatten, parse_transcript  # noqa: E402
+from output import emit, now  # noqa: E402  (bench/output.py, beside this script)
 
 
 def plain_script(manifest, arch: str, nvcc: str, sanitizer: str, workdir: Path) -> str:
@@ -153,7 +153,7 @@ def main() -> int:
     gpu = gpus[0]
     result = {
         "format": FORMAT,
-        "date": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "date": now(),
         "machine": {"gpu": gpu.name, "compute_capability": gpu.compute_capability, "gpus": len(gpus),
                     "driver": tc.driver_version, "cuda": tc.cuda_version, "nvcc": tc.nvcc_version,
                     "compute_sanitizer": tc.sanitizer_version, "cpus": os.cpu_count()},
@@ -173,11 +173,7 @@ def main() -> int:
         "plain_steps": [{"lesson": l, "step": k, "seconds": round(float(e_) - float(s), 3)}
                         for _, l, k, s, e_ in steps],
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+    emit(result, args.out)
     return 0
 
 

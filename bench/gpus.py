@@ -28,7 +28,6 @@ It needs at least two GPUs; with fewer it says so in one line and exits 3.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import shutil
@@ -46,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator.shorthand import written_out  # noqa: E402
 from orchestrator.toolchain import discover  # noqa: E402
+from output import emit, now  # noqa: E402  (bench/output.py, beside this script)
 from timeline import summarise  # noqa: E402  (bench/timeline.py, beside this script)
 
 
@@ -106,15 +106,12 @@ def main() -> None:
         lessons = len(yaml.safe_load((course / "lessons.yaml").read_text())["lessons"])
         timelines = {name: summarise(json.loads((traces / f"{name}.json").read_text()))
                      for name in ("one-gpu", "every-gpu")}
-    result = {"format": 3, "date": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+    result = {"format": 3, "date": now(),
               "gpu": toolchain.gpus[0].name, "gpus": len(toolchain.gpus), "lessons": lessons,
               "sanitizer_passes": not args.no_sanitize,
               "t1": round(t1, 2), "tn": round(tn, 2), "speedup": round(t1 / tn, 3), "rounds": rounds,
               "timelines": timelines}
-    print(json.dumps(result, indent=2))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

@@ -21,8 +21,6 @@ output and pytest's exit status: a time is only worth keeping for a green suite.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import os
 import platform
 import resource
@@ -31,6 +29,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from output import emit, now  # bench/output.py, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 SELECTIONS = {"test": ["-m", "not slow"], "test-slow": ["-m", "slow"], "test-all": []}
@@ -86,15 +86,12 @@ def main() -> None:
         for selection in selections:
             runs.append(run(selection))
             print(f"{selection}: {runs[-1]['wall_s']} s ({runs[-1]['pytest']})", file=sys.stderr)
-    result = {"format": 1, "date": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+    result = {"format": 1, "date": now(),
               "commit": commit(), "cores": os.cpu_count(), "cpu": cpu_model(), "python": platform.python_version(),
               "bytecode_written": not os.environ.get("PYTHONDONTWRITEBYTECODE"),
               "runs": runs,
               "median": {s: statistics.median(r["wall_s"] for r in runs if r["selection"] == s) for s in selections}}
-    print(json.dumps(result, indent=2))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    emit(result, args.out)
 
 
 if __name__ == "__main__":
