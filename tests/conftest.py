@@ -488,6 +488,15 @@ def overlap(a, b) -> bool:
     return a.start < b.end and b.start < a.end
 
 
+def wait_for(condition, what: str, within: float = 30.0):
+    """What condition() returns once it is true; fails the test after `within` seconds of looking."""
+    deadline = time.monotonic() + within
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.01)
+    return found
+
+
 # -- the command line and what it prints -----------------------------------------------
 H = "\u2502"   # the column rule of a table row
 HH = "\u2503"  # the column rule of a table header

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (unverified, GPU_SLUG, GPU_UUID, ROOT, SEEDS, after, coursectl, edit, is_gone, lines, snapshot,
-                      standin_runs, statuses)
+                      standin_runs, statuses, wait_for)
 from orchestrator import evidence as evidence_module
 from orchestrator import files
 from orchestrator import report as report_module
@@ -85,14 +85,6 @@ def group_is_gone(pgid: int, within: float = 5.0) -> bool:
             return False
         time.sleep(0.05)
     return True
-
-
-def wait_for(condition, what: str, within: float = 30.0):
-    deadline = time.monotonic() + within
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.01)
-    return found
 
 
 def nvcc_child(parent: int) -> int | None:

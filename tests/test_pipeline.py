@@ -25,7 +25,7 @@ import pytest
 from rich.console import Console
 
 from conftest import (GPU_SLUG, GPU_UUID, SECOND_GPU_UUID, H, after, coursectl, edit, lines, overlap, sanitizer_runs,
-                      standin_runs, statuses, table, tally_line, unverified, write_course)
+                      standin_runs, statuses, table, tally_line, unverified, wait_for, write_course)
 from orchestrator import display
 from orchestrator.selection import shard_lessons
 from orchestrator.pipeline import verify
@@ -243,17 +243,12 @@ def test_passes_wait_for_every_lessons_timed_runs_even_one_still_building_then_r
         return len(re.findall(f" {word} ", log.read_text() if log.exists() else ""))
 
     def open_gate_once_all_started():
-        deadline = time.monotonic() + 30
-        while count("start", pass_log) < 3 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(lambda: count("start", pass_log) >= 3, "the three passes to start")
         gate.touch()
 
     def runner(argv, **kwargs):
         if "--resource-usage" in argv and argv[-1] == str(copy):
-            deadline = time.monotonic() + 30
-            while count("end", timed_log) < 3:
-                assert time.monotonic() < deadline, "the three built lessons never ran"
-                time.sleep(0.02)
+            wait_for(lambda: count("end", timed_log) >= 3, "the three built lessons to run")
             time.sleep(0.5)   # time enough for a pass to start, were it allowed to
             seen_while_building.append(pass_log.read_text() if pass_log.exists() else "")
             shutil.copy(prebuilt["day13-shared-memory"], argv[argv.index("-o") + 1])
