@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import GPU_SLUG, ROOT, SANITIZER_DATA, coursectl, edit, lines, unverified
+from conftest import GPU_SLUG, ROOT, coursectl, edit, lines, unverified
 from orchestrator.annotations import SUMMARY_LIMIT, command, step_summary, workflow_commands
 from orchestrator.claims import ClaimResult
 from orchestrator.comparison import FieldResult, FieldStatus

@@ -713,7 +713,7 @@ def test_record_without_sanitizers_keeps_the_recorded_reports(course, fake_sanit
     changed = coursectl("record", "--all", "--no-sanitize", "-q")
     assert changed.exit_code == 0
     assert json.loads((evidence / "meta.json").read_text())["stale_passes"] == ["memcheck", "racecheck"]
-    assert f"day14-syncthreads: note: racecheck: kept the report recorded" in changed.stdout
+    assert "day14-syncthreads: note: racecheck: kept the report recorded" in changed.stdout
     offline = coursectl("verify", "--all", "--offline", "--arch", "sm_90", "-q")
     assert (f"day14-syncthreads: note: {GPU_SLUG}: the recorded racecheck report is stale: the build changed after "
             f"it was recorded; record on that GPU with its sanitizer passes to refresh it") in lines(offline.stdout)
@@ -736,7 +736,7 @@ def test_x_stops_at_the_first_failure(course, fake_gpu, prebuilt):
     found = statuses(result.stdout)
     assert found["fail"] == "FAIL"
     assert "SKIPPED" in found.values()
-    assert (f"day16-tiled-matmul: not run: an earlier lesson failed, and --exitfirst stops at the first failure"
+    assert ("day16-tiled-matmul: not run: an earlier lesson failed, and --exitfirst stops at the first failure"
             in lines(result.stdout)) or found["day16-tiled-matmul"] != "SKIPPED"
 
 

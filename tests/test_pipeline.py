@@ -9,7 +9,6 @@ the tests can see which GPU ran what, and when.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -22,15 +21,13 @@ from pathlib import Path
 import time
 
 import pytest
-from rich.console import Console
 
 from conftest import (GPU_SLUG, GPU_UUID, SECOND_GPU_UUID, H, after, coursectl, edit, lines, overlap, sanitizer_runs,
                       standin_runs, statuses, table, tally_line, unverified, wait_for, write_course)
-from orchestrator import display
 from orchestrator.selection import shard_lessons
 from orchestrator.pipeline import verify
 from orchestrator.sharing import PASS_MEMORY_MIB, GpuShare, pass_slots
-from orchestrator.results import LessonResult, Options, Status, quiet
+from orchestrator.results import Options, Status, quiet
 from orchestrator.process import CommandResult, run_command
 from orchestrator.toolchain import Gpu, Toolchain, free_memory_mib
 
