@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, coursectl, lines
+from conftest import FIRST_LESSONS, ROOT, coursectl, first_lessons_only, lines
 from orchestrator.authoring import FORMATS, N, THREADS, sample_transcript
 
 DAY16 = "day16-tiled-matmul"
@@ -165,12 +165,15 @@ def test_check_usage_errors(in_repo, args, message):
 # -- new --------------------------------------------------------------------------------------
 @pytest.fixture
 def copy(tmp_path, monkeypatch) -> Path:
-    """The real course, copied: its lessons, manifest, templates, README and evidence."""
+    """The real course's first lessons, copied: their folders, entries and evidence, the templates and README."""
     root = tmp_path / "course"
-    for name in ("lessons", "templates", "evidence"):
-        shutil.copytree(ROOT / name, root / name)
-    for name in ("lessons.yaml", "README.md"):
-        shutil.copyfile(ROOT / name, root / name)
+    shutil.copytree(ROOT / "templates", root / "templates")
+    for lesson in FIRST_LESSONS:
+        shutil.copytree(ROOT / "lessons" / lesson, root / "lessons" / lesson)
+        shutil.copytree(ROOT / "evidence" / lesson, root / "evidence" / lesson)
+    (root / "lessons.yaml").write_text(first_lessons_only((ROOT / "lessons.yaml").read_text(encoding="utf-8")),
+                                       encoding="utf-8")
+    shutil.copyfile(ROOT / "README.md", root / "README.md")
     monkeypatch.chdir(root)
     return root
 
@@ -305,7 +308,7 @@ def test_new_refuses_an_existing_id_or_day_and_a_bad_id(copy):
         result = coursectl("new", *args, *([] if "--title" in args else ["--title", "T"]))
         assert (result.exit_code, result.stdout, result.stderr) == (2, "", message)
     assert (copy / "lessons.yaml").read_text() == before
-    assert sorted(p.name for p in (copy / "lessons").iterdir()) == sorted(p.name for p in (ROOT / "lessons").iterdir())
+    assert sorted(p.name for p in (copy / "lessons").iterdir()) == FIRST_LESSONS
 
 
 def test_new_refuses_a_folder_that_is_there(copy):

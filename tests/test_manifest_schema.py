@@ -116,7 +116,9 @@ def test_check_jsonschema_reads_lessons_yaml_and_refuses_a_trailing_newline(tmp_
                       encoding="utf-8")
     bad = subprocess.run([*command, str(broken)], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1
-    assert f"{broken}::$.lessons[2].id: 'day16-tiled-matmul\\n' does not match '^[a-z0-9][a-z0-9-]*$(?!\\\\n)'" \
+    at = [next(iter(lesson)) if "id" not in lesson else lesson["id"]
+          for lesson in yaml.safe_load(text)["lessons"]].index("day16-tiled-matmul")
+    assert f"{broken}::$.lessons[{at}].id: 'day16-tiled-matmul\\n' does not match '^[a-z0-9][a-z0-9-]*$(?!\\\\n)'" \
         in bad.stdout
     # The short form's id is a key: one of another shape, or a misspelt key, is no id.
     broken.write_text(text.replace("  - day16-tiled-matmul: ", '  - "day16-tiled-matmul\\n": ')
@@ -125,7 +127,7 @@ def test_check_jsonschema_reads_lessons_yaml_and_refuses_a_trailing_newline(tmp_
     bad = subprocess.run([*command, str(broken)], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1
     assert [line.strip() for line in bad.stdout.splitlines()[1:]] == [
-        f"{broken}::$.lessons[2]: 'day16-tiled-matmul\\n', 'timout' do not match any of the regexes: "
+        f"{broken}::$.lessons[{at}]: 'day16-tiled-matmul\\n', 'timout' do not match any of the regexes: "
         "'^(?=.*-)[a-z0-9][a-z0-9-]*$(?!\\\\n)'"]
 
 
