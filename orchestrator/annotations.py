@@ -4,8 +4,9 @@ Annotations are workflow commands printed on standard output
 (`::error file=F,line=N,title=T::message`): an error for each failed gate
 (at the claim in lessons.yaml), each unexpected sanitizer finding (at its
 line in the lesson's source) and each moved field (at its schema item in
-lessons.yaml); a warning for each failed prediction and each lesson without
-evidence. Values are escaped as the workflow-command rules require.
+lessons.yaml), and for any other failure its one-line reason at the
+lesson's entry in lessons.yaml; a warning for each failed prediction and
+each lesson without evidence. Values are escaped as the workflow-command rules require.
 
 The step summary is Markdown appended to $GITHUB_STEP_SUMMARY: the verdict
 table, each failure's moved fields and failed claims, links to the lesson
@@ -74,6 +75,7 @@ def workflow_commands(manifest: Manifest, results: list[LessonResult]) -> list[s
             continue
         index = indices[result.lesson]
         lesson = manifest.lessons[index]
+        start = len(out)
         claim_index = {claim.id: k for k, claim in enumerate(lesson.claims)}
         for claim in result.claims:
             if claim.held:
@@ -97,6 +99,11 @@ def workflow_commands(manifest: Manifest, results: list[LessonResult]) -> list[s
         if result.status is Status.NO_EVIDENCE:
             out.append(command("warning", result.unverified or "no evidence", manifest_file,
                                manifest.line_of("lessons", index, "id"), f"{result.lesson}: no evidence"))
+        if result.status.is_failure and not any(line.startswith("::error") for line in out[start:]):
+            # A failure with no line of its own (a build, a crash, evidence that cannot be trusted): its
+            # reason, at the lesson's entry.
+            out.append(command("error", why(result) or result.status.value, manifest_file,
+                               manifest.line_of("lessons", index, "id"), f"{result.lesson}: {result.status.value}"))
     return out
 
 

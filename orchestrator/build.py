@@ -51,6 +51,12 @@ class BuildResult(BaseModel):
     sources: dict[str, str] = {}  # every local file the compilation read, the source first: course path -> sha256
 
 
+def build_detail(build: BuildResult) -> str:
+    """What a progress line says of a build: which one, and cached or how long it took (`sm_90 -lineinfo, 2.1 s`)."""
+    which = " ".join([build.arch, *variant_flags(build.variant)])
+    return f"{which}, {'cached' if build.cached else f'{build.seconds:.1f} s'}"
+
+
 def cache_root(manifest: Manifest) -> Path:
     env = os.environ.get("COURSECTL_CACHE")
     return Path(env) if env else manifest.root / ".coursectl" / "cache"

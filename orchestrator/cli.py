@@ -202,7 +202,7 @@ def doctor(manifest_path: Path = ManifestOpt) -> None:
     table.add_row("compute-sanitizer", tc.describe("compute-sanitizer"))
     table.add_row("driver", tc.driver_version or "-")
     table.add_row("CUDA (driver)", tc.cuda_version or "-")
-    table.add_row("GPUs via", tc.gpu_source or "none: only `coursectl verify --offline` and render work here")
+    table.add_row("GPUs via", tc.gpu_source or "none: verify --offline, build, check, new, compare and render work here")
     for gpu in tc.gpus:
         table.add_row(f"GPU {gpu.index}", f"{gpu.name}, compute capability {gpu.compute_capability}, "
                                           f"{gpu.memory_mib} MiB, {gpu.pci_bus_id}, {gpu.uuid}")
@@ -385,7 +385,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
         workflow = verify_offline
     else:
         tc.require_nvcc()
-        tc.require_gpu()
+        tc.require_gpu(hint="on a machine without a GPU use --offline")
         if options.sanitize and any(manifest.sanitizers(l) for l in lessons):
             tc.require_sanitizer()
         workflow = verify_workflow

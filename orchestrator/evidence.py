@@ -6,12 +6,13 @@ import os
 import re
 import shutil
 import stat
+from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError, field_validator
 
 from .errors import EvidenceError
-from .files import atomic_write, sha256_bytes
+from .files import atomic_write, relative, sha256_bytes
 from .resources import BuildEvidence
 
 TRANSCRIPT = "transcript.txt"
@@ -63,6 +64,7 @@ class Evidence(BaseModel):
     meta: EvidenceMeta
     transcript: str
     directory: Path
+    root: Path | None = None   # the course's root, which errors name its files from
 
     def extra(self, name: str) -> str | None:
         """An extra file of this evidence (a sanitizer log or XML) as text; None if there is none.
@@ -77,7 +79,25 @@ class Evidence(BaseModel):
 
         Raises EvidenceError for anything but a plain file in the evidence folder.
         """
-        return read_evidence_file(self.directory / name) if is_plain_name(name) else None
+        if not is_plain_name(name):
+            return None
+        with named_from(self.root):
+            return read_evidence_file(self.directory / name)
+
+
+@contextmanager
+def named_from(course_root: Path | None):
+    """An EvidenceError raised inside names its file as the course does, from its root: a report
+    names no path of the machine that wrote it."""
+    try:
+        yield
+    except EvidenceError as exc:
+        if exc.path and course_root is not None:
+            try:
+                exc.path = Path(exc.path).relative_to(course_root).as_posix()
+            except ValueError:
+                exc.path = relative(Path(exc.path), course_root)
+        raise
 
 
 def is_plain_name(name: str) -> bool:
@@ -229,6 +249,11 @@ def load_evidence(course_root: Path, lesson_id: str, slug: str) -> Evidence | No
     metadata, a transcript whose hash is not the one recorded, a file that is
     not a plain file of the folder, or a set an interrupted record left aside.
     """
+    with named_from(course_root):
+        return _load_evidence(course_root, lesson_id, slug)
+
+
+def _load_evidence(course_root: Path, lesson_id: str, slug: str) -> Evidence | None:
     directory = evidence_dir(course_root, lesson_id, slug)
     aside = _aside(directory)
     if not directory.exists() and _is_left_aside(aside, lesson_id, slug):
@@ -257,7 +282,7 @@ def load_evidence(course_root: Path, lesson_id: str, slug: str) -> Evidence | No
         extra = read_evidence_file(path)
         if extra is None or sha256_bytes(extra) != digest:
             raise EvidenceError(f"{name} is missing or does not match its sha256 in meta.json", path=path)
-    return Evidence(meta=meta, transcript=data.decode("utf-8", errors="replace"), directory=directory)
+    return Evidence(meta=meta, transcript=data.decode("utf-8", errors="replace"), directory=directory, root=course_root)
 
 
 def recover_evidence(course_root: Path, lesson_id: str) -> list[str]:
@@ -279,10 +304,12 @@ def recover_evidence(course_root: Path, lesson_id: str) -> list[str]:
         directory = base / slug
         if directory.exists() or directory.is_symlink():
             shutil.rmtree(backup)
-            done.append(f"removed {backup}: the evidence {slug} had before an interrupted record")
+            done.append(f"removed {relative(backup, course_root)}: the evidence {slug} had before an interrupted "
+                        "record")
         else:
             os.rename(backup, directory)
-            done.append(f"put back {directory}: an interrupted record had left it aside in {backup.name}")
+            done.append(f"put back {relative(directory, course_root)}: an interrupted record had left it aside in "
+                        f"{backup.name}")
     return done
 
 
@@ -351,13 +378,14 @@ def build_evidence_path(course_root: Path, lesson_id: str, arch: str) -> Path:
 def load_build_evidence(course_root: Path, lesson_id: str, arch: str):
     """ptxas' recorded report for one lesson and architecture, or None."""
     path = build_evidence_path(course_root, lesson_id, arch)
-    data = read_evidence_file(path)
-    if data is None:
-        return None
-    try:
-        return BuildEvidence.model_validate_json(data)
-    except ValidationError as exc:
-        raise EvidenceError(f"corrupt build evidence: {_first_error(exc)}", path=path)
+    with named_from(course_root):
+        data = read_evidence_file(path)
+        if data is None:
+            return None
+        try:
+            return BuildEvidence.model_validate_json(data)
+        except ValidationError as exc:
+            raise EvidenceError(f"corrupt build evidence: {_first_error(exc)}", path=path)
 
 
 def write_build_evidence(course_root: Path, evidence: BuildEvidence) -> Path:

@@ -19,9 +19,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for_futures
 from typing import Callable, Iterator
 
-from .build import BuildResult, SharedBuilds
+from .build import BuildResult, SharedBuilds, build_detail
 from .drift import describe_drift
-from .errors import CoursectlError, Interrupted, describe_os_error
+from .errors import CoursectlError, EvidenceError, Interrupted, TranscriptError, describe_os_error
 from .evidence import recover_evidence
 from .judging import compare_build_evidence, judge_evidence, judge_run, judge_runs, judge_source
 from .manifest import Lesson, Manifest
@@ -127,6 +127,8 @@ def verify_offline(manifest: Manifest, lessons: list[Lesson], toolchain: Toolcha
         judge_source(manifest, lesson, out)
         try:
             stale = stale_source_header(manifest, lesson)
+        except (EvidenceError, TranscriptError):
+            stale = None   # evidence that cannot be read: judge_evidence says why, once
         except CoursectlError as exc:
             stale = str(exc)
         if stale:
@@ -189,8 +191,7 @@ def on_gpus(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opt
         try:
             build = future.result()
             builds[lesson.id][key] = build
-            emit(Event(lesson=lesson.id, stage="built", detail="cached" if build.cached else f"{build.seconds:.1f} s",
-                       build=build))
+            emit(Event(lesson=lesson.id, stage="built", detail=build_detail(build), build=build))
         except CoursectlError as exc:
             errors.setdefault(lesson.id, str(exc))
         except Exception as exc:  # noqa: BLE001 - reported as the lesson's failure
@@ -321,8 +322,7 @@ def build_many(manifest: Manifest, jobs: list[tuple[Lesson, str]], toolchain: To
             lesson, _ = futures[future]
             try:
                 done[future] = future.result()
-                emit(Event(lesson=lesson.id, stage="built", build=done[future],
-                           detail="cached" if done[future].cached else f"{done[future].seconds:.1f} s"))
+                emit(Event(lesson=lesson.id, stage="built", build=done[future], detail=build_detail(done[future])))
             except CoursectlError as exc:
                 done[future] = exc
                 emit(Event(lesson=lesson.id, stage="failed", detail=str(exc).splitlines()[0]))

@@ -46,6 +46,10 @@ def gpu_slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown-gpu"
 
 
+# What a command that needs a GPU says where there is none (verify says "use --offline").
+NO_GPU_HINT = ("without a GPU, `coursectl verify --offline` checks what needs none; build, check, new, compare and "
+               "render work too")
+
 class Toolchain(BaseModel):
     nvcc: str | None = None
     nvcc_version: str | None = None      # "13.0.88"
@@ -83,11 +87,10 @@ class Toolchain(BaseModel):
                                  hint="install the CUDA toolkit or set CUDA_HOME")
         return self.nvcc
 
-    def require_gpu(self) -> list[Gpu]:
+    def require_gpu(self, hint: str = NO_GPU_HINT) -> list[Gpu]:
         if not self.gpus:
             detail = "; ".join(self.notes) or "neither NVML nor nvidia-smi reported one"
-            raise ToolchainError(f"no NVIDIA GPU found ({detail})",
-                                 hint="on a machine without a GPU use --offline")
+            raise ToolchainError(f"no NVIDIA GPU found ({detail})", hint=hint)
         return self.gpus
 
     def require_sanitizer(self) -> str:

@@ -66,6 +66,23 @@ def test_each_failure_is_annotated_at_its_line(manifest):
     ]
 
 
+def test_a_failure_without_a_line_of_its_own_is_annotated_at_its_lesson_with_its_reason(manifest):
+    edited = ("evidence for nvidia-h200: evidence/day16-tiled-matmul/nvidia-h200/transcript.txt: transcript does not "
+              "match the sha256 in meta.json: it was edited after recording")
+    results = [
+        LessonResult(lesson="day13-shared-memory", status=Status.CRASH, gpu=GPU_SLUG,
+                     reasons=["killed by SIGSEGV\nits last lines: ..."]),
+        LessonResult(lesson="day16-tiled-matmul", status=Status.FAIL, reasons=[edited]),
+        LessonResult(lesson="day71-matmul-fp16", status=Status.PASS, gpu=GPU_SLUG),
+    ]
+    assert workflow_commands(manifest, results) == [
+        f"::error file=lessons.yaml,line={line_of('', '- day13-shared-memory:')},"
+        "title=day13-shared-memory%3A CRASH::killed by SIGSEGV",
+        f"::error file=lessons.yaml,line={line_of('', '- day16-tiled-matmul:')},"
+        f"title=day16-tiled-matmul%3A FAIL::{edited}",
+    ]
+
+
 def test_the_step_summary_has_the_verdicts_the_moved_fields_and_the_page_links(manifest, monkeypatch):
     for name, value in (("GITHUB_SERVER_URL", "https://github.com"), ("GITHUB_REPOSITORY", "o/course"),
                         ("GITHUB_SHA", "abc123")):

@@ -22,6 +22,7 @@ import pytest
 from conftest import (tally_line, unverified, GPU_SLUG, GPU_UUID, HH, SANITIZER_DATA, SEEDS, H, after, coursectl, edit, is_gone, lines,
                       real_lessons, seconds_masked, snapshot, statuses, table)
 from orchestrator import __version__
+from orchestrator.toolchain import NO_GPU_HINT
 
 
 def claim(lesson: str, claim_id: str) -> dict:
@@ -82,7 +83,7 @@ def test_doctor_without_compute_sanitizer_or_gpu_reports_and_exits_0(course, mon
         f" compute-sanitizer {H} NOT FOUND: verify and record need --no-sanitize",
         f" driver            {H} -",
         f" CUDA (driver)     {H} -",
-        f" GPUs via          {H} none: only `coursectl verify --offline` and render work here"]
+        f" GPUs via          {H} none: verify --offline, build, check, new, compare and render work here"]
 
 
 def test_doctor_without_nvcc_exits_3(course, monkeypatch, gpu_bin):
@@ -364,13 +365,19 @@ def test_manifest_error_stays_on_one_line_in_a_narrow_terminal(course, fake_gpu)
         "'exact', 'tolerance', 'device' or 'volatile'")
 
 
-def test_no_gpu_exits_3(course, monkeypatch, nvcc_bin):
+@pytest.mark.parametrize("args, hint", [
+    (["verify", "--all"], "on a machine without a GPU use --offline"),
+    (["run", "day13-shared-memory"], NO_GPU_HINT),
+    (["record", "--all"], NO_GPU_HINT),
+    (["sanitize", "day13-shared-memory"], NO_GPU_HINT),
+], ids=["verify", "run", "record", "sanitize"])
+def test_no_gpu_exits_3(course, monkeypatch, nvcc_bin, args, hint):
+    """Only verify has --offline; the others say what works without a GPU."""
     course(["day13-shared-memory"])
     monkeypatch.setenv("PATH", str(nvcc_bin))
-    result = coursectl("verify", "--all")
+    result = coursectl(*args)
     assert (result.exit_code, result.stdout) == (3, "")
-    assert result.stderr == ("coursectl: error: no NVIDIA GPU found (nvidia-smi not on PATH)\n"
-                             "hint: on a machine without a GPU use --offline\n")
+    assert result.stderr == f"coursectl: error: no NVIDIA GPU found (nvidia-smi not on PATH)\nhint: {hint}\n"
 
 
 # -- offline -----------------------------------------------------------------------------------
@@ -411,8 +418,10 @@ def test_verify_offline_fails_on_an_edited_evidence_transcript(course, monkeypat
     assert result.exit_code == 1
     assert statuses(result.stdout, "verify --offline") == {"day16-tiled-matmul": "FAIL"}
     [lesson] = json.loads(report.read_text())["results"]
-    assert lesson["reasons"] == [f"evidence for nvidia-h200: {transcript}: transcript does not match the "
+    named = transcript.relative_to(made.root).as_posix()   # as the course names it: no path of this machine
+    assert lesson["reasons"] == [f"evidence for nvidia-h200: {named}: transcript does not match the "
                                  "sha256 in meta.json: it was edited after recording"]
+    assert str(made.root) not in result.stdout
 
 
 # -- reports -----------------------------------------------------------------------------------

@@ -117,3 +117,20 @@ def test_a_stale_source_header_fails_offline_naming_the_fix(tmp_path):
     assert result.status is Status.FAIL
     assert (f"lessons/{DAY16}/tiled_matmul.cu: its Build/Run/Verified lines are not the ones render writes from "
             "lessons.yaml and the evidence; run `coursectl render`") in result.reasons
+
+
+@pytest.mark.slow
+def test_an_edited_transcript_of_a_lesson_with_a_source_header_is_one_reason_naming_it_from_the_course(tmp_path):
+    """The Build/Run/Verified check reads the evidence too; what is wrong with it is said once, by the evidence."""
+    course = tmp_path / "course"
+    for name in ("lessons", "templates", "evidence"):
+        shutil.copytree(ROOT / name, course / name)
+    for name in ("lessons.yaml", "README.md"):
+        shutil.copy(ROOT / name, course / name)
+    transcript = course / "evidence" / DAY16 / "nvidia-h200" / "transcript.txt"
+    transcript.write_text(transcript.read_text().replace("GPU: NVIDIA", "GPU: nvidia", 1))
+    manifest = load_manifest(course / "lessons.yaml")
+    [result] = verify_offline(manifest, [manifest.lesson(DAY16)], discover(), Options(jobs=2, arch="sm_90"))
+    assert result.status is Status.FAIL
+    assert result.reasons == [f"evidence for nvidia-h200: evidence/{DAY16}/nvidia-h200/transcript.txt: transcript "
+                              "does not match the sha256 in meta.json: it was edited after recording"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SANITIZER_DATA, SEEDS
+from conftest import SANITIZER_DATA, SEEDS, named
 from orchestrator import evidence as evidence_module
 from orchestrator.errors import EvidenceError
 from orchestrator.evidence import (
@@ -57,7 +57,7 @@ def test_round_trip(tmp_path):
     assert json.loads((directory / "meta.json").read_text()) == expected.model_dump(mode="json")
 
     loaded = load_evidence(tmp_path, LESSON, SLUG)
-    assert loaded == Evidence(meta=expected, transcript=TRANSCRIPT, directory=directory)
+    assert loaded == Evidence(meta=expected, transcript=TRANSCRIPT, directory=directory, root=tmp_path)
     assert loaded.extra("racecheck.log") == RACECHECK_LOG.decode()
     assert list_gpus(tmp_path, LESSON) == [SLUG]
 
@@ -88,9 +88,10 @@ def test_hand_edited_transcript_is_refused(tmp_path):
     transcript.write_text(TRANSCRIPT.replace("0.017", "0.016"))
     with pytest.raises(EvidenceError) as caught:
         load_evidence(tmp_path, LESSON, SLUG)
-    assert str(caught.value) == (f"{transcript}: transcript does not match the sha256 in meta.json: "
+    named = f"evidence/{LESSON}/{SLUG}/transcript.txt"   # from the course's root
+    assert str(caught.value) == (f"{named}: transcript does not match the sha256 in meta.json: "
                                  "it was edited after recording")
-    assert (caught.value.path, caught.value.line) == (str(transcript), None)
+    assert (caught.value.path, caught.value.line) == (named, None)
     assert caught.value.hint == "re-record it on the GPU it names with `coursectl record LESSON`"
 
 
@@ -99,7 +100,7 @@ def test_missing_transcript(tmp_path):
     (directory / "transcript.txt").unlink()
     with pytest.raises(EvidenceError) as caught:
         load_evidence(tmp_path, LESSON, SLUG)
-    assert str(caught.value) == f"{directory / 'transcript.txt'}: metadata without its transcript"
+    assert str(caught.value) == f"{named(directory / 'transcript.txt', tmp_path)}: metadata without its transcript"
 
 
 def test_edited_extra_file_is_refused(tmp_path):
@@ -107,7 +108,7 @@ def test_edited_extra_file_is_refused(tmp_path):
     (directory / "racecheck.log").write_bytes(RACECHECK_LOG + b"========= one more line\n")
     with pytest.raises(EvidenceError) as caught:
         load_evidence(tmp_path, LESSON, SLUG)
-    assert str(caught.value) == (f"{directory / 'racecheck.log'}: racecheck.log is missing or does not "
+    assert str(caught.value) == (f"{named(directory / 'racecheck.log', tmp_path)}: racecheck.log is missing or does not "
                                  "match its sha256 in meta.json")
 
 
@@ -118,7 +119,7 @@ def test_metadata_missing_a_field(tmp_path):
     (directory / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(EvidenceError) as caught:
         load_evidence(tmp_path, LESSON, SLUG)
-    assert str(caught.value) == f"{directory / 'meta.json'}: corrupt metadata: gpu_slug: Field required"
+    assert str(caught.value) == f"{named(directory / 'meta.json', tmp_path)}: corrupt metadata: gpu_slug: Field required"
 
 
 def test_metadata_with_a_wrong_type(tmp_path):
@@ -128,7 +129,7 @@ def test_metadata_with_a_wrong_type(tmp_path):
     (directory / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(EvidenceError) as caught:
         load_evidence(tmp_path, LESSON, SLUG)
-    assert str(caught.value) == (f"{directory / 'meta.json'}: corrupt metadata: wall_seconds: "
+    assert str(caught.value) == (f"{named(directory / 'meta.json', tmp_path)}: corrupt metadata: wall_seconds: "
                                  "Input should be a valid number, unable to parse string as a number")
 
 
@@ -137,7 +138,7 @@ def test_metadata_that_is_not_json_is_refused(tmp_path):
     (directory / "meta.json").write_text("{not json")
     with pytest.raises(EvidenceError) as caught:
         load_evidence(tmp_path, LESSON, SLUG)
-    assert caught.value.path == str(directory / "meta.json")
+    assert caught.value.path == named(directory / "meta.json", tmp_path)
     assert caught.value.message.startswith("corrupt metadata: ")
     assert "Invalid JSON: key must be a string at line 1 column 2" in caught.value.message
 
@@ -147,7 +148,7 @@ def test_metadata_that_is_not_json_reads_cleanly(tmp_path):
     (directory / "meta.json").write_text("{not json")
     with pytest.raises(EvidenceError) as caught:
         load_evidence(tmp_path, LESSON, SLUG)
-    assert str(caught.value) == (f"{directory / 'meta.json'}: corrupt metadata: "
+    assert str(caught.value) == (f"{named(directory / 'meta.json', tmp_path)}: corrupt metadata: "
                                  "Invalid JSON: key must be a string at line 1 column 2")
 
 
@@ -159,7 +160,7 @@ def test_metadata_for_another_lesson(tmp_path):
     os.rename(source, target)
     with pytest.raises(EvidenceError) as caught:
         load_evidence(tmp_path, LESSON, SLUG)
-    assert str(caught.value) == (f"{target / 'meta.json'}: meta.json says lesson 'day14-syncthreads' on "
+    assert str(caught.value) == (f"{named(target / 'meta.json', tmp_path)}: meta.json says lesson 'day14-syncthreads' on "
                                  f"'nvidia-h200' but lies in {LESSON}/{SLUG}")
 
 
@@ -169,7 +170,7 @@ def test_metadata_for_another_gpu(tmp_path):
     os.rename(base / "tesla-t4", base / SLUG)
     with pytest.raises(EvidenceError) as caught:
         load_evidence(tmp_path, LESSON, SLUG)
-    assert str(caught.value) == (f"{base / SLUG / 'meta.json'}: meta.json says lesson {LESSON!r} on "
+    assert str(caught.value) == (f"{named(base / SLUG / 'meta.json', tmp_path)}: meta.json says lesson {LESSON!r} on "
                                  f"'tesla-t4' but lies in {LESSON}/{SLUG}")
 
 
@@ -223,12 +224,12 @@ def test_interrupt_between_the_renames_is_recovered_by_record_alone(tmp_path, mo
     assert list_gpus(tmp_path, LESSON) == [SLUG]
     with pytest.raises(EvidenceError) as caught:
         load_evidence(tmp_path, LESSON, SLUG)
-    assert str(caught.value) == (f"{aside}: the evidence for {SLUG}, left aside by an interrupted record; "
+    assert str(caught.value) == (f"{named(aside, tmp_path)}: the evidence for {SLUG}, left aside by an interrupted record; "
                                  f"`coursectl record {LESSON}` puts it back")
     assert sorted(p.name for p in directory.parent.iterdir()) == [aside.name]
 
     assert recover_evidence(tmp_path, LESSON) == [
-        f"put back {directory}: an interrupted record had left it aside in .{SLUG}.old"]
+        f"put back {named(directory, tmp_path)}: an interrupted record had left it aside in .{SLUG}.old"]
     assert snapshot(directory) == before
     assert load_evidence(tmp_path, LESSON, SLUG).transcript == TRANSCRIPT
     assert recover_evidence(tmp_path, LESSON) == []
@@ -245,7 +246,7 @@ def test_recover_removes_the_old_set_once_the_new_one_is_in(tmp_path, monkeypatc
     assert load_evidence(tmp_path, LESSON, SLUG).transcript == "new transcript\n"
     assert list_gpus(tmp_path, LESSON) == [SLUG]
     assert recover_evidence(tmp_path, LESSON) == [
-        f"removed {aside}: the evidence {SLUG} had before an interrupted record"]
+        f"removed {named(aside, tmp_path)}: the evidence {SLUG} had before an interrupted record"]
     assert sorted(p.name for p in directory.parent.iterdir()) == [SLUG]
 
 
@@ -323,7 +324,7 @@ def test_extra_files_have_plain_names(tmp_path, name):
     (directory / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(EvidenceError) as caught:
         load_evidence(tmp_path, LESSON, SLUG)
-    assert str(caught.value) == (f"{directory / 'meta.json'}: corrupt metadata: files: {name!r} is not the plain "
+    assert str(caught.value) == (f"{named(directory / 'meta.json', tmp_path)}: corrupt metadata: files: {name!r} is not the plain "
                                  "name of a file in the evidence folder")
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (unverified, GPU_SLUG, GPU_UUID, ROOT, SEEDS, after, coursectl, edit, is_gone, lines, snapshot,
+from conftest import (named, unverified, GPU_SLUG, GPU_UUID, ROOT, SEEDS, after, coursectl, edit, is_gone, lines, snapshot,
                       standin_runs, statuses, wait_for)
 from orchestrator import evidence as evidence_module
 from orchestrator import files
@@ -323,13 +323,14 @@ def test_corrupt_evidence_is_said_in_one_reason_and_record_replaces_it(course, f
     assert (result.exit_code, result.stderr) == (1, "")
     assert statuses(result.stdout) == {"day16-tiled-matmul": "FAIL"}
     [lesson] = json.loads(report.read_text())["results"]
-    assert lesson["reasons"] == [f"evidence: {meta}: corrupt metadata: {message}"]
+    assert lesson["reasons"] == [f"evidence: {named(meta, made.root)}: corrupt metadata: {message}"]
 
     recorded = coursectl("record", "--all", "-q", "--json", report)
     assert (recorded.exit_code, recorded.stderr) == (0, "")
     [lesson] = json.loads(report.read_text())["results"]
     assert (lesson["status"], lesson["recorded"], lesson["notes"]) == (
-        "PASS", True, [f"previous evidence was unreadable and is replaced: {meta}: corrupt metadata: {message}"])
+        "PASS", True, [f"previous evidence was unreadable and is replaced: {named(meta, made.root)}: corrupt metadata: "
+                       f"{message}"])
     assert coursectl("verify", "--all", "-q").exit_code == 0
 
 
@@ -341,7 +342,7 @@ def test_a_long_reason_stays_on_one_line_in_a_narrow_terminal(course, fake_gpu, 
     meta.write_text("{not json")
     result = coursectl("verify", "--all", "-q", columns=80)
     assert after(result.stdout, "verify") == [
-        f"day16-tiled-matmul: evidence: {meta}: corrupt metadata: Invalid JSON: key must be a string at line 1 "
+        f"day16-tiled-matmul: evidence: {named(meta, made.root)}: corrupt metadata: Invalid JSON: key must be a string at line 1 "
         "column 2"]
 
 
@@ -368,10 +369,10 @@ def test_two_processes_take_turns_on_one_gpu(course, fake_gpu, prebuilt, monkeyp
     assert (first.returncode, first_err, second.returncode, second_err) == (0, "", 0, "")
 
     lesson = "day16-tiled-matmul"
-    assert progress(first_out) == [f"{lesson}: building", f"{lesson}: built (cached)", f"{lesson}: running (GPU 0)",
+    assert progress(first_out) == [f"{lesson}: building", f"{lesson}: built (sm_90, cached)", f"{lesson}: running (GPU 0)",
                                    f"{lesson}: comparing", f"{lesson}: done (NO_EVIDENCE)"]
     assert progress("".join(seen) + second_rest) == [
-        f"{lesson}: building", f"{lesson}: built (cached)",
+        f"{lesson}: building", f"{lesson}: built (sm_90, cached)",
         f"{lesson}: waiting (waiting for GPU {GPU_UUID}: held by coursectl pid {first.pid})",
         f"{lesson}: running (GPU 0)", f"{lesson}: comparing", f"{lesson}: done (NO_EVIDENCE)"]
     runs = standin_runs(log)
@@ -391,7 +392,7 @@ def test_a_signal_while_a_lesson_runs_stops_its_process_group(course, fake_gpu, 
     group, child = hang_group(pid_file)
     out, err = terminate(proc, signum)
     assert (proc.returncode, err) == (130, INTERRUPTED)
-    assert progress(out) == ["hang: building", "hang: built (cached)", "hang: running (GPU 0)"]
+    assert progress(out) == ["hang: building", "hang: built (sm_90, cached)", "hang: running (GPU 0)"]
     assert group_is_gone(group) and is_gone(child)
     [result] = json.loads(report.read_text())["results"]   # the report of what finished: nothing did
     assert (result["lesson"], result["status"], result["reasons"]) == ("hang", "SKIPPED",

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GPU_SLUG, GPU_UUID, ROOT, STANDINS, H, after, coursectl, edit, is_gone, lines, snapshot, statuses
+from conftest import (GPU_SLUG, GPU_UUID, ROOT, STANDINS, H, after, coursectl, edit, is_gone, lines, named, snapshot,
+                      statuses)
 
 DAY14_MEMCHECK = {"day14-syncthreads": {"memcheck": {}}}
 
@@ -67,7 +68,7 @@ def test_a_folder_in_place_of_an_evidence_file_fails_that_lesson_only(course, fa
     title = "verify --offline" if offline else "verify"
     assert statuses(result.stdout, title) == {"day14-syncthreads": "FAIL", "day16-tiled-matmul": "PASS"}
     [failed, passed] = json.loads(report.read_text())["results"]
-    assert failed["reasons"] == [reason.format(ev=evidence).replace(f"{GPU_SLUG}/../", "")]
+    assert failed["reasons"] == [reason.format(ev=named(evidence, made.root)).replace(f"{GPU_SLUG}/../", "")]
     assert passed["reasons"] == []
 
 
@@ -113,7 +114,9 @@ def test_evidence_naming_a_file_outside_its_folder_is_refused(course, fake_sanit
     outside = tmp_path / "secret.txt"
     outside.write_text("not evidence\n")
     assert made.evidence("day14-syncthreads").resolve().parents[3] == tmp_path.resolve()
-    reason = plant(made.evidence("day14-syncthreads"), outside)
+    evidence = made.evidence("day14-syncthreads")
+    # Named from the course's root; only a link's target outside the course keeps its whole path.
+    reason = plant(evidence, outside).replace(f"{evidence}/", f"{named(evidence, made.root)}/")
     report = tmp_path / "report.json"
     result = coursectl("verify", "--all", "--offline", "-q", "--json", report)
     assert (result.exit_code, result.stderr) == (1, "")
@@ -129,7 +132,7 @@ def left_aside(made) -> tuple[Path, str]:
     stray = directory.parent / ".evil.old"
     stray.mkdir()
     (stray / "meta.json").write_bytes((directory.parent / f".{GPU_SLUG}.old" / "meta.json").read_bytes())
-    reason = (f"{directory.parent}/.{GPU_SLUG}.old: the evidence for {GPU_SLUG}, left aside by an interrupted "
+    reason = (f"{named(directory.parent, made.root)}/.{GPU_SLUG}.old: the evidence for {GPU_SLUG}, left aside by an interrupted "
               "record; `coursectl record day16-tiled-matmul` puts it back")
     return directory, reason
 
@@ -167,7 +170,8 @@ def test_record_puts_back_a_set_left_aside_and_says_so(course, fake_gpu, prebuil
     result = coursectl("record", "--all", "-q", "--json", report)
     assert (result.exit_code, result.stderr) == (1, "")
     [lesson] = json.loads(report.read_text())["results"]
-    assert lesson["notes"] == [f"put back {directory}: an interrupted record had left it aside in .{GPU_SLUG}.old"]
+    assert lesson["notes"] == [f"put back {named(directory, made.root)}: an interrupted record had left it aside in "
+                               f".{GPU_SLUG}.old"]
     assert lesson["reasons"][0] == "not recorded: the previous evidence is untouched"
     assert snapshot(directory) == before
     assert sorted(p.name for p in directory.parent.iterdir()) == [".evil.old", "build", GPU_SLUG]

@@ -433,7 +433,7 @@ def test_v_shows_every_stage_and_the_claims(course, fake_gpu, prebuilt):
     out = lines(result.stdout)
     assert re.fullmatch(r"\[   \d\.\d s\] day13-shared-memory: building", out[0]), out[0]
     for lesson in ("day13-shared-memory", "day16-tiled-matmul"):
-        assert stages(result.stdout, lesson) == ["building", "built (cached)", "running (GPU 0)", "comparing",
+        assert stages(result.stdout, lesson) == ["building", "built (sm_90, cached)", "running (GPU 0)", "comparing",
                                                  "done (NO_EVIDENCE)"]
     # in the order they finish: one lesson's judging overlaps the next one's run
     assert sorted(f[:2] for f in finished(result.stdout)) == [("NO_EVIDENCE", "day13-shared-memory"),

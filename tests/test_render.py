@@ -741,8 +741,8 @@ def test_edited_evidence_is_refused(course):
     transcript.write_text(TRANSCRIPT.replace("400.0", "900.0"), encoding="utf-8")
     with pytest.raises(EvidenceError) as caught:
         render(course)
-    assert str(caught.value) == (f"{transcript}: transcript does not match the sha256 in meta.json: "
-                                 "it was edited after recording")
+    assert str(caught.value) == ("evidence/day01-scale/nvidia-h200/transcript.txt: transcript does not match "
+                                 "the sha256 in meta.json: it was edited after recording")
 
 
 # -- the pieces ----------------------------------------------------------------------------------
