@@ -97,7 +97,7 @@ JunitOpt = typer.Option(None, "--junit", metavar="FILE", help="Write a JUnit XML
 StrictOpt = typer.Option(False, "--strict", help="Count NO_EVIDENCE, UNSUPPORTED, SKIPPED and an empty "
                                                  "selection as failures (exit 1).")
 ExitFirstOpt = typer.Option(False, "--exitfirst", "-x", help="Stop at the first failing lesson; the rest are SKIPPED.")
-QuietOpt = typer.Option(False, "--quiet", "-q", help="Only the summary and the tally.")
+QuietOpt = typer.Option(False, "--quiet", "-q", help="Only the summary table, the reasons and notes under it, and the tally.")
 SanitizerJobsOpt = typer.Option(None, "--sanitizer-jobs", min=1, metavar="N",
                                 help="Sanitizer passes at once on each GPU (default: 6, and the CPU cores in "
                                      "all; fewer where the GPU's free memory holds fewer).")

@@ -102,8 +102,9 @@ def report_merge(reports: List[Path] = typer.Argument(..., metavar="REPORT", hel
                  junit_path: Optional[Path] = JunitOpt) -> None:
     """Merge the JSON reports of every shard of one verify run into one report.
 
-    Refuses (exit 1) when a shard of 1..N is missing or the reports come from
-    different manifests.
+    Refuses (exit 1) when a shard of 1..N is missing, a lesson on a GPU is in
+    two reports, or the reports come from different manifests; a file that is
+    no coursectl JSON report is a usage error (exit 2).
     """
     from .report import merge_reports, read_json
 

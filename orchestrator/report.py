@@ -272,7 +272,7 @@ def merge_reports(reports: list[VerifyReport], allow_partial: bool = False, stri
         for result in report.results:
             key = (result.lesson, result.gpu)
             if key in seen:
-                raise UsageError(f"lesson {result.lesson!r} on {result.gpu or 'no GPU'} appears in "
+                raise ReportError(f"lesson {result.lesson!r} on {result.gpu or 'no GPU'} appears in "
                                  f"reports {seen[key] + 1} and {index + 1}")
             seen[key] = index
             results.append(result)
