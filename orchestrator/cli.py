@@ -233,11 +233,16 @@ def doctor(manifest_path: Path = ManifestOpt) -> None:
 def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, keyword: Optional[str] = KeywordOpt,
           jobs: Optional[int] = JobsOpt, arch: Optional[str] = ArchOpt, manifest_path: Path = ManifestOpt,
           verbose: int = VerboseOpt) -> None:
-    """Build lessons with nvcc, in parallel, reusing cached binaries; a line per build as it finishes."""
+    """Build lessons with nvcc, in parallel, reusing cached binaries; a line per build as it finishes.
+
+    With -v, also each nvcc command and ptxas' report of every kernel, as claims read it:
+    `resources['saxpy']: registers 16, spill_stores 0, ...`.
+    """
     import shlex
 
     from .build import check_arch
     from .pipeline import build_many
+    from .resources import RESOURCE_FIELDS
 
     if arch is not None:
         check_arch(arch)
@@ -257,6 +262,9 @@ def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, key
             err_console.print(f"{event.lesson} ({result.arch}): {note}", markup=False, soft_wrap=True)
         if verbose:
             console.print(f"  $ {shlex.join(result.command)}", markup=False, soft_wrap=True)
+            for name, kernel in result.resources.items():   # what a claim over `resources` reads, as it reads it
+                console.print(f"  resources[{name!r}]: " + ", ".join(
+                    f"{key} {getattr(kernel, key)}" for key in RESOURCE_FIELDS), markup=False, soft_wrap=True)
         if result.diagnostics.strip() and not result.cached:
             err_console.print(result.diagnostics.rstrip(), markup=False, soft_wrap=True)
 

@@ -31,6 +31,10 @@ class KernelResources(BaseModel):
     barriers: int = 0
 
 
+# The figures ptxas reports for a kernel, in the order `build -v` shows them.
+RESOURCE_FIELDS = ("registers", "spill_stores", "spill_loads", "stack", "smem", "barriers")
+
+
 class BuildEvidence(BaseModel):
     """ptxas' report for one lesson built for one architecture."""
 

@@ -238,8 +238,12 @@ def test_new_makes_a_lesson_that_builds_checks_and_renders(copy, tmp_path):
     assert "// snippet: saxpy\n__global__ void saxpy(" in source and "\n// end snippet: saxpy\n" in source
 
     # nvcc builds it, for real.
-    built = coursectl("build", "day17-saxpy", "--arch", "sm_90")
+    built = coursectl("build", "day17-saxpy", "--arch", "sm_90", "-v")
     assert (built.exit_code, built.stderr) == (0, "")
+    # -v shows ptxas' report as the claims read it: no shared memory, as the claim below says.
+    [report] = [line for line in lines(built.stdout) if line.startswith("  resources[")]
+    assert re.fullmatch(r"  resources\['saxpy'\]: registers \d+, spill_stores 0, spill_loads 0, stack 0, smem 0, "
+                        r"barriers 0", report), report
 
     # What the program prints on a GPU, from its own printf formats, passes check.
     # Its printf calls, in source order: the GPU, the size, the table's header and row, then FAILED or
