@@ -118,6 +118,7 @@ def verify_offline(manifest: Manifest, lessons: list[Lesson], toolchain: Toolcha
             results.append(stopped(lesson.id, Status.SKIPPED, NOT_RUN))
             continue
         out = LessonResult(lesson=lesson.id)
+        started = time.monotonic()
         for _, _, build in (item for item in built if item[0] is lesson):
             if isinstance(build, CoursectlError):
                 out.reasons.append(str(build))
@@ -136,6 +137,8 @@ def verify_offline(manifest: Manifest, lessons: list[Lesson], toolchain: Toolcha
         judge_evidence(manifest, lesson, out)
         for build in out.builds:
             compare_build_evidence(manifest, lesson, build, toolchain.nvcc_version, out)
+        # Its time: its builds' (cached ones take none) and its judging's.
+        out.seconds = sum(b.seconds for b in out.builds if not b.cached) + time.monotonic() - started
         results.append(settle(out))
         emit(Event(lesson=lesson.id, stage="done", detail=out.status.value, result=out))
     return results
