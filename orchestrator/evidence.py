@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError, field_validator
 
 from .errors import EvidenceError
-from .files import atomic_write, relative, sha256_bytes
+from .files import atomic_write, relative, sha256_bytes, source_lines
 from .resources import BuildEvidence
 
 TRANSCRIPT = "transcript.txt"
@@ -164,7 +164,7 @@ def lesson_digest(source: Path) -> str:
     render rewrites those lines from the evidence, so they must not make the
     evidence look stale.
     """
-    lines = Path(source).read_text(encoding="utf-8").splitlines(keepends=True)
+    lines = source_lines(Path(source).read_text(encoding="utf-8"), keepends=True)
     kept = "".join(line for line in lines if not HEADER_LINE.match(line))
     return sha256_bytes(kept.encode("utf-8"))
 

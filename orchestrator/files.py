@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -45,3 +46,15 @@ def relative(path: Path, root: Path) -> str:
         return path.resolve().relative_to(Path(root).resolve()).as_posix()
     except ValueError:
         return path.as_posix()
+
+
+# A line of a source as compilers, editors and GitHub count lines: ended by \n, \r\n or \r, as Python's universal
+# newlines end them. str.splitlines() also ends one at \f, \v, \x1c-\x1e, \x85, \u2028 and \u2029, which would
+# put a snippet's or a header's line number off by one for each of them above it.
+_SOURCE_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def source_lines(text: str, keepends: bool = False) -> list[str]:
+    """The lines of a source's text, numbered as its compiler and its page on GitHub number them."""
+    rows = _SOURCE_LINE.findall(text)
+    return rows if keepends else [row.rstrip("\r\n") for row in rows]

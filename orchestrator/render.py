@@ -29,7 +29,7 @@ from .errors import EvidenceError, ManifestError, TemplateError
 from .evidence import HEADER_LINE, Evidence, build_evidence_path, list_gpus, load_build_evidence
 from .figures import (Chart, Figure, FigureTable, build_charts, build_figures, figure_tables, format_number,
                       nice_ceiling)
-from .files import atomic_write, relative
+from .files import atomic_write, relative, source_lines
 from .godbolt import GODBOLT_ARCH, godbolt_link, page_link
 from .includes import local_headers
 from .manifest import Lesson, Manifest, SanitizerPass
@@ -189,8 +189,8 @@ def stale_source_header(manifest: Manifest, lesson: Lesson) -> str | None:
     A source without such lines (never rendered, or `source_header: false`) has none to be stale.
     """
     source = manifest.source_path(lesson)
-    if not lesson.source_header or not any(HEADER_LINE.match(line) for line in source.read_text(
-            encoding="utf-8", errors="replace").splitlines()):
+    if not lesson.source_header or not any(HEADER_LINE.match(line) for line in source_lines(source.read_text(
+            encoding="utf-8", errors="replace"))):
         return None
     model = _lesson_model(manifest, lesson, manifest.root / TEMPLATES)
     if model.source_new == model.source_old:

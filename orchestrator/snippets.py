@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from .errors import TemplateError
+from .files import source_lines
 
 _OPEN = re.compile(r"^\s*//\s*snippet:\s*(?P<name>[A-Za-z0-9_.-]+)\s*$")
 _CLOSE = re.compile(r"^\s*//\s*end snippet(?::\s*(?P<name>[A-Za-z0-9_.-]+))?\s*$")
@@ -35,7 +36,7 @@ def extract_snippets(path: Path, display: str | None = None, text: str | None = 
     as it will be once its header lines are rewritten, so line numbers agree.
     """
     shown = display or str(path)
-    lines = (Path(path).read_text(encoding="utf-8") if text is None else text).splitlines()
+    lines = source_lines(Path(path).read_text(encoding="utf-8") if text is None else text)
     open_: list[tuple[str, int]] = []
     found: dict[str, Snippet] = {}
     for number, line in enumerate(lines, 1):

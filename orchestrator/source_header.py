@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from .evidence import HEADER_LINE
+from .files import source_lines
 
 
 # What marks a leading comment as the file's licence or copyright notice.
@@ -26,7 +27,7 @@ def rewrite_header(text: str, lines: list[str]) -> str:
     where it stands; a kind the header lacks is added after the others (or,
     with none, at the end of the leading comment).
     """
-    old = text.splitlines(keepends=True)
+    old = source_lines(text, keepends=True)
     newline = "\r\n" if old and old[0].endswith("\r\n") else "\n"
     start = licence_end(old)
     if start == 0:
@@ -116,4 +117,4 @@ def _header_kind(line: str) -> str | None:
 def without_verified(text: str) -> str:
     # The Verified lines name the evidence; leaving them out of the Compiler
     # Explorer source keeps its link unchanged when evidence is re-recorded.
-    return "".join(line for line in text.splitlines(keepends=True) if _header_kind(line) != "Verified")
+    return "".join(line for line in source_lines(text, keepends=True) if _header_kind(line) != "Verified")

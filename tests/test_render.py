@@ -764,6 +764,14 @@ def test_rewrite_header_adds_what_is_missing():
         "// Title\r\n// Build: b\r\n// Run:   ./r\r\n// Verified: no evidence recorded yet.\r\nint x;\r\n")
 
 
+@pytest.mark.parametrize("odd", ["\f", "\v", "\x1c", "\x85", "\u2028"])
+def test_a_character_python_splits_lines_at_is_no_line_break_in_a_source(odd):
+    """Compilers, editors and GitHub break lines at \\n, \\r\\n and \\r only: the header stays where it is."""
+    text = f"// Title {odd}page two\n// Build: a\n// Run: a\n// Verified: a\nint x;{odd}\n"
+    assert rewrite_header(text, ["// Build: b", "// Run:   ./r", "// Verified: no evidence recorded yet."]) == (
+        f"// Title {odd}page two\n// Build: b\n// Run:   ./r\n// Verified: no evidence recorded yet.\nint x;{odd}\n")
+
+
 HEADER = ["// Build: b", "// Run:   ./r", "// Verified: no evidence recorded yet."]
 GENERATED = "".join(line + "\n" for line in HEADER)
 NVIDIA_NOTICE = ("/* Copyright (c) 2022, NVIDIA CORPORATION. All rights reserved.\n"

@@ -52,6 +52,14 @@ def test_an_unnamed_end_closes_the_innermost(tmp_path):
     assert (snippets["a"].first_line, snippets["a"].last_line, snippets["a"].text) == (2, 6, "x\ny\nz\n")
 
 
+@pytest.mark.parametrize("odd", ["\f", "\v", "\x1d", "\x85", "\u2029"])
+def test_line_numbers_are_the_compilers_whatever_python_splits_lines_at(tmp_path, odd):
+    """A form feed above a snippet does not move it: str.splitlines() would have ended a line there."""
+    path = write(tmp_path, f"// page one{odd}\n{odd}// page two\n// snippet: s\nint x;{odd}int y;\n// end snippet\n")
+    [snippet] = extract_snippets(path, "f.cu").values()
+    assert (snippet.first_line, snippet.last_line, snippet.text) == (4, 4, f"int x;{odd}int y;\n")
+
+
 def test_no_markers_no_snippets(tmp_path):
     assert extract_snippets(write(tmp_path, "int main() {}\n")) == {}
 
