@@ -1,8 +1,8 @@
 """What pages are written with: the sandboxed Jinja environment, its filters, and Markdown helpers.
 
-Templates are text anyone can edit, so they render in jinja2's sandbox: they
-format data and never reach Python's internals or a shell; every failure is
-one TemplateError naming the template's file and line.
+Templates are text anyone can edit, so they render in a sandbox (sandbox.py):
+they format data and never reach Python's internals, a file or a shell;
+every failure is one TemplateError naming the template's file and line.
 """
 
 from __future__ import annotations
@@ -12,48 +12,20 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-import jinja2.sandbox
 
 from .errors import TemplateError
 from .figures import format_number
 from .files import relative
+from .sandbox import Problem, Sandbox
 from .words import plural
 
 TEMPLATES = "templates"
 
 
 # -- templates ---------------------------------------------------------------------------
-class Problem(Exception):
-    """Raised inside a template call; the renderer adds the template's file and line."""
-
-
-class _Unsafe(jinja2.sandbox.SecurityError, Problem):
-    """A template reached for Python's internals; the renderer names its file and line."""
-
-
-class _Sandbox(jinja2.sandbox.SandboxedEnvironment):
-    """Templates are text anyone can edit: they render data, and never reach `__globals__` or a shell.
-
-    Every refusal of the sandbox is raised as _Unsafe, so that it ends as one
-    TemplateError naming the template and the line, like any other template error.
-    """
-
-    def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
-        return self.undefined(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe",
-                              name=attribute, obj=obj, exc=_Unsafe)
-
-    def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - jinja2's own signature
-        try:
-            return super().call(__context, __obj, *args, **kwargs)
-        except jinja2.sandbox.SecurityError as exc:
-            if isinstance(exc, _Unsafe):
-                raise
-            raise _Unsafe(str(exc)) from None
-
-
 def environment(templates: Path) -> jinja2.Environment:
-    env = _Sandbox(loader=jinja2.FileSystemLoader(str(templates)), undefined=jinja2.StrictUndefined,
-                   keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    env = Sandbox(loader=jinja2.FileSystemLoader(str(templates)), undefined=jinja2.StrictUndefined,
+                  keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
     env.filters.update(md=md, cell=cell, code=code, mq=mermaid_string, number=format_number, html=html,
                        plural=plural)
     env.globals.update(fence=fence)

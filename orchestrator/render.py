@@ -39,6 +39,7 @@ from .snippets import Snippet, extract_snippets
 from .source_header import rewrite_header, without_verified
 from .navigation import INDEX_FILE, Navigation, link_days, link_to, navigation, rebase_links
 from .markup import TEMPLATES, Problem, banner, code, environment, fence, md, render_template, with_banner
+from .sandbox import template_method
 from .words import plural
 
 __all__ = ["Page", "diff_pages", "format_number", "godbolt_link", "nice_ceiling", "plural", "render_all",
@@ -96,6 +97,7 @@ class ClaimRow(BaseModel):
     where: str | None
     results: dict[str, ClaimResult]   # GPU slug -> result
 
+    @template_method
     def missed(self) -> list[str]:
         """The GPUs on which it was judged and did not hold."""
         return [slug for slug, result in self.results.items() if not result.held]

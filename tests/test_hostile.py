@@ -491,9 +491,17 @@ def a_template_reaching_for_a_shell(made, tmp_path, monkeypatch):
     return ["render", "--check"], 2
 
 
+def a_template_writing_through_a_path(made, tmp_path, monkeypatch):
+    a_template_reaching_for_a_shell(made, tmp_path, monkeypatch)
+    (made.root / "templates" / "lesson.md.j2").write_text(
+        "{{ lesson.source.joinpath('" + str(tmp_path / "ran-a-shell") + "').write_text('owned') }}\n")
+    return ["render"], 2
+
+
 HOSTILE_CASES = [folder_for_the_memcheck_log, memcheck_log_linked_to_dev_zero, a_path_above_in_files,
                  an_nvcc_that_cannot_start, an_architecture_listed_twice, arch_leaving_the_cache, a_corrupt_stamp,
-                 a_set_left_aside, a_megabyte_line_in_the_evidence, a_template_reaching_for_a_shell]
+                 a_set_left_aside, a_megabyte_line_in_the_evidence, a_template_reaching_for_a_shell,
+                 a_template_writing_through_a_path]
 
 
 @pytest.mark.parametrize("case", HOSTILE_CASES, ids=[case.__name__ for case in HOSTILE_CASES])
