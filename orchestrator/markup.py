@@ -1,8 +1,9 @@
 """What pages are written with: the sandboxed Jinja environment, its filters, and Markdown helpers.
 
-Templates are text anyone can edit, so they render in a sandbox (sandbox.py):
-they format data and never reach Python's internals, a file or a shell;
-every failure is one TemplateError naming the template's file and line.
+Templates are text anyone can edit, so they render in a sandbox (sandbox.py,
+limits.py): they format data, never reach Python's internals, a file or a
+shell, and compute within bounds; every failure is one TemplateError naming
+the template's file and line.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import jinja2
 from .errors import TemplateError
 from .figures import format_number
 from .files import relative
-from .sandbox import Problem, Sandbox
+from .limits import Problem, time_limit
+from .sandbox import Sandbox
 from .words import plural
 
 TEMPLATES = "templates"
@@ -28,6 +30,7 @@ def environment(templates: Path) -> jinja2.Environment:
                   keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
     env.filters.update(md=md, cell=cell, code=code, mq=mermaid_string, number=format_number, html=html,
                        plural=plural)
+    env.bound_filters()
     env.globals.update(fence=fence)
     return env
 
@@ -35,7 +38,8 @@ def environment(templates: Path) -> jinja2.Environment:
 def render_template(env: jinja2.Environment, templates: Path, root: Path, name: str, context: dict) -> str:
     """Render one template; every failure becomes one TemplateError naming template:line."""
     try:
-        return env.get_template(name).render(**context)
+        with time_limit():
+            return env.get_template(name).render(**context)
     except jinja2.TemplateSyntaxError as exc:
         where = relative(Path(exc.filename), root) if exc.filename else f"{TEMPLATES}/{name}"
         raise TemplateError(f"template syntax error: {exc.message}", path=where, line=exc.lineno) from None
@@ -43,11 +47,21 @@ def render_template(env: jinja2.Environment, templates: Path, root: Path, name: 
         path, line = _template_location(exc, templates, root)
         raise TemplateError(f"no template {exc.name!r} in {relative(templates, root)}/",
                             path=path or relative(templates / name, root), line=line) from None
-    except (jinja2.UndefinedError, Problem, TypeError, ValueError, KeyError, AttributeError,
+    except (jinja2.TemplateError, Problem, TypeError, ValueError, KeyError, AttributeError,
             ArithmeticError) as exc:
+        # jinja's own errors too: an undefined name, a template extended twice ("extended multiple times").
         path, line = _template_location(exc, templates, root)
-        message = exc.message if isinstance(exc, jinja2.UndefinedError) and exc.message else str(exc)
+        message = exc.message if isinstance(exc, jinja2.TemplateError) and exc.message else str(exc)
         raise TemplateError(message, path=path or relative(templates / name, root), line=line) from None
+    except RecursionError as exc:
+        path, line = _template_location(exc, templates, root)
+        raise TemplateError("a macro, an include or a block calls itself without end: templates nest past "
+                            "Python's recursion limit", path=path or relative(templates / name, root),
+                            line=line) from None
+    except MemoryError as exc:
+        path, line = _template_location(exc, templates, root)
+        raise TemplateError("ran out of memory rendering it", path=path or relative(templates / name, root),
+                            line=line) from None
 
 
 def _template_location(exc: BaseException, templates: Path, root: Path) -> tuple[str | None, int | None]:

@@ -10,17 +10,19 @@ attributes, no Python internals, no list or dict changed in place), a template
   (`.write_text()`, `.unlink()` and `.read_text()` are refused);
 - calls only those methods (of strings, only the ones listed in _STR), its
   macros and blocks, its filters, and the functions it is handed: jinja's
-  globals and the ones in its data, such as `snippet` and `fence`.
+  globals and the ones in its data, such as `snippet` and `fence`;
+- builds within the bounds of limits.py: strings, lists and numbers of a
+  bounded size, nesting of a bounded depth, rendering of a bounded time.
 
-Each refusal is raised as _Unsafe, which the renderer turns into one
-TemplateError naming the template's file and line.
+Each refusal is raised as Problem (or _Unsafe), which the renderer turns into
+one TemplateError naming the template's file and line.
 """
 
 from __future__ import annotations
 
 import enum
 import types
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import jinja2
 import jinja2.sandbox
@@ -28,11 +30,10 @@ import jinja2.utils
 from jinja2.runtime import BlockReference, LoopContext, Macro, TemplateReference
 from pydantic import BaseModel
 
+from .limits import (MAX_CHARACTERS, CodeGenerator, Output, Problem, bounded, bounded_filter, check_binop, check_call,
+                     check_inclusion, check_recursion, lipsum, past_the_bound, short)
+
 _PACKAGE = __name__.rpartition(".")[0] + "."
-
-
-class Problem(Exception):
-    """Raised inside a template call; the renderer adds the template's file and line."""
 
 
 class _Unsafe(jinja2.sandbox.SecurityError, Problem):
@@ -40,7 +41,8 @@ class _Unsafe(jinja2.sandbox.SecurityError, Problem):
 
 
 # -- what a template may read ------------------------------------------------------------
-# The methods of strings that compute and change nothing.
+# The methods of strings that compute and change nothing. Those that can make a long string from a short one
+# (center, join, replace, format and the like) are bounded where they are called (limits.check_call).
 _STR = frozenset(
     "capitalize casefold center count endswith find format format_map index isalnum isalpha isascii isdecimal "
     "isdigit isidentifier islower isnumeric isprintable isspace istitle isupper join ljust lower lstrip partition "
@@ -106,9 +108,30 @@ def _name(obj: Any) -> str:
 class Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
     """Templates are text anyone can edit: they render data, and never reach `__globals__`, a file or a shell.
 
-    Every refusal of the sandbox is raised as _Unsafe, so that it ends as one
-    TemplateError naming the template and the line, like any other template error.
+    Every refusal of the sandbox is raised as _Unsafe, and every bound passed as
+    Problem, so that it ends as one TemplateError naming the template and the
+    line, like any other template error.
     """
+
+    code_generator_class = CodeGenerator
+    intercepted_binops = frozenset(["+", "*", "**", "%"])
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.globals["lipsum"] = lipsum
+
+    def bound_filters(self) -> None:
+        """Bound every filter (call once the filters are all there)."""
+        self.filters = {name: bounded_filter(name, function) for name, function in self.filters.items()}
+
+    def get_template(self, name: Any, *args: Any, **kwargs: Any) -> jinja2.Template:
+        check_inclusion([name])     # {% include %}, {% extends %} or {% import %} in a template
+        return super().get_template(name, *args, **kwargs)
+
+    def select_template(self, names: Any, *args: Any, **kwargs: Any) -> jinja2.Template:
+        if isinstance(names, (list, tuple)):
+            check_inclusion(names)
+        return super().select_template(names, *args, **kwargs)
 
     def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
         return super().is_safe_attribute(obj, attr, value) and readable(obj, attr)
@@ -117,15 +140,48 @@ class Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         return self.undefined(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe",
                               name=attribute, obj=obj, exc=_Unsafe)
 
+    def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
+        what = f"{short(left)} {operator} {short(right)}"
+        check_binop(what, operator, left, right)
+        return bounded(super().call_binop(context, operator, left, right), what)
+
+    @staticmethod
+    def joined(text: str) -> str:
+        """What `a ~ b` joined, within the bound."""
+        return bounded(text, "'~'")
+
+    @staticmethod
+    def output() -> Output:
+        return Output()
+
+    def concat(self, parts: Iterable[str]) -> str:
+        """The text a template, a macro or a block renders, joined; refused once it passes MAX_CHARACTERS."""
+        kept: list[str] = []
+        size = 0
+        for part in parts:
+            size += len(part)
+            if size > MAX_CHARACTERS:
+                error = past_the_bound()
+                throw = getattr(parts, "throw", None)
+                if throw is not None:
+                    throw(error)     # raised where the template stands, so that its line is named
+                raise error
+            kept.append(part)
+        return "".join(kept)
+
     def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - jinja2's own signature
         if not __self._may_call(__context, __obj):
             raise _Unsafe(f"{_name(__obj)} is not a function a template may call")
+        if isinstance(__obj, (Macro, BlockReference, LoopContext)):
+            check_recursion()
+        args = check_call(_method(__obj), args, kwargs)
         try:
-            return super().call(__context, __obj, *args, **kwargs)
+            result = super().call(__context, __obj, *args, **kwargs)
         except jinja2.sandbox.SecurityError as exc:
             if isinstance(exc, _Unsafe):
                 raise
             raise _Unsafe(str(exc)) from None
+        return bounded(result, f"{_name(__obj)}()")
 
     def _may_call(self, context: jinja2.runtime.Context, obj: Any) -> bool:
         """Template code, a method of what a template may read, or a function handed to the template.

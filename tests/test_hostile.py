@@ -498,10 +498,22 @@ def a_template_writing_through_a_path(made, tmp_path, monkeypatch):
     return ["render"], 2
 
 
+def a_template_calling_itself(made, tmp_path, monkeypatch):
+    a_template_reaching_for_a_shell(made, tmp_path, monkeypatch)
+    (made.root / "templates" / "lesson.md.j2").write_text("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}\n")
+    return ["render", "--check"], 2
+
+
+def a_template_building_ten_gigabytes(made, tmp_path, monkeypatch):
+    a_template_reaching_for_a_shell(made, tmp_path, monkeypatch)
+    (made.root / "templates" / "lesson.md.j2").write_text("{{ 'a' * 10**10 }}\n")
+    return ["render", "--check"], 2
+
+
 HOSTILE_CASES = [folder_for_the_memcheck_log, memcheck_log_linked_to_dev_zero, a_path_above_in_files,
                  an_nvcc_that_cannot_start, an_architecture_listed_twice, arch_leaving_the_cache, a_corrupt_stamp,
                  a_set_left_aside, a_megabyte_line_in_the_evidence, a_template_reaching_for_a_shell,
-                 a_template_writing_through_a_path]
+                 a_template_writing_through_a_path, a_template_calling_itself, a_template_building_ten_gigabytes]
 
 
 @pytest.mark.parametrize("case", HOSTILE_CASES, ids=[case.__name__ for case in HOSTILE_CASES])

@@ -1,5 +1,6 @@
-"""The sandbox templates render in (orchestrator/sandbox.py): a template reads the data it is given; anything else
-is one TemplateError naming the template's file and line, exit 2, nothing written.
+"""The sandbox templates render in (orchestrator/sandbox.py, orchestrator/limits.py): a template reads the data it
+is given and computes within bounds; anything else is one TemplateError naming the template's file and line, exit 2,
+nothing written.
 
 Most tests render a template of their own through markup.render_template; the others run `coursectl render`
 on a copy of this repository's course whose day 14 template was changed, as a user would.
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, coursectl, snapshot
+from orchestrator import limits
 from orchestrator.claims import ClaimResult
 from orchestrator.errors import TemplateError
 from orchestrator.manifest import load_manifest
@@ -131,3 +133,117 @@ def test_what_a_template_may_read_and_call(tmp_path):
     assert render_text(tmp_path, text, d={"k": 1}, claim=claim, lesson=lesson, rule=Compare.tolerance) == (
         "A B|x, y|    r|1,234,567|p   |[('k', 1)]|1|['h200']|lessons/day14-syncthreads/README.md"
         "|lessons/day14-syncthreads/syncthreads.cu|syncthreads|o1e2|42|6|a+b|ababab|1024|[1, 2]|x1|  c  |tolerance|")
+
+
+# -- 2. a template that calls itself, or extends twice ---------------------------------------------------------
+def test_a_template_calling_itself_without_end_is_a_template_error(course_copy):
+    """Each used to end in a RecursionError and its traceback; now the place that calls itself is named."""
+    for payload, message in [
+        ("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+         "this macro, block or loop calls itself more than 50 deep, the most a template may"),
+        ('{% include "lessons/day14-syncthreads.md.j2" %}',
+         "'lessons/day14-syncthreads.md.j2' is included or extended within itself more than 50 deep, the most a "
+         "template may"),
+        ("{{ self.code() }}", "this macro, block or loop calls itself more than 50 deep, the most a template may"),
+        ("{% for x in [[1]] recursive %}{{ loop([x]) }}{% endfor %}",
+         "this macro, block or loop calls itself more than 50 deep, the most a template may"),
+    ]:
+        day14_code(course_copy, payload)
+        refused_everywhere(course_copy, message)
+
+
+def test_a_template_extending_itself_or_extending_twice(course_copy):
+    before = snapshot(course_copy)
+    for text, message in [
+        ('{% extends "lessons/day14-syncthreads.md.j2" %}\n',
+         "1: 'lessons/day14-syncthreads.md.j2' is included or extended within itself more than 50 deep, the most a "
+         "template may"),
+        ('{% extends "lesson.md.j2" %}\n{% extends "lesson.md.j2" %}\n', "1: extended multiple times"),
+    ]:
+        (course_copy / DAY14).write_text(text, encoding="utf-8")
+        result = coursectl("render", "--check")
+        assert (result.exit_code, result.stdout, result.stderr) == (2, "", f"coursectl: error: {DAY14}:{message}\n")
+    (course_copy / DAY14).write_text((ROOT / DAY14).read_text())
+    assert snapshot(course_copy) == before
+
+
+def test_a_macro_may_call_itself_50_deep(tmp_path):
+    """A recursion that ends within the bound renders; one step deeper is refused."""
+    text = "{% macro f(n) %}{% if n %}{{ n }} {{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(DEPTH) }}"
+    assert render_text(tmp_path, text.replace("DEPTH", "50")) == " ".join(str(n) for n in range(50, 0, -1)) + " "
+    assert template_error(tmp_path, text.replace("DEPTH", "51")) == (
+        "templates/page.md.j2:1: this macro, block or loop calls itself more than 50 deep, the most a template may")
+
+
+# -- 2. a template that builds too much, or takes too long -------------------------------------------------------
+BOMBS = [
+    ("{{ 'a' * 10**10 }}",
+     "'a' * 10000000000 would build 10,000,000,000 characters; a template builds at most 16,777,216"),
+    ("{{ [0] * 10**9 }}", "a list of 1 items * 1000000000 would build 1,000,000,000 items; a template builds at "
+                          "most 1,000,000"),
+    ("{{ 2 ** (10**10) }}", "2 ** 10000000000 would have 10,000,000,000 bits; a template computes with at most 4,096"),
+    ("{{ 7 ** 1500 }}", "7 ** 1500 would have 4,212 bits; a template computes with at most 4,096"),
+    ("{{ (2 ** 4000) * (2 ** 4000) }}", "a 4001-bit number * a 4001-bit number would have about 8,002 bits; a "
+                                        "template computes with at most 4,096"),
+    ("{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+     "'~' built 33,554,432 characters; a template builds at most 16,777,216"),
+    ("{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
+     "'ababababababababababababababa...' (16,777,216 characters) + 'ababababababababababababababa...' "
+     "(16,777,216 characters) would build 33,554,432 characters; a template builds at most 16,777,216"),
+    ("{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = '%s%s' % (ns.s, ns.s) %}{% endfor %}",
+     "'%s%s' % a tuple of 2 items built 33,554,432 characters; a template builds at most 16,777,216"),
+    ("{{ '%9999999999d' % 1 }}",
+     "'%9999999999d' % 1 would build 9,999,999,999 characters; a template builds at most 16,777,216"),
+    ("{{ 'a'.center(10**10) }}", "center() would build 10,000,000,000 characters; a template builds at most "
+                                 "16,777,216"),
+    ("{{ ('a' * 1000).replace('a', 'b' * 100000) }}",
+     "replace() would build 100,000,000 characters; a template builds at most 16,777,216"),
+    ("{{ ''.join(['x' * 100000] * 1000) }}",
+     "join() would build 100,000,000 characters; a template builds at most 16,777,216"),
+    ("{{ '{:>9999999999}'.format(1) }}",
+     "format() would build 9,999,999,999 characters; a template builds at most 16,777,216"),
+    ("{{ '{:>{}}'.format(1, 10**9) }}",
+     "format() would build 1,000,000,000 characters; a template builds at most 16,777,216"),
+    ("{{ 'a'|center(10**10) }}",
+     "the filter center would build 10,000,000,000 characters; a template builds at most 16,777,216"),
+    ("{{ ('a\\n' * 1000000)|indent(100) }}",
+     "the filter indent would build 102,000,100 characters; a template builds at most 16,777,216"),
+    ("{{ (['x' * 100000] * 1000)|join }}",
+     "the filter join would build 100,000,000 characters; a template builds at most 16,777,216"),
+    ("{{ ('x' * 1000)|replace('x', 'y' * 100000) }}",
+     "the filter replace would build 100,000,000 characters; a template builds at most 16,777,216"),
+    ("{{ '%9999999999s'|format(1) }}",
+     "the filter format would build 9,999,999,999 characters; a template builds at most 16,777,216"),
+    ("{{ [1, 2]|batch(10**9, 0)|list }}",
+     "the filter batch would build 1,000,000,000 items; a template builds at most 1,000,000"),
+    ("{{ range(10)|slice(10**9)|list }}",
+     "the filter slice would build 1,000,000,000 items; a template builds at most 1,000,000"),
+    ("{{ {'a': 1}|tojson(indent=10**9) }}",
+     "the filter tojson would build 1,000,000,000 items; a template builds at most 1,000,000"),
+    ("{{ ([[1] * 1000] * 1000)|sum(start=[]) }}",
+     "the filter sum would copy 1,000,000,000 items; a template builds at most 1,000,000"),
+    ("{% set s = 'x' * 10000000 %}{% for i in range(100000) %}{{ s }}{% endfor %}",
+     "the text it renders passes 16,777,216 characters; a template builds at most 16,777,216"),
+    ("{% macro m() %}{% for i in range(100000) %}{{ 'x' * 10000000 }}{% endfor %}{% endmacro %}{{ m() }}",
+     "the text it renders passes 16,777,216 characters; a template builds at most 16,777,216"),
+    ("{{ lipsum(10**6) }}", "lipsum makes at most 100 paragraphs of at most 1000 words"),
+]
+
+
+@pytest.mark.parametrize("payload, message", BOMBS, ids=range(len(BOMBS)))
+def test_a_template_building_past_a_bound_is_refused_at_once(tmp_path, payload, message):
+    """Each used to end in a MemoryError, or took minutes and gigabytes; now it is refused before it is built."""
+    assert template_error(tmp_path, payload) == f"templates/page.md.j2:1: {message}"
+
+
+def test_a_string_bomb_in_a_lesson_template_is_one_line_and_exit_2(course_copy):
+    day14_code(course_copy, "{{ 'a' * 10**10 }}")
+    refused_everywhere(course_copy,
+                       "'a' * 10000000000 would build 10,000,000,000 characters; a template builds at most 16,777,216")
+
+
+def test_a_template_still_rendering_after_its_time_is_stopped_where_it_stands(tmp_path, monkeypatch):
+    monkeypatch.setattr(limits, "TEMPLATE_SECONDS", 0.3)
+    text = "\n{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    assert template_error(tmp_path, text) == ("templates/page.md.j2:2: still rendering after 0.3 s, the most a "
+                                              "template may take")
