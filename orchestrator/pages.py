@@ -2,29 +2,39 @@
 
 A page lies beside its source (README.md in the source's folder) unless
 `page.path` names another file. render refuses, before it renders anything,
-two lessons whose pages would be one file, and a page that would be the
-course's index or a lesson's prose.
+two lessons whose pages would be one file, a page that would be the course's
+index or a lesson's prose, and a page or README.md that is a symbolic link.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from .errors import ManifestError
+from .errors import ManifestError, TemplateError
 from .manifest import Lesson, Manifest
 from .navigation import INDEX_FILE
 
 
 def check_page_paths(manifest: Manifest) -> None:
-    """Refuse two lessons whose pages would be one file, or a page that would overwrite a lesson's prose.
+    """Refuse two lessons whose pages would be one file, or a page that would overwrite a lesson's prose, or a
+    page or README.md that is a symbolic link.
 
     A page lies beside its source unless `page.path` says otherwise, so two
-    lessons whose sources share a folder need a path for one of them.
+    lessons whose sources share a folder need a path for one of them. A link
+    would be read through (`render --check` would show what it points at, maybe
+    outside the course, in its diff) and then replaced by a file.
     """
+    index_file = manifest.root / INDEX_FILE
+    if index_file.is_symlink():
+        raise TemplateError(f"is a symbolic link (to {os.readlink(index_file)}); render rewrites the lessons table "
+                            f"in it, so it must be a file of the course", path=INDEX_FILE,
+                            hint=f"put the text of {INDEX_FILE} in its place, as a file")
     owners: dict[Path, Lesson] = {}
     prose = {(manifest.root / l.prose).resolve(): l for l in manifest.lessons if l.prose is not None}
     for index, lesson in enumerate(manifest.lessons):
-        path = (manifest.root / lesson.page_path).resolve()
+        page = manifest.root / lesson.page_path
+        path = page.resolve()
         given = lesson.page is not None and lesson.page.path is not None
         line = manifest.line_of("lessons", index, "page", "path") if given else manifest.line_of("lessons", index)
         where = "its page.path" if given else "its page, beside its source,"
@@ -39,4 +49,9 @@ def check_page_paths(manifest: Manifest) -> None:
             raise ManifestError(f"lesson {lesson.id!r}: {where} would be {lesson.page_path.as_posix()}, {what}",
                                 path=manifest.path, line=line,
                                 hint=f"give the page a name of its own: page: {{path: {lesson.binary_name}.md}}")
+        if page.is_symlink():
+            raise ManifestError(f"lesson {lesson.id!r}: {where} would be {lesson.page_path.as_posix()}, a symbolic "
+                                f"link (to {os.readlink(page)}); render writes each page as a file of its own",
+                                path=manifest.path, line=line,
+                                hint=f"remove the link {lesson.page_path.as_posix()}: render writes the page there")
         owners[path] = lesson

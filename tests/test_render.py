@@ -1103,3 +1103,48 @@ def test_the_index_lists_lessons_in_day_order(course):
         ["| 0", "[Hello, GPU](lessons/day00-hello/README.md)"],
         ["| 1", "[Scaling a vector](lessons/day01-scale/README.md)"],
         ["| 2", "[Summing a vector](lessons/day02-sum/README.md)"]]
+
+
+# -- files render may not write: a link ----------------------------------------------------------------------
+def test_a_page_that_is_a_symbolic_link_is_refused_and_left_alone(course, tmp_path):
+    """A page linked to a file outside the course was shown in render --check's diff, then replaced by render."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the course\n", encoding="utf-8")
+    page = course / "lessons/day01-scale/README.md"
+    page.symlink_to(secret)
+    manifest = course / "lessons.yaml"
+    with pytest.raises(ManifestError) as caught:
+        render(course)
+    assert str(caught.value) == (f"{manifest}:8: lesson 'day01-scale': its page, beside its source, would be "
+                                 f"lessons/day01-scale/README.md, a symbolic link (to {secret}); render writes each "
+                                 "page as a file of its own")
+    assert caught.value.hint == "remove the link lessons/day01-scale/README.md: render writes the page there"
+    assert caught.value.exit_status == 2
+    assert page.is_symlink() and secret.read_text() == "not for the course\n"
+
+
+def test_a_page_path_that_is_a_symbolic_link_inside_the_course_is_refused_too(course):
+    (course / "notes.md").write_text("Hand-written notes.\n", encoding="utf-8")
+    (course / "lessons/day02-sum/sum.md").symlink_to("../../notes.md")
+    manifest = course / "lessons.yaml"
+    source = "source: lessons/day02-sum/sum.cu"
+    manifest.write_text(manifest.read_text().replace(source, f"{source}\n    page: {{path: lessons/day02-sum/sum.md}}"))
+    with pytest.raises(ManifestError) as caught:
+        render(course)
+    assert str(caught.value) == (f"{manifest}:39: lesson 'day02-sum': its page.path would be lessons/day02-sum/sum.md, "
+                                 "a symbolic link (to ../../notes.md); render writes each page as a file of its own")
+
+
+def test_a_readme_that_is_a_symbolic_link_is_refused(course, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text(README, encoding="utf-8")
+    (course / "README.md").unlink()
+    (course / "README.md").symlink_to(secret)
+    with pytest.raises(TemplateError) as caught:
+        render(course)
+    assert str(caught.value) == (f"README.md: is a symbolic link (to {secret}); render rewrites the lessons table in "
+                                 "it, so it must be a file of the course")
+    assert caught.value.hint == "put the text of README.md in its place, as a file"
+    assert caught.value.exit_status == 2
+    assert secret.read_text() == README
+
