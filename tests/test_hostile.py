@@ -1,6 +1,6 @@
 """Hostile and broken input: evidence that is not what it claims, a toolchain that cannot run,
 command lines that try to leave the cache, output built to be slow, programs that leave children
-behind, and templates that try to run a shell.
+behind, templates that try to run a shell, and pages that are links or files render did not write.
 
 Each case ends as a result or as one line with the right exit status, never a traceback, and
 writes nothing it should not. Most tests run coursectl in this process (typer's CliRunner) on
@@ -539,11 +539,19 @@ def a_page_linked_outside_the_course(made, tmp_path, monkeypatch):
     return ["render", "--check"], 2
 
 
+def a_page_path_naming_a_hand_written_file(made, tmp_path, monkeypatch):
+    a_page_linked_outside_the_course(made, tmp_path, monkeypatch)
+    page = made.root / "lessons" / "day14-syncthreads" / "README.md"
+    page.unlink()
+    page.write_text("# Written by hand\n")
+    return ["render"], 2
+
+
 HOSTILE_CASES = [folder_for_the_memcheck_log, memcheck_log_linked_to_dev_zero, a_path_above_in_files,
                  an_nvcc_that_cannot_start, an_architecture_listed_twice, arch_leaving_the_cache, a_corrupt_stamp,
                  a_set_left_aside, a_megabyte_line_in_the_evidence, a_template_reaching_for_a_shell,
                  a_template_writing_through_a_path, a_template_calling_itself, a_template_building_ten_gigabytes,
-                 a_page_linked_outside_the_course]
+                 a_page_linked_outside_the_course, a_page_path_naming_a_hand_written_file]
 
 
 @pytest.mark.parametrize("case", HOSTILE_CASES, ids=[case.__name__ for case in HOSTILE_CASES])
