@@ -1,8 +1,9 @@
 """What pages are written with: the sandboxed Jinja environment, its filters, and Markdown helpers.
 
-Templates are text anyone can edit, so they render in jinja2's sandbox: they
-format data and never reach Python's internals or a shell; every failure is
-one TemplateError naming the template's file and line.
+Templates are text anyone can edit, so they render in a sandbox (sandbox.py,
+limits.py): they format data, never reach Python's internals, a file or a
+shell, and compute within bounds; every failure is one TemplateError naming
+the template's file and line.
 """
 
 from __future__ import annotations
@@ -12,50 +13,24 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-import jinja2.sandbox
 
 from .errors import TemplateError
 from .figures import format_number
 from .files import relative
+from .limits import Problem, time_limit
+from .sandbox import Sandbox
 from .words import plural
 
 TEMPLATES = "templates"
 
 
 # -- templates ---------------------------------------------------------------------------
-class Problem(Exception):
-    """Raised inside a template call; the renderer adds the template's file and line."""
-
-
-class _Unsafe(jinja2.sandbox.SecurityError, Problem):
-    """A template reached for Python's internals; the renderer names its file and line."""
-
-
-class _Sandbox(jinja2.sandbox.SandboxedEnvironment):
-    """Templates are text anyone can edit: they render data, and never reach `__globals__` or a shell.
-
-    Every refusal of the sandbox is raised as _Unsafe, so that it ends as one
-    TemplateError naming the template and the line, like any other template error.
-    """
-
-    def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
-        return self.undefined(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe",
-                              name=attribute, obj=obj, exc=_Unsafe)
-
-    def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - jinja2's own signature
-        try:
-            return super().call(__context, __obj, *args, **kwargs)
-        except jinja2.sandbox.SecurityError as exc:
-            if isinstance(exc, _Unsafe):
-                raise
-            raise _Unsafe(str(exc)) from None
-
-
 def environment(templates: Path) -> jinja2.Environment:
-    env = _Sandbox(loader=jinja2.FileSystemLoader(str(templates)), undefined=jinja2.StrictUndefined,
-                   keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    env = Sandbox(loader=jinja2.FileSystemLoader(str(templates)), undefined=jinja2.StrictUndefined,
+                  keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
     env.filters.update(md=md, cell=cell, code=code, mq=mermaid_string, number=format_number, html=html,
                        plural=plural)
+    env.bound_filters()
     env.globals.update(fence=fence)
     return env
 
@@ -63,7 +38,8 @@ def environment(templates: Path) -> jinja2.Environment:
 def render_template(env: jinja2.Environment, templates: Path, root: Path, name: str, context: dict) -> str:
     """Render one template; every failure becomes one TemplateError naming template:line."""
     try:
-        return env.get_template(name).render(**context)
+        with time_limit():
+            return env.get_template(name).render(**context)
     except jinja2.TemplateSyntaxError as exc:
         where = relative(Path(exc.filename), root) if exc.filename else f"{TEMPLATES}/{name}"
         raise TemplateError(f"template syntax error: {exc.message}", path=where, line=exc.lineno) from None
@@ -71,11 +47,21 @@ def render_template(env: jinja2.Environment, templates: Path, root: Path, name: 
         path, line = _template_location(exc, templates, root)
         raise TemplateError(f"no template {exc.name!r} in {relative(templates, root)}/",
                             path=path or relative(templates / name, root), line=line) from None
-    except (jinja2.UndefinedError, Problem, TypeError, ValueError, KeyError, AttributeError,
+    except (jinja2.TemplateError, Problem, TypeError, ValueError, KeyError, AttributeError,
             ArithmeticError) as exc:
+        # jinja's own errors too: an undefined name, a template extended twice ("extended multiple times").
         path, line = _template_location(exc, templates, root)
-        message = exc.message if isinstance(exc, jinja2.UndefinedError) and exc.message else str(exc)
+        message = exc.message if isinstance(exc, jinja2.TemplateError) and exc.message else str(exc)
         raise TemplateError(message, path=path or relative(templates / name, root), line=line) from None
+    except RecursionError as exc:
+        path, line = _template_location(exc, templates, root)
+        raise TemplateError("a macro, an include or a block calls itself without end: templates nest past "
+                            "Python's recursion limit", path=path or relative(templates / name, root),
+                            line=line) from None
+    except MemoryError as exc:
+        path, line = _template_location(exc, templates, root)
+        raise TemplateError("ran out of memory rendering it", path=path or relative(templates / name, root),
+                            line=line) from None
 
 
 def _template_location(exc: BaseException, templates: Path, root: Path) -> tuple[str | None, int | None]:
@@ -134,9 +120,13 @@ def mermaid_string(value: Any) -> str:
     return '"' + str(value).replace('"', "'") + '"'
 
 
+# How the first line of every page render writes begins: render overwrites no file without it.
+BANNER_START = "<!-- Generated by coursectl render from "
+
+
 def banner(inputs: list[str], what: str) -> str:
     listed = ", ".join(inputs[:-1]) + f" and {inputs[-1]}" if len(inputs) > 1 else inputs[0]
-    return f"<!-- Generated by coursectl render from {listed}: edit those, not {what}. -->"
+    return f"{BANNER_START}{listed}: edit those, not {what}. -->"
 
 
 def with_banner(line: str, text: str) -> str:

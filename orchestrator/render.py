@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from .build import display_command
 from .claims import ClaimResult, evaluate_claims
-from .errors import EvidenceError, ManifestError, TemplateError
+from .errors import EvidenceError, TemplateError
 from .evidence import HEADER_LINE, Evidence, build_evidence_path, list_gpus, load_build_evidence
 from .figures import (Chart, Figure, FigureTable, build_charts, build_figures, figure_tables, format_number,
                       nice_ceiling)
@@ -38,7 +38,9 @@ from .sanitizer import Finding, Report
 from .snippets import Snippet, extract_snippets
 from .source_header import rewrite_header, without_verified
 from .navigation import INDEX_FILE, Navigation, link_days, link_to, navigation, rebase_links
+from .pages import check_page_paths
 from .markup import TEMPLATES, Problem, banner, code, environment, fence, md, render_template, with_banner
+from .sandbox import template_method
 from .words import plural
 
 __all__ = ["Page", "diff_pages", "format_number", "godbolt_link", "nice_ceiling", "plural", "render_all",
@@ -96,6 +98,7 @@ class ClaimRow(BaseModel):
     where: str | None
     results: dict[str, ClaimResult]   # GPU slug -> result
 
+    @template_method
     def missed(self) -> list[str]:
         """The GPUs on which it was judged and did not hold."""
         return [slug for slug, result in self.results.items() if not result.held]
@@ -197,33 +200,6 @@ def stale_source_header(manifest: Manifest, lesson: Lesson) -> str | None:
         return None
     return (f"{lesson.source.as_posix()}: its Build/Run/Verified lines are not the ones render writes from "
             f"lessons.yaml and the evidence; run `coursectl render`")
-
-
-def check_page_paths(manifest: Manifest) -> None:
-    """Refuse two lessons whose pages would be one file, or a page that would overwrite a lesson's prose.
-
-    A page lies beside its source unless `page.path` says otherwise, so two
-    lessons whose sources share a folder need a path for one of them.
-    """
-    owners: dict[Path, Lesson] = {}
-    prose = {(manifest.root / l.prose).resolve(): l for l in manifest.lessons if l.prose is not None}
-    for index, lesson in enumerate(manifest.lessons):
-        path = (manifest.root / lesson.page_path).resolve()
-        given = lesson.page is not None and lesson.page.path is not None
-        line = manifest.line_of("lessons", index, "page", "path") if given else manifest.line_of("lessons", index)
-        where = "its page.path" if given else "its page, beside its source,"
-        if path in owners:
-            first = owners[path]
-            own = (lesson.page_path.parent / f"{lesson.binary_name}.md").as_posix()
-            raise ManifestError(f"lesson {lesson.id!r}: {where} would be {lesson.page_path.as_posix()}, the page of "
-                                f"lesson {first.id!r} too", path=manifest.path, line=line,
-                                hint=f"give one of them its own page: page: {{path: {own}}}")
-        if path in prose or path == (manifest.root / INDEX_FILE).resolve():
-            what = f"the prose of lesson {prose[path].id!r}" if path in prose else "the course's index"
-            raise ManifestError(f"lesson {lesson.id!r}: {where} would be {lesson.page_path.as_posix()}, {what}",
-                                path=manifest.path, line=line,
-                                hint=f"give the page a name of its own: page: {{path: {lesson.binary_name}.md}}")
-        owners[path] = lesson
 
 
 def diff_pages(pages: list[Page]) -> str:

@@ -1,6 +1,6 @@
 """Hostile and broken input: evidence that is not what it claims, a toolchain that cannot run,
 command lines that try to leave the cache, output built to be slow, programs that leave children
-behind, and templates that try to run a shell.
+behind, templates that try to run a shell, and pages that are links or files render did not write.
 
 Each case ends as a result or as one line with the right exit status, never a traceback, and
 writes nothing it should not. Most tests run coursectl in this process (typer's CliRunner) on
@@ -417,6 +417,25 @@ def test_the_sandbox_renders_the_course_as_before(course_copy):
     assert (result.exit_code, result.stdout, result.stderr) == (0, "every page is up to date\n", "")
 
 
+def test_a_page_linked_outside_the_course_is_never_read_nor_replaced(course_copy, tmp_path):
+    """render --check printed the linked file in its diff, render replaced the link; both now stop, naming it."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("a secret of the machine\n")
+    page = course_copy / "lessons" / "day14-syncthreads" / "README.md"
+    page.unlink()
+    page.symlink_to(secret)
+    before = (tree(course_copy), snapshot(course_copy))
+    for command in (["render", "--check"], ["render"]):
+        result = coursectl(*command)
+        assert (result.exit_code, result.stdout) == (2, "")
+        assert result.stderr == (
+            "coursectl: error: lessons.yaml:64: lesson 'day14-syncthreads': its page, beside its source, would be "
+            f"lessons/day14-syncthreads/README.md, a symbolic link (to {secret}); render writes each page as a file "
+            "of its own\nhint: remove the link lessons/day14-syncthreads/README.md: render writes the page there\n")
+    assert (tree(course_copy), snapshot(course_copy)) == before
+    assert page.is_symlink() and secret.read_text() == "a secret of the machine\n"
+
+
 # -- every case above through the installed console script: a line, never a traceback -------------------------
 COURSECTL = Path(sys.executable).parent / "coursectl"
 
@@ -491,9 +510,48 @@ def a_template_reaching_for_a_shell(made, tmp_path, monkeypatch):
     return ["render", "--check"], 2
 
 
+def a_template_writing_through_a_path(made, tmp_path, monkeypatch):
+    a_template_reaching_for_a_shell(made, tmp_path, monkeypatch)
+    (made.root / "templates" / "lesson.md.j2").write_text(
+        "{{ lesson.source.joinpath('" + str(tmp_path / "ran-a-shell") + "').write_text('owned') }}\n")
+    return ["render"], 2
+
+
+def a_template_calling_itself(made, tmp_path, monkeypatch):
+    a_template_reaching_for_a_shell(made, tmp_path, monkeypatch)
+    (made.root / "templates" / "lesson.md.j2").write_text("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}\n")
+    return ["render", "--check"], 2
+
+
+def a_template_building_ten_gigabytes(made, tmp_path, monkeypatch):
+    a_template_reaching_for_a_shell(made, tmp_path, monkeypatch)
+    (made.root / "templates" / "lesson.md.j2").write_text("{{ 'a' * 10**10 }}\n")
+    return ["render", "--check"], 2
+
+
+def a_page_linked_outside_the_course(made, tmp_path, monkeypatch):
+    a_template_reaching_for_a_shell(made, tmp_path, monkeypatch)
+    (made.root / "templates" / "lesson.md.j2").write_text("# {{ lesson.title }}\n")
+    (tmp_path / "secret.txt").write_text("not for the course\n")
+    page = made.root / "lessons" / "day14-syncthreads" / "README.md"
+    page.parent.mkdir(parents=True)
+    page.symlink_to(tmp_path / "secret.txt")
+    return ["render", "--check"], 2
+
+
+def a_page_path_naming_a_hand_written_file(made, tmp_path, monkeypatch):
+    a_page_linked_outside_the_course(made, tmp_path, monkeypatch)
+    page = made.root / "lessons" / "day14-syncthreads" / "README.md"
+    page.unlink()
+    page.write_text("# Written by hand\n")
+    return ["render"], 2
+
+
 HOSTILE_CASES = [folder_for_the_memcheck_log, memcheck_log_linked_to_dev_zero, a_path_above_in_files,
                  an_nvcc_that_cannot_start, an_architecture_listed_twice, arch_leaving_the_cache, a_corrupt_stamp,
-                 a_set_left_aside, a_megabyte_line_in_the_evidence, a_template_reaching_for_a_shell]
+                 a_set_left_aside, a_megabyte_line_in_the_evidence, a_template_reaching_for_a_shell,
+                 a_template_writing_through_a_path, a_template_calling_itself, a_template_building_ten_gigabytes,
+                 a_page_linked_outside_the_course, a_page_path_naming_a_hand_written_file]
 
 
 @pytest.mark.parametrize("case", HOSTILE_CASES, ids=[case.__name__ for case in HOSTILE_CASES])
@@ -508,3 +566,4 @@ def test_no_hostile_case_prints_a_traceback(course, fake_sanitizer, prebuilt, tm
     if status in (2, 3):
         assert done.stderr.startswith("coursectl: error: ") and len(done.stderr.splitlines()) <= 2, done.stderr
     assert not (tmp_path / "ran-a-shell").exists()
+    assert "not for the course" not in done.stdout + done.stderr
