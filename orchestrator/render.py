@@ -29,7 +29,7 @@ from .errors import EvidenceError, ManifestError, TemplateError
 from .evidence import HEADER_LINE, Evidence, build_evidence_path, list_gpus, load_build_evidence
 from .figures import (Chart, Figure, FigureTable, build_charts, build_figures, figure_tables, format_number,
                       nice_ceiling)
-from .files import atomic_write, relative
+from .files import TEXT_LIMIT, atomic_write, read_file, read_text, relative
 from .godbolt import GODBOLT_ARCH, godbolt_link, page_link
 from .includes import local_headers
 from .manifest import Lesson, Manifest, SanitizerPass
@@ -172,7 +172,7 @@ def render_all(manifest: Manifest, templates: Path | None = None) -> list[Page]:
         model = _lesson_model(manifest, lesson, folder)
         text = render_template(env, folder, root, model.template, _lesson_context(model))
         page_path = root / model.page
-        pages.append(Page(path=page_path, name=model.page, old=_read(page_path),
+        pages.append(Page(path=page_path, name=model.page, old=_read(page_path, model.page),
                           new=with_banner(model.banner, text)))
         if lesson.source_header:
             source = manifest.source_path(lesson)
@@ -420,7 +420,7 @@ def _index_page(manifest: Manifest, env: jinja2.Environment, templates: Path,
                 models: list[LessonModel]) -> Page:
     root = manifest.root
     path = root / INDEX_FILE
-    old = _read(path)
+    old = read_text(path, TEXT_LIMIT, "a README", shown=INDEX_FILE)
     if old is None:
         raise TemplateError(f"no {INDEX_FILE} to hold the lessons table", path=INDEX_FILE,
                             hint=f"add a '## Lessons' section holding {INDEX_BEGIN} and {INDEX_END}")
@@ -490,8 +490,11 @@ def _snippet_function(model: LessonModel) -> Callable[[str], str]:
 
 
 # -- paths ---------------------------------------------------------------------------------
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
+def _read(path: Path, name: str) -> str | None:
+    """A page render writes as a whole, as it is now; None if there is none.
+
+    Bytes in it that are not UTF-8 only make it differ from the page rendered,
+    which replaces it; a page that is no regular file is refused.
+    """
+    data = read_file(path, TEXT_LIMIT, "a page", shown=name)
+    return None if data is None else data.decode("utf-8", errors="replace")

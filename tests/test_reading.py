@@ -1,0 +1,143 @@
+"""Every file coursectl reads, read one way (orchestrator/files.py): a regular file, opened without
+blocking, up to a limit.
+
+A file that is none of that is one line naming it, never a traceback, a hang on a FIFO or a
+process eating the machine's memory on /dev/zero.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import coursectl
+from orchestrator.errors import CoursectlError, UsageError
+from orchestrator.files import read_file, read_stream
+
+DAY16 = "day16-tiled-matmul"
+MiB = 2**20
+COURSECTL = Path(sys.executable).parent / "coursectl"
+
+
+# -- the reader ----------------------------------------------------------------------------------
+def test_read_file_reads_a_regular_file_up_to_its_limit(tmp_path):
+    path = tmp_path / "f.txt"
+    path.write_bytes(b"x" * 1025)
+    assert read_file(path, 1025, "a thing") == b"x" * 1025
+    assert read_file(tmp_path / "missing.txt", 1025, "a thing") is None
+    with pytest.raises(UsageError) as caught:
+        read_file(path, 1024, "a thing", UsageError, shown="f.txt")
+    assert str(caught.value) == "f.txt: larger than 1,024 bytes, the most a thing may hold"
+
+
+@pytest.mark.parametrize("make, kind", [
+    (lambda tmp, fifo: Path("/dev/zero"), "a device"),
+    (lambda tmp, fifo: tmp, "a folder"),
+    (lambda tmp, fifo: fifo(tmp / "pipe"), "a named pipe"),
+], ids=["device", "folder", "fifo"])
+def test_read_file_reads_only_a_regular_file(tmp_path, fifo, make, kind):
+    path = make(tmp_path, fifo)
+    with pytest.raises(CoursectlError) as caught:
+        read_file(path, MiB, "a thing")
+    assert str(caught.value) == f"{path}: {kind} where a file should be"
+
+
+def test_read_stream_stops_one_byte_past_its_limit():
+    class Endless:
+        given = 0
+
+        def read(self, size: int) -> bytes:
+            self.given += size
+            return b"y" * size
+    stream = Endless()
+    with pytest.raises(UsageError) as caught:
+        read_stream(stream, MiB, "a transcript", "<stdin>", UsageError)
+    assert str(caught.value) == "<stdin>: larger than 1 MiB, the most a transcript may hold"
+    assert stream.given == MiB + 1
+
+
+# -- 2. files that are no regular file, or too big ------------------------------------------------
+@pytest.mark.parametrize("make, kind", [
+    (lambda tmp, fifo: Path("/dev/zero"), "a device"),
+    (lambda tmp, fifo: tmp, "a folder"),
+    (lambda tmp, fifo: fifo(tmp / "pipe"), "a named pipe"),
+], ids=["dev-zero", "folder", "fifo"])
+def test_check_reads_a_transcript_from_a_regular_file_only(course_copy, tmp_path, fifo, make, kind):
+    path = make(tmp_path, fifo)
+    result = coursectl("check", DAY16, path)
+    assert (result.exit_code, result.stdout, result.stderr) == (2, "", f"coursectl: error: {path}: {kind} where a "
+                                                                       "file should be\n")
+
+
+def test_check_reads_a_transcript_up_to_the_capture_limit(course_copy, tmp_path):
+    transcript = tmp_path / "t.txt"
+    transcript.write_bytes(b"y\n" * (8 * MiB))
+    result = coursectl("check", DAY16, transcript)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"coursectl: error: {transcript}:1: expected a line matching ")
+    with open(transcript, "ab") as handle:
+        handle.write(b"y")
+    result = coursectl("check", DAY16, transcript)
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        2, "", f"coursectl: error: {transcript}: larger than 16 MiB, the most a transcript may hold\n")
+
+
+def test_check_reads_standard_input_up_to_the_capture_limit(course_copy):
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    result = CliRunner().invoke(app, ["check", DAY16, "-"], input=b"y\n" * (8 * MiB) + b"y", env={"COLUMNS": "200"})
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        2, "", "coursectl: error: <stdin>: larger than 16 MiB, the most a transcript may hold\n")
+
+
+def test_yes_piped_into_check_is_one_line_and_stops(course_copy):
+    """`yes | coursectl check LESSON -`: it reads 16 MiB and a byte, says so and exits, closing the pipe."""
+    read_end, write_end = os.pipe()
+    checking = subprocess.Popen([str(COURSECTL), "check", DAY16, "-"], stdin=read_end, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=dict(os.environ, COLUMNS="200"))
+    os.close(read_end)
+
+    def yes():   # as `yes` does, until the reader has gone; 64 MiB at most, should it never go
+        with open(write_end, "wb", buffering=0) as pipe:
+            try:
+                for _ in range(128):
+                    pipe.write(b"y\n" * (MiB // 4))
+            except BrokenPipeError:
+                pass
+    writer = threading.Thread(target=yes)
+    writer.start()
+    out, err = checking.communicate(timeout=120)
+    writer.join()
+    assert (checking.returncode, out, err) == (
+        2, b"", b"coursectl: error: <stdin>: larger than 16 MiB, the most a transcript may hold\n")
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda tmp, fifo: Path("/dev/zero"), "/dev/zero: a device where a file should be"),
+    (lambda tmp, fifo: fifo(tmp / "report.json"), "{path}: a named pipe where a file should be"),
+], ids=["dev-zero", "fifo"])
+def test_report_merge_reads_a_regular_file_only(tmp_path, fifo, make, message):
+    path = make(tmp_path, fifo)
+    result = coursectl("report", "merge", path)
+    assert (result.exit_code, result.stdout, result.stderr) == (2, "", f"coursectl: error: "
+                                                                       f"{message.format(path=path)}\n")
+
+
+@pytest.mark.parametrize("name, status, hint", [
+    ("lessons.yaml", 2, "hint: fix lessons.yaml; docs/schema.md describes every key\n"),
+    ("README.md", 1, ""),
+], ids=["manifest", "readme"])
+def test_render_refuses_a_named_pipe_at_once(course_copy, fifo, name, status, hint):
+    (course_copy / name).unlink()
+    fifo(course_copy / name)
+    result = coursectl("render", "--check")
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        status, "", f"coursectl: error: {name}: a named pipe where a file should be\n{hint}")
+
