@@ -136,9 +136,11 @@ def lesson_digest(source: Path) -> str:
     data = read_file(source, TEXT_LIMIT, "a lesson's source")
     if data is None:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(source))
-    lines = data.decode("utf-8").splitlines(keepends=True)
+    # Bytes that are not UTF-8 are kept as they are (surrogateescape): the digest is of the file, which a
+    # source that is not UTF-8 still is; the commands that read it as text say what is wrong with it.
+    lines = data.decode("utf-8", errors="surrogateescape").splitlines(keepends=True)
     kept = "".join(line for line in lines if not HEADER_LINE.match(line))
-    return sha256_bytes(kept.encode("utf-8"))
+    return sha256_bytes(kept.encode("utf-8", errors="surrogateescape"))
 
 
 def source_digests(root: Path, source: str, files: list[str]) -> dict[str, str | None]:
@@ -152,7 +154,7 @@ def source_digests(root: Path, source: str, files: list[str]) -> dict[str, str |
         path = Path(root) / name
         try:
             out[name] = lesson_digest(path) if name == source else sha256_file(path)
-        except (OSError, UnicodeDecodeError, CoursectlError):
+        except (OSError, CoursectlError):
             out[name] = None
     return out
 

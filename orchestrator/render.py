@@ -15,6 +15,8 @@ names the snippets it shows), otherwise from templates/lesson.md.j2.
 from __future__ import annotations
 
 import difflib
+import errno
+import os
 import shlex
 import textwrap
 from pathlib import Path
@@ -188,9 +190,9 @@ def stale_source_header(manifest: Manifest, lesson: Lesson) -> str | None:
 
     A source without such lines (never rendered, or `source_header: false`) has none to be stale.
     """
-    source = manifest.source_path(lesson)
-    if not lesson.source_header or not any(HEADER_LINE.match(line) for line in source.read_text(
-            encoding="utf-8", errors="replace").splitlines()):
+    source = read_file(manifest.source_path(lesson), TEXT_LIMIT, "a lesson's source", shown=lesson.source.as_posix())
+    if not lesson.source_header or not any(HEADER_LINE.match(line) for line in (source or b"").decode(
+            "utf-8", errors="replace").splitlines()):
         return None
     model = _lesson_model(manifest, lesson, manifest.root / TEMPLATES)
     if model.source_new == model.source_old:
@@ -268,7 +270,7 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     build = shlex.join(display_command(manifest, lesson, arch))
     run = shlex.join([f"./{lesson.binary_name}", *lesson.args])
     verified = [f"// Verified {g.date} on {g.provenance}. Transcript: {g.transcript_path}" for g in gpus]
-    source_old = source_path.read_text(encoding="utf-8")
+    source_old = _read_text(source_path, source_rel, "a lesson's source")
     source_new = source_old
     if lesson.source_header:
         source_new = rewrite_header(source_old, [f"// Build: {build}", f"// Run:   {run}",
@@ -312,7 +314,8 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     tables, peak_notes = figure_tables(figures, gpus)
     prose = None
     if lesson.prose is not None:
-        text = rebase_links((root / lesson.prose).read_text(encoding="utf-8"), (root / lesson.prose).parent, page_dir)
+        text = rebase_links(_read_text(root / lesson.prose, lesson.prose.as_posix(), "a lesson's prose"),
+                            (root / lesson.prose).parent, page_dir)
         prose = link_days(text, lesson.prose.as_posix(), manifest, lesson, page_dir).strip()
 
     return LessonModel(
@@ -498,3 +501,11 @@ def _read(path: Path, name: str) -> str | None:
     """
     data = read_file(path, TEXT_LIMIT, "a page", shown=name)
     return None if data is None else data.decode("utf-8", errors="replace")
+
+
+def _read_text(path: Path, name: str, what: str) -> str:
+    """A file a page is made from (a lesson's source or prose), as text; CoursectlError naming it if it cannot be."""
+    text = read_text(path, TEXT_LIMIT, what, shown=name)
+    if text is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
+    return text

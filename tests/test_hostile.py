@@ -479,6 +479,12 @@ def a_template_reaching_for_a_shell(made, tmp_path, monkeypatch):
     return ["render", "--check"], 2
 
 
+def a_source_that_is_not_utf8(made, tmp_path, monkeypatch):
+    with open(made.root / "standins" / "replay.cpp", "ab") as source:
+        source.write(b"// caf\xe9\n")
+    return ["verify", "--all", "--offline", "-q"], 1
+
+
 def dev_zero_as_a_transcript(made, tmp_path, monkeypatch):
     return ["check", "day16-tiled-matmul", "/dev/zero"], 2
 
@@ -486,6 +492,7 @@ def dev_zero_as_a_transcript(made, tmp_path, monkeypatch):
 HOSTILE_CASES = [folder_for_the_memcheck_log, memcheck_log_linked_to_dev_zero, a_path_above_in_files,
                  an_nvcc_that_cannot_start, an_architecture_listed_twice, arch_leaving_the_cache, a_corrupt_stamp,
                  a_set_left_aside, a_megabyte_line_in_the_evidence, a_template_reaching_for_a_shell,
+                 a_source_that_is_not_utf8,
                  dev_zero_as_a_transcript]
 
 

@@ -1,12 +1,14 @@
 """Every file coursectl reads, read one way (orchestrator/files.py): a regular file, opened without
-blocking, up to a limit.
+blocking, up to a limit, and as UTF-8 where it is text.
 
-A file that is none of that is one line naming it, never a traceback, a hang on a FIFO or a
-process eating the machine's memory on /dev/zero.
+A file that is none of that is one line naming it (and its line, for bytes that are not UTF-8),
+never a traceback, a hang on a FIFO or a process eating the machine's memory on /dev/zero; a
+lesson's own file fails that lesson alone.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,13 +17,21 @@ from pathlib import Path
 
 import pytest
 
-from conftest import coursectl
+from conftest import after, coursectl, statuses
 from orchestrator.errors import CoursectlError, UsageError
-from orchestrator.files import read_file, read_stream
+from orchestrator.files import read_file, read_stream, read_text
 
 DAY16 = "day16-tiled-matmul"
+NOT_UTF8 = "is not UTF-8 text: byte 0xe9 cannot be decoded"
 MiB = 2**20
 COURSECTL = Path(sys.executable).parent / "coursectl"
+
+
+def append_latin1(path: Path, text: str = "// caf\xe9\n") -> int:
+    """Append a line in Latin-1 (not UTF-8) to a file; the number of the line it is."""
+    with open(path, "ab") as handle:
+        handle.write(text.encode("latin-1"))
+    return path.read_bytes().count(b"\n")
 
 
 # -- the reader ----------------------------------------------------------------------------------
@@ -47,6 +57,14 @@ def test_read_file_reads_only_a_regular_file(tmp_path, fifo, make, kind):
     assert str(caught.value) == f"{path}: {kind} where a file should be"
 
 
+def test_read_text_names_the_line_of_a_byte_that_is_not_utf8(tmp_path):
+    path = tmp_path / "f.txt"
+    path.write_bytes(b"one\ntwo\ncaf\xe9\n")
+    with pytest.raises(CoursectlError) as caught:
+        read_text(path, MiB, "a thing", shown="f.txt")
+    assert str(caught.value) == f"f.txt:3: {NOT_UTF8}"
+
+
 def test_read_stream_stops_one_byte_past_its_limit():
     class Endless:
         given = 0
@@ -59,6 +77,42 @@ def test_read_stream_stops_one_byte_past_its_limit():
         read_stream(stream, MiB, "a transcript", "<stdin>", UsageError)
     assert str(caught.value) == "<stdin>: larger than 1 MiB, the most a transcript may hold"
     assert stream.given == MiB + 1
+
+
+# -- 1. text that is not UTF-8 --------------------------------------------------------------------
+@pytest.mark.parametrize("name, status", [
+    (f"lessons/{DAY16}/tiled_matmul.cu", 1),
+    (f"lessons/{DAY16}/prose.md", 1),
+    ("README.md", 1),
+    ("templates/lesson.md.j2", 2),
+], ids=["source", "prose", "readme", "template"])
+def test_render_names_the_file_and_line_that_is_not_utf8(course_copy, name, status):
+    line = append_latin1(course_copy / name, "caf\xe9\n" if not name.endswith(".cu") else "// caf\xe9\n")
+    result = coursectl("render", "--check")
+    assert (result.exit_code, result.stdout, result.stderr) == (status, "", f"coursectl: error: {name}:{line}: "
+                                                                            f"{NOT_UTF8}\n")
+
+
+def test_verify_offline_fails_only_the_lesson_whose_source_is_not_utf8(course, monkeypatch, gpu_bin, prebuilt,
+                                                                         tmp_path):
+    def own_source(manifest):   # day 16 on a source of its own, the stand-in's as it is
+        standins = tmp_path / "course" / "standins"
+        (standins / "day16.cpp").write_bytes((standins / "replay.cpp").read_bytes())
+        [entry] = [entry for entry in manifest["lessons"] if entry["id"] == DAY16]
+        entry["source"] = "standins/day16.cpp"
+    made = course(["day13-shared-memory", DAY16], edit=own_source)
+    path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", os.pathsep.join([str(gpu_bin), path]))
+    assert coursectl("record", "--all", "-q").exit_code == 0
+    monkeypatch.setenv("PATH", path)
+    line = append_latin1(made.root / "standins" / "day16.cpp")
+    report = tmp_path / "offline.json"
+    result = coursectl("verify", "--all", "--offline", "-q", "--json", report)
+    assert result.exit_code == 1, result.stderr
+    assert statuses(result.stdout, "verify --offline") == {"day13-shared-memory": "PASS", DAY16: "FAIL"}
+    reasons = {r["lesson"]: r["reasons"] for r in json.loads(report.read_text())["results"]}
+    assert reasons == {"day13-shared-memory": [], DAY16: [f"standins/day16.cpp:{line}: {NOT_UTF8}"]}
+    assert f"{DAY16}: standins/day16.cpp:{line}: {NOT_UTF8}" in after(result.stdout, "verify --offline")
 
 
 # -- 2. files that are no regular file, or too big ------------------------------------------------
