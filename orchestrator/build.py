@@ -27,7 +27,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from .errors import BuildError, CoursectlError, UsageError
-from .files import TEXT_LIMIT, atomic_write, read_file, sha256_bytes, sha256_file
+from .files import TEXT_LIMIT, atomic_write, parse_json, read_file, sha256_bytes, sha256_file
 from .manifest import ARCH, Lesson, Manifest
 from .process import run_command
 from .resources import KernelResources, parse_resources
@@ -319,7 +319,7 @@ def _cached(entry: Path, binary_name: str) -> tuple[dict | None, str | None]:
     if not stamp.is_file() or not binary.is_file():
         return None, None
     try:
-        info = json.loads((read_file(stamp, STAMP_LIMIT, "a cache stamp") or b"").decode("utf-8"))
+        info = parse_json((read_file(stamp, STAMP_LIMIT, "a cache stamp") or b"").decode("utf-8"))
         if not (isinstance(info, dict) and isinstance(info.get("diagnostics"), str)
                 and isinstance(info.get("binary_sha256"), str) and isinstance(info.get("headers"), dict)
                 and all(isinstance(k, str) and isinstance(v, str) for k, v in info["headers"].items())):

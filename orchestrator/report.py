@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import re
 import sys
@@ -16,7 +15,7 @@ from pydantic import BaseModel
 from . import __version__
 from .build import cache_root
 from .errors import ManifestError, ReportError, UsageError
-from .files import atomic_write, read_file, sha256_bytes
+from .files import atomic_write, parse_json, read_file, sha256_bytes
 from .manifest import Manifest
 from .results import LessonResult, Status, is_unverified
 from .toolchain import Toolchain
@@ -124,7 +123,7 @@ def read_json(path: Path) -> VerifyReport:
     if data is None:
         raise UsageError("no such report", path=path)
     try:
-        data = json.loads(data)
+        data = parse_json(data)
     except ValueError as exc:
         raise UsageError(f"not a coursectl JSON report: {str(exc).splitlines()[0]}", path=path)
     if isinstance(data, dict) and "results" in data and data.get("format") != REPORT_FORMAT:

@@ -30,7 +30,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from .errors import CoursectlError
-from .files import atomic_write, read_file, sha256_bytes
+from .files import atomic_write, parse_json, read_file, sha256_bytes
 from .process import CommandResult
 from .sanitizer import DEFAULT_ERROR_EXITCODE, Tool, sanitizer_command
 
@@ -153,7 +153,7 @@ def load_pass(root: Path, lesson_id: str, key: PassKey) -> StoredPass | None:
         raw = read_file(path, ENTRY_LIMIT, "a sanitizer cache entry")
         if raw is None:
             return None
-        data = json.loads(raw)
+        data = parse_json(raw)
         stored = StoredPass.model_validate(data)
         fields = {name: value for name, value in data.items() if name != "checksum"}
         if stored.checksum != _checksum(fields) or stored.key != key:
@@ -173,6 +173,6 @@ def expected_seconds(root: Path, lesson_id: str, tool: str) -> float:
         newest = max((Path(root) / FOLDER / lesson_id).glob(f"{tool}-*.json"), key=lambda p: p.stat().st_mtime,
                      default=None)
         raw = read_file(newest, ENTRY_LIMIT, "a sanitizer cache entry") if newest is not None else None
-        return float(json.loads(raw)["seconds"]) if raw is not None else 0.0
+        return float(parse_json(raw)["seconds"]) if raw is not None else 0.0
     except (OSError, CoursectlError, ValueError, KeyError, TypeError):
         return 0.0

@@ -479,6 +479,20 @@ def a_template_reaching_for_a_shell(made, tmp_path, monkeypatch):
     return ["render", "--check"], 2
 
 
+def a_stamp_nested_100000_deep(made, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("COURSECTL_CACHE", str(cache))
+    assert coursectl("build", "day16-tiled-matmul").exit_code == 0
+    [stamp] = cache.rglob("build.json")
+    stamp.write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    return ["build", "day16-tiled-matmul"], 0
+
+
+def a_report_nested_100000_deep(made, tmp_path, monkeypatch):
+    (tmp_path / "deep.json").write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    return ["report", "merge", str(tmp_path / "deep.json")], 2
+
+
 def a_source_that_is_not_utf8(made, tmp_path, monkeypatch):
     with open(made.root / "standins" / "replay.cpp", "ab") as source:
         source.write(b"// caf\xe9\n")
@@ -492,7 +506,7 @@ def dev_zero_as_a_transcript(made, tmp_path, monkeypatch):
 HOSTILE_CASES = [folder_for_the_memcheck_log, memcheck_log_linked_to_dev_zero, a_path_above_in_files,
                  an_nvcc_that_cannot_start, an_architecture_listed_twice, arch_leaving_the_cache, a_corrupt_stamp,
                  a_set_left_aside, a_megabyte_line_in_the_evidence, a_template_reaching_for_a_shell,
-                 a_source_that_is_not_utf8,
+                 a_stamp_nested_100000_deep, a_report_nested_100000_deep, a_source_that_is_not_utf8,
                  dev_zero_as_a_transcript]
 
 

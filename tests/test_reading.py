@@ -1,5 +1,5 @@
 """Every file coursectl reads, read one way (orchestrator/files.py): a regular file, opened without
-blocking, up to a limit, and as UTF-8 where it is text.
+blocking, up to a limit, and as UTF-8 where it is text; JSON however deeply it nests.
 
 A file that is none of that is one line naming it (and its line, for bytes that are not UTF-8),
 never a traceback, a hang on a FIFO or a process eating the machine's memory on /dev/zero; a
@@ -19,10 +19,11 @@ import pytest
 
 from conftest import after, coursectl, statuses
 from orchestrator.errors import CoursectlError, UsageError
-from orchestrator.files import read_file, read_stream, read_text
+from orchestrator.files import parse_json, read_file, read_stream, read_text
 
 DAY16 = "day16-tiled-matmul"
 NOT_UTF8 = "is not UTF-8 text: byte 0xe9 cannot be decoded"
+DEEP = b"[" * 100_000 + b"]" * 100_000
 MiB = 2**20
 COURSECTL = Path(sys.executable).parent / "coursectl"
 
@@ -77,6 +78,12 @@ def test_read_stream_stops_one_byte_past_its_limit():
         read_stream(stream, MiB, "a transcript", "<stdin>", UsageError)
     assert str(caught.value) == "<stdin>: larger than 1 MiB, the most a transcript may hold"
     assert stream.given == MiB + 1
+
+
+def test_json_nested_100000_deep_is_a_value_error():
+    with pytest.raises(ValueError, match="^nested too deeply for Python's JSON parser$"):
+        parse_json(DEEP)
+    assert parse_json(b"[[[1]]]") == [[[1]]]
 
 
 # -- 1. text that is not UTF-8 --------------------------------------------------------------------
@@ -195,3 +202,12 @@ def test_render_refuses_a_named_pipe_at_once(course_copy, fifo, name, status, hi
     assert (result.exit_code, result.stdout, result.stderr) == (
         status, "", f"coursectl: error: {name}: a named pipe where a file should be\n{hint}")
 
+
+# -- 3. JSON nested 100,000 deep ------------------------------------------------------------------
+def test_report_merge_of_json_nested_100000_deep_is_a_usage_error(tmp_path):
+    report = tmp_path / "deep.json"
+    report.write_bytes(DEEP)
+    result = coursectl("report", "merge", report)
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        2, "", f"coursectl: error: {report}: not a coursectl JSON report: nested too deeply for Python's JSON "
+               "parser\n")

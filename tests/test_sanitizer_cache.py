@@ -117,13 +117,15 @@ def _damage(path: Path, how: str, fifo) -> None:
         path.write_text(json.dumps(entry))
     elif how == "a-list":
         path.write_text("[1, 2]")
+    elif how == "nested-100000-deep":
+        path.write_bytes(b"[" * 100_000 + b"]" * 100_000)
     elif how == "a-fifo":
         path.unlink()
         fifo(path)
 
 
 @pytest.mark.parametrize("how", ["empty", "cut-in-half", "not-json", "log-edited", "field-missing", "bad-base64",
-                                 "a-list", "a-fifo"])
+                                 "a-list", "nested-100000-deep", "a-fifo"])
 def test_a_damaged_entry_is_a_miss(tmp_path, binary, fifo, how):
     key = key_of(binary)
     path = store_pass(tmp_path, "day13-shared-memory", key, ran(), LOG, XML)
