@@ -1,5 +1,49 @@
-"""`python -m orchestrator` is `coursectl`."""
+"""`python -m orchestrator` is `coursectl`; `main` is the console script's entry point.
 
-from .cli import app
+Ctrl-C or SIGTERM at any moment ends a command with one line and exit 130,
+never a traceback: also in its first 0.3 s, while typer, rich and pydantic
+are imported, before the command's own handling (cli.handle_errors) is in
+place. So nothing heavy is imported here, and both signals are held back
+while the rest is.
+"""
 
-app(prog_name="coursectl")
+import signal
+import sys
+
+from .errors import INTERRUPTED
+
+_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+def _interrupt(signum, frame):  # noqa: ARG001
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        # Held while the command line's modules are imported: a KeyboardInterrupt raised in the import
+        # system's own callbacks is lost there (`Exception ignored in: ...` and a traceback, and the
+        # command goes on). Held, it is raised here, at once once they are in.
+        signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+        try:
+            from .cli import app
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
+        app(prog_name="coursectl")
+    except KeyboardInterrupt:
+        try:
+            sys.stderr.write(INTERRUPTED + "\n")
+            sys.stderr.flush()
+        except (KeyboardInterrupt, OSError):
+            pass
+        sys.exit(130)
+    finally:
+        # The command has ended and said how. A Ctrl-C while Python shuts down would land in some object's
+        # __del__ and print `Exception ignored in: ...` and a traceback; there is nothing left to stop.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+if __name__ == "__main__":
+    main()

@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from string import Template
@@ -27,14 +28,16 @@ from .build import BuildResult, build_lesson, display_command
 from .claims import ClaimResult, evaluate_claims, uses_resources
 from .errors import CoursectlError, ManifestError, SchemaMismatch, TranscriptError, UsageError
 from .evidence import list_gpus
+from .files import TEXT_LIMIT, read_file, read_stream, read_text
 from .judging import parse_evidence, relative
 from .manifest import Lesson, Manifest, load_manifest
 from .names import ARCH
-from .process import run_command
+from .process import DEFAULT_OUTPUT_LIMIT, run_command
 from .render import NO_EVIDENCE_LINE
 from .shorthand import LESSON_FOLDER, PROSE
 from .toolchain import Toolchain, find_tool, nvcc_version
 from .transcript import Transcript, decode_output, parse_transcript
+from .yamlfile import MAX_BYTES
 
 SKELETON = Path(__file__).resolve().parent / "skeleton"
 NEW_ID = re.compile(r"day(\d+)-([a-z0-9]+(?:-[a-z0-9]+)*)")
@@ -59,14 +62,24 @@ class Checked(BaseModel):
         return all(claim.held for claim in self.claims if claim.kind == "gate")
 
 
+STDIN = "<stdin>"   # standard input, as messages name it
+
+
 def read_transcript(path: str) -> str:
-    """A transcript file (`-` is read by the caller), as text; a missing one is a usage error."""
-    try:
-        return decode_output(Path(path).read_bytes())
-    except FileNotFoundError:
-        raise UsageError(f"no transcript {path}: no such file") from None
-    except IsADirectoryError:
-        raise UsageError(f"no transcript {path}: it is a folder") from None
+    """A transcript file, or standard input for `-`, as text; a usage error for anything else.
+
+    A transcript is read as a run's output is captured: up to 16 MiB
+    (process.DEFAULT_OUTPUT_LIMIT), and only from a regular file or standard
+    input, so that /dev/zero, a FIFO or `yes |` is one error, never a hang or
+    all the machine's memory.
+    """
+    if path == "-":
+        data = read_stream(sys.stdin.buffer, DEFAULT_OUTPUT_LIMIT, "a transcript", STDIN, UsageError)
+    else:
+        data = read_file(Path(path), DEFAULT_OUTPUT_LIMIT, "a transcript", UsageError, shown=path)
+        if data is None:
+            raise UsageError(f"no transcript {path}: no such file")
+    return decode_output(data)
 
 
 def check_lesson(manifest: Manifest, lesson: Lesson, text: str | None, name: str, gpu: str | None = None,
@@ -219,7 +232,9 @@ def new_lesson(manifest: Manifest, lesson_id: str, title: str) -> Scaffold:
     if folder.exists():
         raise UsageError(f"{LESSON_FOLDER}/{lesson_id}/ already exists; move it away or pick another id")
 
-    text = manifest.path.read_text(encoding="utf-8")
+    text = read_text(manifest.path, MAX_BYTES, "a manifest", ManifestError)
+    if text is None:
+        raise ManifestError("no such file", path=manifest.path)
     entry = Template(ENTRY).substitute(id=lesson_id, title=_yaml_scalar(title),
                                        gpu_item="" if manifest.defaults.output else "    " + GPU_ITEM)
     new_text, line = _insert(text, manifest, day, entry)
@@ -317,10 +332,10 @@ def _licence(manifest: Manifest) -> str | None:
     found: dict[str, int] = {}
     for lesson in manifest.lessons:
         try:
-            with open(manifest.source_path(lesson), encoding="utf-8") as handle:
-                head = [handle.readline() for _ in range(5)]
-        except OSError:
+            data = read_file(manifest.source_path(lesson), TEXT_LIMIT, "a lesson's source")
+        except CoursectlError:
             continue
+        head = (data or b"").decode("utf-8", errors="replace").splitlines()[:5]
         for row in head:
             match = SPDX.match(row)
             if match:

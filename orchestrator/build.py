@@ -26,8 +26,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from .errors import BuildError, UsageError
-from .files import atomic_write, sha256_bytes
+from .errors import BuildError, CoursectlError, UsageError
+from .files import TEXT_LIMIT, atomic_write, parse_json, read_file, sha256_bytes, sha256_file
 from .manifest import ARCH, Lesson, Manifest
 from .process import run_command
 from .resources import KernelResources, parse_resources
@@ -35,6 +35,8 @@ from .trace import span
 
 CACHE_FORMAT = 4  # 2: ptxas' resource report; 3: the binary's sha256; 4: content-addressed, with the files read
 STAMP = "build.json"
+# The most a stamp may hold: nvcc's diagnostics, captured up to 16 MiB, and the command and digests.
+STAMP_LIMIT = 64 * 2**20
 
 
 class BuildResult(BaseModel):
@@ -133,14 +135,8 @@ def local_files(paths: list[str], folder: Path, root: Path) -> list[Path]:
 
 
 def hash_files(paths: list[Path]) -> dict[Path, str | None]:
-    """sha256 of each file; None for one that cannot be read (gone, or a folder now)."""
-    out: dict[Path, str | None] = {}
-    for path in paths:
-        try:
-            out[path] = sha256_bytes(Path(path).read_bytes())
-        except OSError:
-            out[path] = None
-    return out
+    """sha256 of each file; None for one that cannot be read (gone, or a folder or a FIFO now)."""
+    return {path: sha256_file(path) for path in paths}
 
 
 def course_path(path: Path, root: Path) -> str:
@@ -175,10 +171,9 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
     check_arch(arch, "architecture")
     source_path = manifest.source_path(lesson)
     folder = source_path.parent
-    try:
-        source = source_path.read_bytes()
-    except OSError as exc:
-        raise BuildError(f"cannot read source: {exc.strerror}", path=source_path)
+    source = read_file(source_path, TEXT_LIMIT, "a lesson's source", BuildError)
+    if source is None:
+        raise BuildError("cannot read source: No such file or directory", path=source_path)
     flags = manifest.flags(lesson) + variant_flags(variant)
     key = cache_key(source, flags, arch, nvcc_version, variant, lesson.binary_name)
     group = cache_root(manifest) / f"{arch}-{variant}" / key
@@ -213,7 +208,7 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
         display = nvcc_command(nvcc, manifest, lesson, arch, binary, variant)
         atomic_write(work / STAMP, json.dumps({"command": display, "diagnostics": diagnostics,
                                                "seconds": result.seconds,
-                                               "binary_sha256": sha256_bytes(output.read_bytes()),
+                                               "binary_sha256": sha256_file(output),
                                                "headers": headers}, indent=1))
         _publish(work, entry, lesson.binary_name)
     finally:
@@ -324,17 +319,16 @@ def _cached(entry: Path, binary_name: str) -> tuple[dict | None, str | None]:
     if not stamp.is_file() or not binary.is_file():
         return None, None
     try:
-        info = json.loads(stamp.read_bytes().decode("utf-8"))
+        info = parse_json((read_file(stamp, STAMP_LIMIT, "a cache stamp") or b"").decode("utf-8"))
         if not (isinstance(info, dict) and isinstance(info.get("diagnostics"), str)
                 and isinstance(info.get("binary_sha256"), str) and isinstance(info.get("headers"), dict)
                 and all(isinstance(k, str) and isinstance(v, str) for k, v in info["headers"].items())):
             raise ValueError("not the stamp a build writes")
-    except (OSError, ValueError) as exc:   # JSONDecodeError and UnicodeDecodeError are ValueErrors
+    except (CoursectlError, ValueError) as exc:   # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return None, f"cache entry {entry} had an unreadable stamp ({_first_line(exc)}); rebuilt"
-    try:
-        digest = sha256_bytes(binary.read_bytes())
-    except OSError as exc:
-        return None, f"cache entry {entry} had an unreadable binary ({exc.strerror}); rebuilt"
+    digest = sha256_file(binary)
+    if digest is None:
+        return None, f"cache entry {entry} had an unreadable binary; rebuilt"
     if digest != info["binary_sha256"]:
         return None, f"cache entry {entry} held a binary that no longer matches its stamp; rebuilt"
     return info, None

@@ -25,7 +25,7 @@ from rich.table import Table
 
 from . import __version__
 from . import display
-from .errors import CoursectlError, Interrupted, UsageError, describe_os_error
+from .errors import INTERRUPTED, CoursectlError, Interrupted, UsageError, describe_os_error
 from .manifest import Manifest, load_manifest
 from .selection import choose_lessons
 from .trace import recording, span
@@ -42,7 +42,20 @@ class Command(typer.core.TyperCommand):
         return super().get_help(ctx)
 
 
-app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+class Group(typer.core.TyperGroup):
+    """The root command. A Ctrl-C that lands outside a command's own handling (handle_errors), as the
+    command starts or ends, ends as one inside does: one line and exit 130, where typer and click would
+    end it, by their versions, with `Aborted!` and exit 1 or with exit 130 and not a word."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            err_console.print(INTERRUPTED, markup=False)
+            raise typer.Exit(130)
+
+
+app = typer.Typer(cls=Group, no_args_is_help=True, rich_markup_mode=None,
                   help="Build, run, sanitize, verify, record and render the lessons of a CUDA course.")
 report_app = typer.Typer(no_args_is_help=True, help="Work with JSON reports.")
 schema_app = typer.Typer(no_args_is_help=True, help="Print the JSON Schemas of coursectl's files.")
@@ -143,7 +156,7 @@ def handle_errors(func: Callable) -> Callable:
             with recording():
                 return func(*args, **kwargs)
         except KeyboardInterrupt:
-            err_console.print("coursectl: interrupted; children stopped, nothing half-written")
+            err_console.print(INTERRUPTED, markup=False)
             raise typer.Exit(130)
         except CoursectlError as exc:
             err_console.print(f"coursectl: error: {exc}", markup=False, soft_wrap=True)

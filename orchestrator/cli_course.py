@@ -6,7 +6,6 @@ print through cli.console, which each command's handler sets when it starts.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -38,14 +37,14 @@ def check(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesso
     Exits 0 when every gate holds, 1 when one fails, 2 when the transcript
     does not match the schema.
     """
-    from .authoring import check_lesson, read_transcript
+    from .authoring import STDIN, check_lesson, read_transcript
 
     manifest = load(manifest_path)
     lesson = choose_lessons(manifest, [lesson_id], False)[0]
     if transcript is not None and gpu is not None:
         raise UsageError("--gpu picks recorded evidence to check; leave it out when giving a TRANSCRIPT")
-    text = None if transcript is None else sys.stdin.read() if transcript == "-" else read_transcript(transcript)
-    checked = check_lesson(manifest, lesson, text, "<stdin>" if transcript == "-" else transcript or "", gpu, arch)
+    text = None if transcript is None else read_transcript(transcript)
+    checked = check_lesson(manifest, lesson, text, STDIN if transcript == "-" else transcript or "", gpu, arch)
     display.print_check(cli.console, checked)
     if not checked.gates_held:
         raise typer.Exit(1)

@@ -14,7 +14,6 @@ evidence.load_evidence checks the working tree's.
 
 from __future__ import annotations
 
-import json
 import re
 import tempfile
 from pathlib import Path
@@ -25,7 +24,7 @@ from .comparison import FieldResult, FieldStatus, compare_fields, describe_rule,
 from .drift import markdown_table, provenance_changes, provenance_of
 from .errors import EvidenceError, TranscriptError, UsageError
 from .evidence import list_gpus
-from .files import atomic_write
+from .files import atomic_write, parse_json
 from .judging import ParsedEvidence, parse_evidence
 from .manifest import Lesson, Manifest
 from .process import CommandResult, run_command
@@ -156,9 +155,9 @@ def _materialize(root: Path, side: Side, lesson: Lesson, into: Path, runner) -> 
     target.mkdir(parents=True, exist_ok=True)
     (target / "meta.json").write_bytes(meta)
     try:
-        listed = json.loads(meta).get("files") or {}
+        listed = parse_json(meta).get("files") or {}
         names = [name for name in listed if isinstance(name, str) and SAFE_NAME.match(name)]
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, TypeError):
         names = []   # load_evidence says what is wrong with it
     for name in ["transcript.txt", *names]:
         data = _show(root, side.commit or "", f"{folder}/{name}", runner)

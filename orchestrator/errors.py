@@ -9,6 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 
+# What Ctrl-C or SIGTERM prints when it stops a command outside a workflow's own handling, whenever it comes:
+# while the command starts (imports included), reads lessons.yaml or looks for the tools.
+INTERRUPTED = "coursectl: interrupted; children stopped, nothing half-written"
+
+
 class CoursectlError(Exception):
     """An error a user can act on: `path:line: message`, plus a hint."""
 

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
-import stat
 from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError, field_validator
 
-from .errors import EvidenceError
-from .files import atomic_write, relative, sha256_bytes, source_lines
+from .errors import CoursectlError, EvidenceError
+from .files import TEXT_LIMIT, atomic_write, read_file, relative, sha256_bytes, sha256_file, source_lines
 from .resources import BuildEvidence
 
 TRANSCRIPT = "transcript.txt"
@@ -109,8 +109,8 @@ def read_evidence_file(path: Path, limit: int = FILE_LIMIT) -> bytes | None:
     """The bytes of one file of the evidence store; None if there is none.
 
     Evidence is data anyone can edit, so only a regular file is read, and only
-    up to `limit` bytes: a folder, a device, a FIFO, a link leading out of its
-    folder, or a bigger file raises EvidenceError naming it.
+    up to `limit` bytes (files.read_file): a folder, a device, a FIFO, a link
+    leading out of its folder, or a bigger file raises EvidenceError naming it.
     """
     path = Path(path)
     try:
@@ -118,40 +118,9 @@ def read_evidence_file(path: Path, limit: int = FILE_LIMIT) -> bytes | None:
             target = Path(os.path.realpath(path))
             if not target.is_relative_to(Path(os.path.realpath(path.parent))):
                 raise EvidenceError(f"a link leading out of the evidence folder, to {target}", path=path)
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except FileNotFoundError:
-        return None
     except OSError as exc:
         raise EvidenceError(f"cannot read: {exc.strerror}", path=path) from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise EvidenceError(f"{_kind(mode)} where a file should be", path=path)
-        chunks, size = [], 0
-        while size <= limit and (chunk := os.read(fd, min(1 << 20, limit + 1 - size))):
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise EvidenceError(f"cannot read: {exc.strerror}", path=path) from None
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    if len(data) > limit:
-        most = f"{limit >> 20} MiB" if limit % (1 << 20) == 0 else f"{limit:,} bytes"
-        raise EvidenceError(f"larger than {most}, the most an evidence file may hold", path=path)
-    return data
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISFIFO(mode):
-        return "a named pipe"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
+    return read_file(path, limit, "an evidence file", EvidenceError)
 
 
 # The source header lines render owns (and rewrites); lesson_digest leaves them out.
@@ -164,9 +133,14 @@ def lesson_digest(source: Path) -> str:
     render rewrites those lines from the evidence, so they must not make the
     evidence look stale.
     """
-    lines = source_lines(Path(source).read_text(encoding="utf-8"), keepends=True)
+    data = read_file(source, TEXT_LIMIT, "a lesson's source")
+    if data is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(source))
+    # Bytes that are not UTF-8 are kept as they are (surrogateescape): the digest is of the file, which a
+    # source that is not UTF-8 still is; the commands that read it as text say what is wrong with it.
+    lines = source_lines(data.decode("utf-8", errors="surrogateescape"), keepends=True)
     kept = "".join(line for line in lines if not HEADER_LINE.match(line))
-    return sha256_bytes(kept.encode("utf-8"))
+    return sha256_bytes(kept.encode("utf-8", errors="surrogateescape"))
 
 
 def source_digests(root: Path, source: str, files: list[str]) -> dict[str, str | None]:
@@ -179,8 +153,8 @@ def source_digests(root: Path, source: str, files: list[str]) -> dict[str, str |
     for name in files:
         path = Path(root) / name
         try:
-            out[name] = lesson_digest(path) if name == source else sha256_bytes(path.read_bytes())
-        except (OSError, UnicodeDecodeError):
+            out[name] = lesson_digest(path) if name == source else sha256_file(path)
+        except (OSError, CoursectlError):
             out[name] = None
     return out
 

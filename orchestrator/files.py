@@ -1,12 +1,28 @@
-"""Atomic writes: a temp file beside the target, then os.replace."""
+"""Reading and writing the course's files.
+
+Writes are atomic: a temp file beside the target, then os.replace. Reads are
+bounded: every file coursectl reads goes through read_file, which opens it
+without blocking, reads only a regular file, and only up to a limit, so that a
+FIFO, /dev/zero or a file of gigabytes is one error naming it, never a hang or
+a process eating the machine's memory.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
+from typing import Any, BinaryIO
+
+from .errors import CoursectlError
+
+# The most coursectl reads of a lesson's source or header, its prose, a template, README.md or a page
+# render writes: the course's largest is 29 KiB.
+TEXT_LIMIT = 16 * 2**20
 
 
 def atomic_write(path: Path, data: bytes | str) -> None:
@@ -46,6 +62,121 @@ def relative(path: Path, root: Path) -> str:
         return path.resolve().relative_to(Path(root).resolve()).as_posix()
     except ValueError:
         return path.as_posix()
+
+
+# -- bounded reads -----------------------------------------------------------------------------
+def read_file(path: Path, limit: int, what: str, error: type[CoursectlError] = CoursectlError,
+              shown: str | Path | None = None) -> bytes | None:
+    """The bytes of one file, read up to `limit`; None if there is none.
+
+    Only a regular file is read (opened without blocking, so a FIFO is no
+    hang), and only up to `limit` bytes: a folder, a device, a FIFO, a socket
+    or a bigger file raises `error` naming it (as `shown`, where given), as
+    does a file that cannot be read. `what` names the kind of file in the
+    message for one that is too big: `larger than 16 MiB, the most a
+    transcript may hold`.
+    """
+    path = Path(path)
+    name = path if shown is None else shown
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise error(f"cannot read: {exc.strerror}", path=name) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise error(f"{kind_of(mode)} where a file should be", path=name)
+        chunks, size = [], 0
+        while size <= limit and (chunk := os.read(fd, min(1 << 20, limit + 1 - size))):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise error(f"cannot read: {exc.strerror}", path=name) from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise error(too_large(limit, what), path=name)
+    return b"".join(chunks)
+
+
+def read_stream(stream: BinaryIO, limit: int, what: str, name: str,
+                error: type[CoursectlError] = CoursectlError) -> bytes:
+    """What a stream (standard input) holds up to its end, read up to `limit`; more raises `error`."""
+    chunks, size = [], 0
+    while size <= limit and (chunk := stream.read(min(1 << 20, limit + 1 - size))):
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > limit:
+        raise error(too_large(limit, what), path=name)
+    return b"".join(chunks)
+
+
+def read_text(path: Path, limit: int, what: str, error: type[CoursectlError] = CoursectlError,
+              shown: str | Path | None = None) -> str | None:
+    """read_file, as UTF-8 text; bytes that are not UTF-8 raise `error` naming the file, the line and the byte."""
+    data = read_file(path, limit, what, error, shown)
+    return None if data is None else decode_text(data, Path(path) if shown is None else shown, error)
+
+
+def decode_text(data: bytes, name: str | Path, error: type[CoursectlError] = CoursectlError) -> str:
+    """`data` as UTF-8 text; else `error`: `NAME:LINE: is not UTF-8 text: byte 0xe9 cannot be decoded`."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise error(f"is not UTF-8 text: byte 0x{data[exc.start]:02x} cannot be decoded", path=name,
+                    line=line) from None
+
+
+def sha256_file(path: Path) -> str | None:
+    """sha256 of a regular file, read in pieces (its size costs no memory); None for anything else or none."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        digest = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 20):
+            digest.update(chunk)
+        return digest.hexdigest()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def too_large(limit: int, what: str) -> str:
+    most = f"{limit >> 20} MiB" if limit % (1 << 20) == 0 else f"{limit:,} bytes"
+    return f"larger than {most}, the most {what} may hold"
+
+
+def kind_of(mode: int) -> str:
+    """What a file that is not a regular file is, in words: `a folder`, `a named pipe`."""
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def parse_json(data: bytes | str) -> Any:
+    """json.loads, where a document nested too deeply for Python's parser is a ValueError like any other.
+
+    json.loads raises RecursionError for arrays or objects nested about 1,000
+    deep (`[[[...]]]`); no file coursectl writes nests 10 deep.
+    """
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("nested too deeply for Python's JSON parser") from None
 
 
 # A line of a source as compilers, editors and GitHub count lines: ended by \n, \r\n or \r, as Python's universal

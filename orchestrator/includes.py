@@ -11,6 +11,9 @@ import os
 import re
 from pathlib import Path
 
+from .errors import CoursectlError
+from .files import TEXT_LIMIT, read_file
+
 # `#include "x.cuh"` and `#include <x.cuh>` at the start of a line; commented-out lines do not match.
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*(?:"(?P<quoted>[^"\n]+)"|<(?P<angled>[^>\n]+)>)', re.MULTILINE)
 
@@ -48,9 +51,10 @@ def local_headers(source: Path, flags: list[str], root: Path) -> list[Path]:
     while queue:
         current = queue.pop(0)
         try:
-            text = current.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            data = read_file(current, TEXT_LIMIT, "a header")
+        except CoursectlError:   # the build, or the page's own read of the source, says what is wrong with it
             continue
+        text = (data or b"").decode("utf-8", errors="replace")
         for match in _INCLUDE.finditer(text):
             name = match["quoted"] or match["angled"]
             places = ([current.parent] if match["quoted"] else []) + dirs

@@ -14,7 +14,7 @@ from pydantic import (BeforeValidator, ConfigDict, Field, ValidationError, Valid
 from pydantic.json_schema import SkipJsonSchema
 
 from .claims import check_claims
-from .errors import ManifestError, TemplateError, UsageError
+from .errors import CoursectlError, ManifestError, UsageError
 from .figures import PageSpec, PageSpecError, check_page
 from .names import ARCH, COMPUTE_CAPABILITY, LESSON_ID, SNIPPET_NAME
 from .sanitizer import ExpectedFinding, Tool
@@ -456,7 +456,7 @@ def _check_sanitizer_snippets(manifest: Manifest, lesson: Lesson, index: int, fa
                            f"snippet name {finding.snippet!r} must be letters, digits, '_', '.' and '-'")
             try:
                 names = extract_snippets(manifest.source_path(lesson), str(lesson.source))
-            except TemplateError as exc:
+            except CoursectlError as exc:   # a bad marker, or a source that cannot be read as text
                 raise fail(("lessons", index, "sanitizers", tool, "findings", f_index, "snippet"), str(exc))
             if finding.snippet not in names:
                 raise fail(("lessons", index, "sanitizers", tool, "findings", f_index, "snippet"),

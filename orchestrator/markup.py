@@ -8,6 +8,7 @@ the template's file and line.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import jinja2
 
 from .errors import TemplateError
 from .figures import format_number
-from .files import relative
+from .files import TEXT_LIMIT, read_text, relative
 from .limits import Problem, time_limit
 from .sandbox import Sandbox
 from .words import plural
@@ -25,8 +26,38 @@ TEMPLATES = "templates"
 
 
 # -- templates ---------------------------------------------------------------------------
+class _Loader(jinja2.FileSystemLoader):
+    """Templates from one folder, each read as coursectl reads every file (files.read_text).
+
+    jinja2's own loader reads a file whole, and raises UnicodeDecodeError for
+    one that is not UTF-8; here that is one TemplateError naming the template
+    and the line, and so is a template larger than 16 MiB.
+    """
+
+    def __init__(self, templates: Path):
+        super().__init__(str(templates))
+        self.templates = Path(templates)
+
+    def get_source(self, environment: jinja2.Environment, template: str):
+        path = self.templates.joinpath(*jinja2.loaders.split_template_path(template))
+        if not path.is_file():
+            raise jinja2.TemplateNotFound(template)
+        shown = relative(path, self.templates.parent)
+        text = read_text(path, TEXT_LIMIT, "a template", TemplateError, shown=shown)
+        if text is None:
+            raise jinja2.TemplateNotFound(template)
+        mtime = path.stat().st_mtime
+
+        def uptodate() -> bool:
+            try:
+                return path.stat().st_mtime == mtime
+            except OSError:
+                return False
+        return text, os.path.normpath(path), uptodate
+
+
 def environment(templates: Path) -> jinja2.Environment:
-    env = Sandbox(loader=jinja2.FileSystemLoader(str(templates)), undefined=jinja2.StrictUndefined,
+    env = Sandbox(loader=_Loader(templates), undefined=jinja2.StrictUndefined,
                   keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
     env.filters.update(md=md, cell=cell, code=code, mq=mermaid_string, number=format_number, html=html,
                        plural=plural)

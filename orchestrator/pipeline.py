@@ -125,18 +125,21 @@ def verify_offline(manifest: Manifest, lessons: list[Lesson], toolchain: Toolcha
             else:
                 out.builds.append(build)
         emit(Event(lesson=lesson.id, stage="comparing"))
-        judge_source(manifest, lesson, out)
         try:
-            stale = stale_source_header(manifest, lesson)
-        except (EvidenceError, TranscriptError):
-            stale = None   # evidence that cannot be read: judge_evidence says why, once
-        except CoursectlError as exc:
-            stale = str(exc)
-        if stale:
-            out.reasons.append(stale)
-        judge_evidence(manifest, lesson, out)
-        for build in out.builds:
-            compare_build_evidence(manifest, lesson, build, toolchain.nvcc_version, out)
+            judge_source(manifest, lesson, out)
+            try:
+                stale = stale_source_header(manifest, lesson)
+            except (EvidenceError, TranscriptError):
+                stale = None   # evidence that cannot be read: judge_evidence says why, once
+            except CoursectlError as exc:
+                stale = str(exc)
+            if stale and stale not in out.reasons:   # a source that cannot be read: judge_source said so
+                out.reasons.append(stale)
+            judge_evidence(manifest, lesson, out)
+            for build in out.builds:
+                compare_build_evidence(manifest, lesson, build, toolchain.nvcc_version, out)
+        except CoursectlError as exc:   # a file of this lesson that cannot be read: its fault, not the run's
+            out.reasons.append(str(exc))
         # Its time: its builds' (cached ones take none) and its judging's.
         out.seconds = sum(b.seconds for b in out.builds if not b.cached) + time.monotonic() - started
         results.append(settle(out))

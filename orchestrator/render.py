@@ -15,6 +15,8 @@ names the snippets it shows), otherwise from templates/lesson.md.j2.
 from __future__ import annotations
 
 import difflib
+import errno
+import os
 import shlex
 import textwrap
 from pathlib import Path
@@ -29,7 +31,7 @@ from .errors import EvidenceError, TemplateError
 from .evidence import HEADER_LINE, Evidence, build_evidence_path, list_gpus, load_build_evidence
 from .figures import (Chart, Figure, FigureTable, build_charts, build_figures, figure_tables, format_number,
                       nice_ceiling)
-from .files import atomic_write, relative, source_lines
+from .files import TEXT_LIMIT, atomic_write, read_file, read_text, relative, source_lines
 from .godbolt import GODBOLT_ARCH, godbolt_link, page_link
 from .includes import local_headers
 from .manifest import Lesson, Manifest, SanitizerPass
@@ -175,7 +177,7 @@ def render_all(manifest: Manifest, templates: Path | None = None) -> list[Page]:
         model = _lesson_model(manifest, lesson, folder)
         text = render_template(env, folder, root, model.template, _lesson_context(model))
         page_path = root / model.page
-        pages.append(Page(path=page_path, name=model.page, old=_read(page_path),
+        pages.append(Page(path=page_path, name=model.page, old=_read(page_path, model.page),
                           new=with_banner(model.banner, text)))
         if lesson.source_header:
             source = manifest.source_path(lesson)
@@ -191,9 +193,9 @@ def stale_source_header(manifest: Manifest, lesson: Lesson) -> str | None:
 
     A source without such lines (never rendered, or `source_header: false`) has none to be stale.
     """
-    source = manifest.source_path(lesson)
-    if not lesson.source_header or not any(HEADER_LINE.match(line) for line in source_lines(source.read_text(
-            encoding="utf-8", errors="replace"))):
+    source = read_file(manifest.source_path(lesson), TEXT_LIMIT, "a lesson's source", shown=lesson.source.as_posix())
+    if not lesson.source_header or not any(HEADER_LINE.match(line) for line in source_lines((source or b"").decode(
+            "utf-8", errors="replace"))):
         return None
     model = _lesson_model(manifest, lesson, manifest.root / TEMPLATES)
     if model.source_new == model.source_old:
@@ -244,7 +246,7 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     build = shlex.join(display_command(manifest, lesson, arch))
     run = shlex.join([f"./{lesson.binary_name}", *lesson.args])
     verified = [f"// Verified {g.date} on {g.provenance}. Transcript: {g.transcript_path}" for g in gpus]
-    source_old = source_path.read_text(encoding="utf-8")
+    source_old = _read_text(source_path, source_rel, "a lesson's source")
     source_new = source_old
     if lesson.source_header:
         source_new = rewrite_header(source_old, [f"// Build: {build}", f"// Run:   {run}",
@@ -288,7 +290,8 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     tables, peak_notes = figure_tables(figures, gpus)
     prose = None
     if lesson.prose is not None:
-        text = rebase_links((root / lesson.prose).read_text(encoding="utf-8"), (root / lesson.prose).parent, page_dir)
+        text = rebase_links(_read_text(root / lesson.prose, lesson.prose.as_posix(), "a lesson's prose"),
+                            (root / lesson.prose).parent, page_dir)
         prose = link_days(text, lesson.prose.as_posix(), manifest, lesson, page_dir).strip()
 
     return LessonModel(
@@ -396,7 +399,7 @@ def _index_page(manifest: Manifest, env: jinja2.Environment, templates: Path,
                 models: list[LessonModel]) -> Page:
     root = manifest.root
     path = root / INDEX_FILE
-    old = _read(path)
+    old = read_text(path, TEXT_LIMIT, "a README", shown=INDEX_FILE)
     if old is None:
         raise TemplateError(f"no {INDEX_FILE} to hold the lessons table", path=INDEX_FILE,
                             hint=f"add a '## Lessons' section holding {INDEX_BEGIN} and {INDEX_END}")
@@ -466,8 +469,19 @@ def _snippet_function(model: LessonModel) -> Callable[[str], str]:
 
 
 # -- paths ---------------------------------------------------------------------------------
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
+def _read(path: Path, name: str) -> str | None:
+    """A page render writes as a whole, as it is now; None if there is none.
+
+    Bytes in it that are not UTF-8 only make it differ from the page rendered,
+    which replaces it; a page that is no regular file is refused.
+    """
+    data = read_file(path, TEXT_LIMIT, "a page", shown=name)
+    return None if data is None else data.decode("utf-8", errors="replace")
+
+
+def _read_text(path: Path, name: str, what: str) -> str:
+    """A file a page is made from (a lesson's source or prose), as text; CoursectlError naming it if it cannot be."""
+    text = read_text(path, TEXT_LIMIT, what, shown=name)
+    if text is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
+    return text

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import re
 import sys
@@ -15,14 +14,17 @@ from pydantic import BaseModel
 
 from . import __version__
 from .build import cache_root
-from .errors import ReportError, UsageError
-from .files import atomic_write, sha256_bytes
+from .errors import ManifestError, ReportError, UsageError
+from .files import atomic_write, parse_json, read_file, sha256_bytes
 from .manifest import Manifest
 from .results import LessonResult, Status, is_unverified
 from .toolchain import Toolchain
+from .yamlfile import MAX_BYTES
 
 
 REPORT_FORMAT = 1
+# The most `report merge` reads of one report: the course's report of its 4 lessons is 32 KiB.
+REPORT_LIMIT = 64 * 2**20
 
 
 class VerifyReport(BaseModel):
@@ -57,7 +59,11 @@ class VerifyReport(BaseModel):
 
 def manifest_digest(manifest: Manifest) -> str:
     """sha256 of lessons.yaml as it is now: the shards of one run share it."""
-    return sha256_bytes((manifest.root / manifest.path.name).read_bytes())
+    path = manifest.root / manifest.path.name
+    data = read_file(path, MAX_BYTES, "a manifest", ManifestError)
+    if data is None:
+        raise ManifestError("no such file", path=path)
+    return sha256_bytes(data)
 
 
 def make_report(command: str, results: list[LessonResult], toolchain: Toolchain | None, manifest: Manifest,
@@ -109,10 +115,15 @@ def write_json(report: VerifyReport, path: Path) -> None:
 
 
 def read_json(path: Path) -> VerifyReport:
-    try:
-        data = json.loads(Path(path).read_bytes())
-    except FileNotFoundError:
+    """A JSON report that `--json` wrote, to merge; anything else is a usage error naming the file.
+
+    Only a regular file is read, and only up to REPORT_LIMIT bytes.
+    """
+    data = read_file(Path(path), REPORT_LIMIT, "a JSON report", UsageError)
+    if data is None:
         raise UsageError("no such report", path=path)
+    try:
+        data = parse_json(data)
     except ValueError as exc:
         raise UsageError(f"not a coursectl JSON report: {str(exc).splitlines()[0]}", path=path)
     if isinstance(data, dict) and "results" in data and data.get("format") != REPORT_FORMAT:

@@ -29,12 +29,16 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from .files import atomic_write, sha256_bytes
+from .errors import CoursectlError
+from .files import atomic_write, parse_json, read_file, sha256_bytes
 from .process import CommandResult
 from .sanitizer import DEFAULT_ERROR_EXITCODE, Tool, sanitizer_command
 
 CACHE_FORMAT = 1
 FOLDER = "sanitizer_passes"   # under the build cache's root; not a valid lesson id, so never one's folder
+# The most an entry may hold: in base64, a run's stdout and stderr (16 MiB each at most) and a log and XML
+# (64 MiB each at most, as evidence files).
+ENTRY_LIMIT = 256 * 2**20
 
 # The environment variables in the key: every CUDA_* variable the pass sees
 # (CUDA_LAUNCH_BLOCKING, CUDA_MODULE_LOADING, CUDA_CACHE_DISABLE,
@@ -146,14 +150,17 @@ def load_pass(root: Path, lesson_id: str, key: PassKey) -> StoredPass | None:
     """The stored outcome of the pass with `key`, or None: never stored, or the entry is damaged."""
     path = entry_path(root, lesson_id, key)
     try:
-        data = json.loads(path.read_bytes())
+        raw = read_file(path, ENTRY_LIMIT, "a sanitizer cache entry")
+        if raw is None:
+            return None
+        data = parse_json(raw)
         stored = StoredPass.model_validate(data)
         fields = {name: value for name, value in data.items() if name != "checksum"}
         if stored.checksum != _checksum(fields) or stored.key != key:
             return None
         stored._streams, stored.log_bytes, stored.xml_bytes   # the base64 decodes, kept for the caller
         return stored
-    except (OSError, ValueError, ValidationError, TypeError, AttributeError):
+    except (OSError, CoursectlError, ValueError, ValidationError, TypeError, AttributeError):
         return None
 
 
@@ -165,6 +172,7 @@ def expected_seconds(root: Path, lesson_id: str, tool: str) -> float:
     try:
         newest = max((Path(root) / FOLDER / lesson_id).glob(f"{tool}-*.json"), key=lambda p: p.stat().st_mtime,
                      default=None)
-        return float(json.loads(newest.read_bytes())["seconds"]) if newest is not None else 0.0
-    except (OSError, ValueError, KeyError, TypeError):
+        raw = read_file(newest, ENTRY_LIMIT, "a sanitizer cache entry") if newest is not None else None
+        return float(parse_json(raw)["seconds"]) if raw is not None else 0.0
+    except (OSError, CoursectlError, ValueError, KeyError, TypeError):
         return 0.0

@@ -13,6 +13,7 @@ docs/schema.md is the reference; this module turns it into compiled regexes.
 from __future__ import annotations
 
 import re
+import sys
 from enum import Enum
 from typing import Annotated, Any, Literal, Union, get_args
 
@@ -93,6 +94,10 @@ class FieldSpec(Strict):
         if self.suffix and text.endswith(self.suffix):
             text = text[: -len(self.suffix)]
         if self.type == "int":
+            digits = len(text.lstrip("+-"))
+            limit = _INT_DIGITS()
+            if limit and digits > limit:
+                raise NumberTooLong(text, digits, limit)
             return int(text)
         if self.type == "float":
             return float(text)
@@ -110,6 +115,25 @@ class FieldSpec(Strict):
 
 
 FieldMap = dict[str, FieldSpec]
+
+
+# Python before 3.10.7 converts ints of any length, and has no such limit.
+_INT_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 0)
+
+
+class NumberTooLong(ValueError):
+    """An int field's text has more digits than Python converts to an int (sys.get_int_max_str_digits, 4300).
+
+    Unlike any other value that does not convert, it is not taken for a line
+    that does not match: Pattern.match and TableItem.match_row raise it, and
+    the transcript's parser names the line that holds it.
+    """
+
+    def __init__(self, text: str, digits: int, limit: int):
+        super().__init__(f"the number here has {digits:,} digits, too long to read: Python converts at most "
+                         f"{limit:,} digits to an int")
+        self.text = text
+
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([A-Za-z]+))?\}")
 
@@ -182,6 +206,8 @@ class Pattern:
                 continue
             try:
                 values[name] = spec.convert(raw)
+            except NumberTooLong:
+                raise
             except ValueError:
                 return None
         return values
@@ -364,6 +390,8 @@ class TableItem(Strict):
                 return None
             try:
                 values[name] = spec.convert(cell)
+            except NumberTooLong:
+                raise
             except ValueError:
                 return None
         return values

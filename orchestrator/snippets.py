@@ -8,13 +8,15 @@ its text.
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from .errors import TemplateError
-from .files import source_lines
+from .files import TEXT_LIMIT, read_text, source_lines
 
 _OPEN = re.compile(r"^\s*//\s*snippet:\s*(?P<name>[A-Za-z0-9_.-]+)\s*$")
 _CLOSE = re.compile(r"^\s*//\s*end snippet(?::\s*(?P<name>[A-Za-z0-9_.-]+))?\s*$")
@@ -32,11 +34,18 @@ class Snippet(BaseModel):
 def extract_snippets(path: Path, display: str | None = None, text: str | None = None) -> dict[str, Snippet]:
     """Every snippet of a source file; TemplateError names file:line of a bad marker.
 
+    The file is read as files.read_text reads it: one that is not UTF-8, too
+    big or no regular file raises CoursectlError naming it.
+
     `text`, when given, is read instead of the file: render passes the source
     as it will be once its header lines are rewritten, so line numbers agree.
     """
     shown = display or str(path)
-    lines = source_lines(Path(path).read_text(encoding="utf-8") if text is None else text)
+    if text is None:
+        text = read_text(Path(path), TEXT_LIMIT, "a lesson's source", shown=shown)
+        if text is None:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
+    lines = source_lines(text)
     open_: list[tuple[str, int]] = []
     found: dict[str, Snippet] = {}
     for number, line in enumerate(lines, 1):

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from .errors import TranscriptError
 from .process import clip_line
-from .schema import FieldSpec, LineItem, OutputSchema, SectionItem, TableItem, TextItem
+from .schema import FieldSpec, LineItem, NumberTooLong, OutputSchema, SectionItem, TableItem, TextItem
 
 Value = Union[int, float, str, None]
 _RULE = re.compile(r"^[\s\-=+|:]*-{3,}[\s\-=+|:]*$")
@@ -359,7 +359,18 @@ def parse_transcript(schema: OutputSchema, text: str, source: str = "<transcript
     if "\x00" in text:
         no = text[: text.index("\x00")].count("\n") + 1
         raise TranscriptError("binary output (a NUL byte) where text was expected", path=source, line=no)
-    return _Parser(schema, text, source).parse()
+    parser = _Parser(schema, text, source)
+    try:
+        return parser.parse()
+    except NumberTooLong as exc:
+        # Wherever the parser met it (a line it expected, a row, a look ahead for the next item), the
+        # line holding the number is the one to name: the first that holds it.
+        found = re.search(rf"(?<!\d){re.escape(exc.text)}(?!\d)", text)
+        at = found.start() if found else 0
+        no = sum(text.count(c, 0, at) for c in _BREAKS) - text.count("\r\n", 0, at) + 1
+        line = _ONE_LINE.match(text, max(text.rfind(c, 0, at) for c in _BREAKS) + 1)
+        raise TranscriptError(f"{exc}; found {clip_line(line.group('line').strip(), quote=True)}",
+                              path=source, line=no) from None
 
 
 def flatten(items: list, scope: Scope, prefix: str = "") -> Iterator[Flat]:

@@ -18,8 +18,8 @@ from pathlib import Path
 from . import __version__
 from .build import BuildResult, cache_root
 from .errors import EvidenceError, describe_os_error
-from .evidence import (EvidenceMeta, build_evidence_path, evidence_dir, lesson_digest, load_evidence, source_changes,
-                       write_build_evidence, write_evidence)
+from .evidence import (EvidenceMeta, build_evidence_path, evidence_dir, lesson_digest, load_evidence,
+                       read_evidence_file, source_changes, write_build_evidence, write_evidence)
 from .judging import build_evidence_of, compare_with_previous, describe_environment, judge_sanitizer_run, sources_now
 from .manifest import Lesson, Manifest, SanitizerPass
 from .process import CommandResult
@@ -155,8 +155,9 @@ class Turn:
                                                 log_path, xml_path, extra=spec.args)
                     ran = self.runner(command, timeout=timeout, env={**self.env, "CUDA_VISIBLE_DEVICES": gpu.uuid},
                                       cwd=self.folder)
-                    log = log_path.read_bytes() if log_path.exists() else b""
-                    xml = xml_path.read_bytes() if xml_path.exists() and xml_path.stat().st_size else None
+                    # Read as evidence files are, up to their limit: both may become evidence.
+                    log = read_evidence_file(log_path) or b""
+                    xml = read_evidence_file(xml_path) or None
             if is_cacheable(ran, log) and not self.stopping.is_set():
                 try:
                     store_pass(root, self.lesson.id, key, ran, log, xml)

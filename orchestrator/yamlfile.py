@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from .errors import ManifestError
+from .files import read_text
 
 
 MAX_BYTES = 4 * 2**20      # a manifest of 100 lessons is about 0.3 MiB
@@ -55,25 +56,14 @@ def load_yaml(path: Path) -> tuple[Any, dict[tuple, int]]:
 
 
 def _read(path: Path) -> str:
-    """The file as text: refused when missing, a folder, too big or not UTF-8."""
-    try:
-        with open(path, "rb") as file:
-            data = file.read(MAX_BYTES + 1)
-    except FileNotFoundError:
+    """The file as text: refused when missing, a folder, a FIFO or a device, too big or not UTF-8."""
+    if path.is_dir():
+        raise ManifestError("is a directory, not a manifest file", path=path)
+    text = read_text(path, MAX_BYTES, "a manifest", ManifestError)
+    if text is None:
         raise ManifestError("no such file", path=path,
-                            hint="run coursectl from the course's root or pass --manifest") from None
-    except IsADirectoryError:
-        raise ManifestError("is a directory, not a manifest file", path=path) from None
-    except OSError as exc:
-        raise ManifestError(f"cannot read: {exc.strerror or exc}", path=path) from None
-    if len(data) > MAX_BYTES:
-        raise ManifestError(f"is larger than {MAX_BYTES // 2**20} MiB, too large for a manifest", path=path)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise ManifestError(f"is not UTF-8 text: byte 0x{data[exc.start]:02x} cannot be decoded",
-                            path=path, line=line) from None
+                            hint="run coursectl from the course's root or pass --manifest")
+    return text
 
 
 def _syntax_error(text: str, exc: BaseException, path: Path) -> ManifestError:

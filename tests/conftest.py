@@ -34,6 +34,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -448,6 +449,18 @@ def course(make_course, monkeypatch):
     return make
 
 
+@pytest.fixture
+def course_copy(tmp_path, monkeypatch) -> Path:
+    """This repository's course (manifest, lessons, templates, evidence, README) in a folder of its own."""
+    copy = tmp_path / "course"
+    for name in ("lessons", "templates", "evidence"):
+        shutil.copytree(ROOT / name, copy / name)
+    for name in ("lessons.yaml", "README.md"):
+        shutil.copyfile(ROOT / name, copy / name)
+    monkeypatch.chdir(copy)
+    return copy
+
+
 # -- what the replaying stand-in logs --------------------------------------------------
 @dataclass
 class StandinRun:
@@ -751,6 +764,35 @@ def standin(prebuilt) -> dict[str, Path]:
     return {"replay": prebuilt["day13-shared-memory"], "hang": prebuilt["hang"],
             "crash": prebuilt["crash"], "flood": prebuilt["flood"],
             "garbage": prebuilt["garbage"], "fail": prebuilt["fail"]}
+
+
+@pytest.fixture
+def fifo():
+    """fifo(path) makes a named pipe there. A reader that opens it blocking is let go after a second (a writer
+    opens it and closes it at once, so the reader sees an empty file): code that would hang on it fails its test
+    instead."""
+    stop = threading.Event()
+    threads = []
+
+    def unblock(path: Path) -> None:
+        stop.wait(1.0)
+        while not stop.is_set():
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:    # ENXIO: nobody is reading it now
+                pass
+            stop.wait(0.05)
+
+    def make(path: Path) -> Path:
+        os.mkfifo(path)
+        thread = threading.Thread(target=unblock, args=(path,), daemon=True)
+        thread.start()
+        threads.append(thread)
+        return path
+    yield make
+    stop.set()
+    for thread in threads:
+        thread.join()
 
 
 @pytest.fixture

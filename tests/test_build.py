@@ -371,12 +371,13 @@ CORRUPT_STAMPS = [
     (b"", "Expecting value: line 1 column 1 (char 0)"),
     (b'{"command": [], "diagnostics": "", "seconds": 1.0}', "not the stamp a build writes"),
     (b'{"command": [], "diagnostics": "", "seconds": 1.0, "binary_sha256": "00"}', "not the stamp a build writes"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply for Python's JSON parser"),
 ]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stamp, why", CORRUPT_STAMPS, ids=["truncated", "list", "binary", "empty", "no-sha256",
-                                                            "no-headers"])
+                                                            "no-headers", "nested-100000-deep"])
 def test_a_corrupt_stamp_is_a_cache_miss_said_in_a_note(tmp_path, own_cache_built, nvcc_version, stamp, why):
     manifest, lesson = load(tmp_path / "course")
     built = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run)

@@ -195,6 +195,19 @@ def test_a_revision_whose_transcript_was_edited_is_not_trusted(history):
         "does not match the sha256 in meta.json: it was edited after recording")
 
 
+def test_a_revision_whose_metadata_nests_100000_deep_is_not_compared(history):
+    """json.loads stops at about 1,000 levels with RecursionError: such metadata is corrupt, like any other."""
+    root = history.root
+    meta = root / "evidence" / DAY16 / "tesla-t4" / "meta.json"
+    meta.write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    git(root, "commit", "-qam", "metadata nested 100,000 deep")
+    result = coursectl("compare", "HEAD:tesla-t4", "nvidia-h200", DAY16)
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert lines(result.stdout)[1].startswith(
+        "day16-tiled-matmul: not compared: HEAD:evidence/day16-tiled-matmul/tesla-t4/meta.json: corrupt metadata: "
+        "Invalid JSON: recursion limit exceeded")
+
+
 @pytest.mark.parametrize("a, b, message", [
     ("nvidia-h999", "nvidia-h200",
      "compare: 'nvidia-h999' is neither a GPU with evidence here (nvidia-h200, tesla-t4) nor a git revision"),

@@ -373,18 +373,6 @@ def test_a_signal_another_thread_takes_during_builds_keeps_nvcc_from_the_cache(m
     assert [p for p in cache.rglob("*") if p.is_file()] == []
 
 # -- 11. a template that reaches for a shell --------------------------------------------------------------
-@pytest.fixture
-def course_copy(tmp_path, monkeypatch) -> Path:
-    """This repository's course (manifest, lessons, templates, evidence, README) in a folder of its own."""
-    copy = tmp_path / "course"
-    for name in ("lessons", "templates", "evidence"):
-        shutil.copytree(ROOT / name, copy / name)
-    for name in ("lessons.yaml", "README.md"):
-        shutil.copyfile(ROOT / name, copy / name)
-    monkeypatch.chdir(copy)
-    return copy
-
-
 ESCAPES = [
     ("{{ lipsum.__globals__['os'].system('touch ' ~ marker) }}",
      "access to attribute '__globals__' of 'function' object is unsafe"),
@@ -547,11 +535,37 @@ def a_page_path_naming_a_hand_written_file(made, tmp_path, monkeypatch):
     return ["render"], 2
 
 
+def a_stamp_nested_100000_deep(made, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("COURSECTL_CACHE", str(cache))
+    assert coursectl("build", "day16-tiled-matmul").exit_code == 0
+    [stamp] = cache.rglob("build.json")
+    stamp.write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    return ["build", "day16-tiled-matmul"], 0
+
+
+def a_report_nested_100000_deep(made, tmp_path, monkeypatch):
+    (tmp_path / "deep.json").write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    return ["report", "merge", str(tmp_path / "deep.json")], 2
+
+
+def a_source_that_is_not_utf8(made, tmp_path, monkeypatch):
+    with open(made.root / "standins" / "replay.cpp", "ab") as source:
+        source.write(b"// caf\xe9\n")
+    return ["verify", "--all", "--offline", "-q"], 1
+
+
+def dev_zero_as_a_transcript(made, tmp_path, monkeypatch):
+    return ["check", "day16-tiled-matmul", "/dev/zero"], 2
+
+
 HOSTILE_CASES = [folder_for_the_memcheck_log, memcheck_log_linked_to_dev_zero, a_path_above_in_files,
                  an_nvcc_that_cannot_start, an_architecture_listed_twice, arch_leaving_the_cache, a_corrupt_stamp,
                  a_set_left_aside, a_megabyte_line_in_the_evidence, a_template_reaching_for_a_shell,
                  a_template_writing_through_a_path, a_template_calling_itself, a_template_building_ten_gigabytes,
-                 a_page_linked_outside_the_course, a_page_path_naming_a_hand_written_file]
+                 a_page_linked_outside_the_course, a_page_path_naming_a_hand_written_file,
+                 a_stamp_nested_100000_deep, a_report_nested_100000_deep, a_source_that_is_not_utf8,
+                 dev_zero_as_a_transcript]
 
 
 @pytest.mark.parametrize("case", HOSTILE_CASES, ids=[case.__name__ for case in HOSTILE_CASES])

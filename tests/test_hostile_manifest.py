@@ -47,12 +47,13 @@ def test_a_hostile_manifest_is_one_line_and_exit_2(tmp_path, name):
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda tmp: Path("/dev/zero"), "is larger than 4 MiB, too large for a manifest"),
-    (lambda tmp: tmp, "is a directory, not a manifest file"),
-    (lambda tmp: write(tmp, MINIMAL).parent / "latin1.yaml", None),
-], ids=["dev-zero", "directory", "not-utf8"])
-def test_a_manifest_that_is_not_a_manifest_file(tmp_path, make, message):
-    path = make(tmp_path)
+    (lambda tmp, fifo: Path("/dev/zero"), "a device where a file should be"),
+    (lambda tmp, fifo: tmp, "is a directory, not a manifest file"),
+    (lambda tmp, fifo: fifo(tmp / "lessons.yaml"), "a named pipe where a file should be"),
+    (lambda tmp, fifo: write(tmp, MINIMAL).parent / "latin1.yaml", None),
+], ids=["dev-zero", "directory", "fifo", "not-utf8"])
+def test_a_manifest_that_is_not_a_manifest_file(tmp_path, fifo, make, message):
+    path = make(tmp_path, fifo)
     if message is None:
         path.write_bytes(b"version: 1\ncourse: caf\xe9\n")
         message, where = "is not UTF-8 text: byte 0xe9 cannot be decoded", f"{path}:2"

@@ -641,7 +641,14 @@ def test_a_recursive_alias_names_its_line(tmp_path, text, line, anchor_line):
 def test_a_huge_manifest_is_refused_without_reading_it_all():
     with pytest.raises(ManifestError) as info:
         load_manifest(Path("/dev/zero"))
-    assert str(info.value) == "/dev/zero: is larger than 4 MiB, too large for a manifest"
+    assert str(info.value) == "/dev/zero: a device where a file should be"
+
+
+def test_a_manifest_that_is_a_named_pipe_is_refused_without_waiting_for_a_writer(tmp_path, fifo):
+    path = fifo(tmp_path / "lessons.yaml")
+    with pytest.raises(ManifestError) as info:
+        load_manifest(path)
+    assert str(info.value) == f"{path}: a named pipe where a file should be"
 
 
 def test_the_size_cap_is_4_mib(tmp_path):
@@ -651,7 +658,7 @@ def test_the_size_cap_is_4_mib(tmp_path):
     path.write_text(MINIMAL + "#" * (4 * 2**20 - len(MINIMAL)) + "\n", encoding="utf-8")
     with pytest.raises(ManifestError) as info:
         load_manifest(path)
-    assert str(info.value) == f"{path}: is larger than 4 MiB, too large for a manifest"
+    assert str(info.value) == f"{path}: larger than 4 MiB, the most a manifest may hold"
 
 
 def test_a_manifest_that_is_a_directory(tmp_path):

@@ -11,12 +11,16 @@ import ast
 import importlib.metadata
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT, real_lessons
 from orchestrator import __version__
+from orchestrator.errors import INTERRUPTED
 
 SCRIPT = Path(sys.executable).parent / "coursectl"
 COMMANDS = ["doctor", "build", "run", "verify", "record", "sanitize", "report"]
@@ -52,6 +56,35 @@ def test_a_commands_help_shows_its_options():
 def test_version():
     result = run_script("--version")
     assert (result.returncode, result.stdout, result.stderr) == (0, f"coursectl {__version__}\n", "")
+
+
+# Ctrl-C or SIGTERM in a command's first 0.3 s: a sitecustomize that sends the signal to its own process
+# as typer starts to be imported, the first of the command line's modules.
+SIGNAL_AT_IMPORT = """
+import importlib.abc, os, sys
+
+
+class SignalAtImport(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "typer":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), {signal})
+        return None
+
+
+sys.meta_path.insert(0, SignalAtImport())
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+@pytest.mark.parametrize("how", ["script", "python -m"])
+def test_a_signal_while_the_command_line_is_imported_is_one_line_and_exit_130(tmp_path, signum, how):
+    (tmp_path / "sitecustomize.py").write_text(SIGNAL_AT_IMPORT.format(signal=int(signum)))
+    command = [str(SCRIPT)] if how == "script" else [sys.executable, "-m", "orchestrator"]
+    env = {**os.environ, "COLUMNS": "200", "COURSECTL_NO_NVML": "1", "PYTHONPATH": str(tmp_path)}
+    result = subprocess.run([*command, "render", "--check"], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert (result.returncode, result.stdout, result.stderr) == (130, "", f"{INTERRUPTED}\n")
 
 
 # Modules whose distribution is named otherwise, for when it is not installed here.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -94,7 +95,7 @@ def test_stored_then_loaded_as_it_ran(tmp_path, binary):
     assert load_pass(tmp_path, "day13-shared-memory", key_of(binary, tool="racecheck")) is None
 
 
-def _damage(path: Path, how: str) -> None:
+def _damage(path: Path, how: str, fifo) -> None:
     data = path.read_bytes()
     if how == "empty":
         path.write_bytes(b"")
@@ -116,15 +117,22 @@ def _damage(path: Path, how: str) -> None:
         path.write_text(json.dumps(entry))
     elif how == "a-list":
         path.write_text("[1, 2]")
+    elif how == "nested-100000-deep":
+        path.write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    elif how == "a-fifo":
+        path.unlink()
+        fifo(path)
 
 
 @pytest.mark.parametrize("how", ["empty", "cut-in-half", "not-json", "log-edited", "field-missing", "bad-base64",
-                                 "a-list"])
-def test_a_damaged_entry_is_a_miss(tmp_path, binary, how):
+                                 "a-list", "nested-100000-deep", "a-fifo"])
+def test_a_damaged_entry_is_a_miss(tmp_path, binary, fifo, how):
     key = key_of(binary)
     path = store_pass(tmp_path, "day13-shared-memory", key, ran(), LOG, XML)
-    _damage(path, how)
+    _damage(path, how, fifo)
+    started = time.monotonic()
     assert load_pass(tmp_path, "day13-shared-memory", key) is None
+    assert time.monotonic() - started < 0.5   # a FIFO is not waited on (the fixture lets a reader go after 1 s)
     store_pass(tmp_path, "day13-shared-memory", key, ran(), LOG, XML)   # a run now replaces it
     assert load_pass(tmp_path, "day13-shared-memory", key).log_bytes == LOG
 

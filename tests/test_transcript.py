@@ -546,3 +546,35 @@ def test_a_schema_that_ignores_blank_lines_still_sees_each_of_them(schemas):
         parse_transcript(schema, text, "shared_memory.txt")
     transcript = parse_transcript(ignoring, text, "shared_memory.txt")
     assert [row.line for row in transcript.scope.tables["kernels"]] == [12, 13, 14, 15]
+
+
+# -- a number too long to read --------------------------------------------------------------------
+TOO_LONG = ("the number here has 5,000 digits, too long to read: Python converts at most 4,300 digits to an int")
+
+
+def test_a_row_holding_a_5000_digit_number_says_the_number_is_too_long(schemas):
+    """Python converts at most 4,300 digits to an int (sys.set_int_max_str_digits): the row is a row, its number is
+    too long, and the message says so, not that the line is no row."""
+    row = "256x256x256      tiled         0.010      3350.1            32"
+    text = seed("tiled_matmul.txt").replace(row, row[:-2] + "3" * 5000)
+    error = parse_error(schemas, DAY16, "tiled_matmul.txt", text)
+    assert str(error) == f"tiled_matmul.txt:7: {TOO_LONG}; found '{(row[:-2] + '3' * 5000)[:200]}'… (5,060 characters)"
+
+
+def test_a_line_holding_a_5000_digit_number_says_the_number_is_too_long(schemas):
+    text = seed("tiled_matmul.txt").replace("tile 16 x 16,", "tile " + "1" * 5000 + " x 16,")
+    error = parse_error(schemas, DAY16, "tiled_matmul.txt", text)
+    assert str(error).startswith(f"tiled_matmul.txt:2: {TOO_LONG}; found 'tile 1111")
+
+
+def test_the_longest_number_python_reads_is_read(schemas):
+    text = seed("tiled_matmul.txt").replace("tile 16 x 16,", "tile " + "1" * 4300 + " x 16,")
+    transcript = parse(schemas, DAY16, "tiled_matmul.txt", text)
+    assert len(str(transcript.scope.values["tile"])) == 4300
+
+
+def test_a_long_number_in_free_text_is_no_error(schemas):
+    """Only a number a field reads is converted: one in text that matches no field is text."""
+    text = seed("shared_memory.txt") + "9" * 5000 + "\n"
+    error = parse_error(schemas, DAY13, "shared_memory.txt", text)
+    assert str(error).startswith("shared_memory.txt:21: unexpected line after the last item of the schema; found '999")
