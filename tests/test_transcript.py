@@ -6,6 +6,7 @@ transcripts are a seed with one edit, each asserted to the message and line.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -546,3 +547,33 @@ def test_a_schema_that_ignores_blank_lines_still_sees_each_of_them(schemas):
         parse_transcript(schema, text, "shared_memory.txt")
     transcript = parse_transcript(ignoring, text, "shared_memory.txt")
     assert [row.line for row in transcript.scope.tables["kernels"]] == [12, 13, 14, 15]
+
+
+# --- built-in patterns stay linear ------------------------------------------------------
+def test_a_long_run_of_dashes_in_a_table_is_judged_at_once(schemas):
+    """A rule is `---` among rule characters; as one regex it was cubic: 3,000 dashes and an `x` took 18 s."""
+    lines = seed("tiled_matmul.txt").splitlines(keepends=True)
+    dashes = "-" * 3000 + "x"
+    started = time.monotonic()
+    error = parse_error(schemas, DAY16, "tiled_matmul.txt", "".join(lines[:5] + [dashes + "\n"] + lines[5:]))
+    assert time.monotonic() - started < 1
+    assert str(error) == ("tiled_matmul.txt:6: table 'cases' has 0 of its 6 rows and this line is not a row "
+                          "(<case:word> <kernel:word> <ms:float> <gflops:float> <loads:int>); "
+                          f"found '{'-' * 200}'… (3,001 characters)")
+    assert transcript_module._is_rule("-----  ----- | ===:") and not transcript_module._is_rule("-- --")
+    assert parse_error(schemas, DAY16, "tiled_matmul.txt", "".join(lines[:5] + ["-" * 1_000_000 + "x\n"] + lines[5:]))
+
+
+def test_a_float_of_many_digits_is_judged_at_once(schemas):
+    """`\\d+\\.?\\d*` split a run of digits in as many ways as it is long: 40,000 digits took 28 s."""
+    digits = "1" * 40_000 + "x"
+    text = seed("shared_memory.txt").replace("floats, 22.9 MiB", f"floats, {digits} MiB")
+    started = time.monotonic()
+    error = parse_error(schemas, DAY13, "shared_memory.txt", text)
+    assert time.monotonic() - started < 1
+    assert str(error) == ("shared_memory.txt:2: expected a line matching "
+                          "'Matrix: {rows:int} x {cols:int} floats, {buffer_mib:float} MiB per buffer'; found "
+                          f"'Matrix: 2003 x 3001 floats, {'1' * 172}'… (40,044 characters)")
+    float_ = OutputSchema.model_validate({"items": [{"line": "{x:float}"}]})
+    assert [parse_transcript(float_, f"{x}\n").scope.values["x"] for x in ("1.", ".5", "1.5e3", "-inf", "7")] == [
+        1.0, 0.5, 1500.0, float("-inf"), 7.0]
