@@ -396,6 +396,8 @@ def load_manifest(path: Path) -> Manifest:
             except PageSpecError as exc:
                 raise fail(("lessons", index, "page", *exc.loc), str(exc)) from None
         _check_claim_ids(manifest, lesson, index, fail)
+        for at, regex in lesson.output.patterns():
+            regex.origin = f"{path}:{line_of(lines, ('lessons', index, 'output', *at))}"
     return manifest
 
 

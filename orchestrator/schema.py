@@ -13,9 +13,11 @@ docs/schema.md is the reference; this module turns it into compiled regexes.
 from __future__ import annotations
 
 import re
+import time
 from enum import Enum
-from typing import Annotated, Any, Literal, Union, get_args
+from typing import Annotated, Any, Iterator, Literal, Union, get_args
 
+import regex as timed_re   # the `regex` package: its matches take a timeout, and `re`'s cannot be stopped
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .names import is_identifier
@@ -113,6 +115,94 @@ class FieldSpec(Strict):
 
 FieldMap = dict[str, FieldSpec]
 
+# What matching a transcript with the patterns lessons.yaml wrote may take: a regex
+# such as `(a|aa)+$` takes hours on a line of a hundred characters, and a template with
+# several `str` fields is polynomial in the line's length. Each match gets LINE_SECONDS,
+# the matches of one transcript TRANSCRIPT_SECONDS in all; the parse then stops with
+# an error naming the pattern and the line (transcript.py).
+LINE_SECONDS = 1.0
+TRANSCRIPT_SECONDS = 5.0
+
+
+class MatchBudget:
+    """The time the pattern matches of one transcript may take, and what each pattern took of it."""
+
+    def __init__(self, line: float | None = None, total: float | None = None):
+        self.line = LINE_SECONDS if line is None else line
+        self.total = TRANSCRIPT_SECONDS if total is None else total
+        self.deadline = time.monotonic() + self.total
+        self.taken: dict[BoundedRegex, float] = {}
+
+    def match(self, pattern: "BoundedRegex", method, text: str):
+        """`method(text)` with the time left as its timeout: at most `line`, 0 once the whole is spent
+        (`regex` then stops at once)."""
+        start = time.monotonic()
+        left = self.deadline - start
+        try:
+            return method(text, timeout=max(0.0, min(self.line, left)))
+        except TimeoutError:
+            raise PatternTimeout(pattern, self, whole=left <= self.line) from None
+        finally:
+            self.taken[pattern] = self.taken.get(pattern, 0.0) + time.monotonic() - start
+
+
+class PatternTimeout(Exception):
+    """A match ran out of time: the line's (`whole` false) or the transcript's; the parser names the line."""
+
+    def __init__(self, pattern: "BoundedRegex", budget: MatchBudget, whole: bool):
+        super().__init__(pattern.source)
+        self.pattern = pattern
+        self.budget = budget
+        self.whole = whole
+
+    def culprit(self) -> "BoundedRegex":
+        """The pattern to blame: the one that ran out of time, or the one that took most of the transcript's."""
+        return max(self.budget.taken, key=self.budget.taken.__getitem__) if self.whole else self.pattern
+
+
+class BoundedRegex:
+    """A pattern lessons.yaml wrote, or made from one of its templates, matched in bounded time.
+
+    Written as Python's `re` reads it (checked with `re`, so its errors read as
+    they always did) and matched with the `regex` package, whose matches take a
+    timeout. Its error names it by `at`, its path in the lesson's `output`
+    (("items", 2, "row"), set by OutputSchema), and `origin`, `lessons.yaml:LINE`
+    (set by load_manifest).
+    """
+
+    def __init__(self, source: str, text: str, written: bool):
+        self.source = source      # as written in lessons.yaml
+        self.written = written    # a regex as written (regex: true, row_regex, ignore), not a template
+        self.compiled = timed_re.compile(text)
+        self.at: tuple = ()
+        self.origin = ""
+
+    @property
+    def groupindex(self):
+        return self.compiled.groupindex
+
+    def fullmatch(self, text: str, budget: MatchBudget | None = None):
+        return self._match(self.compiled.fullmatch, text, budget)
+
+    def search(self, text: str, budget: MatchBudget | None = None):
+        return self._match(self.compiled.search, text, budget)
+
+    def _match(self, method, text: str, budget: MatchBudget | None):
+        return (budget or MatchBudget()).match(self, method, text)
+
+
+def compile_regex(source: str, what: str = "regex") -> BoundedRegex:
+    """A regex lessons.yaml wrote; ValueError says what is wrong with it in `re`'s words."""
+    try:
+        re.compile(source)
+    except re.error as exc:
+        raise ValueError(f"invalid {what} {source!r}: {exc}") from None
+    try:
+        return BoundedRegex(source, source, written=True)
+    except timed_re.error as exc:
+        raise ValueError(f"invalid {what} {source!r}: {exc}") from None
+
+
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([A-Za-z]+))?\}")
 
 
@@ -123,20 +213,20 @@ class Pattern:
         self.source = source
         self.fields = fields
         self.is_regex = is_regex
-        self.regex = re.compile(self._to_regex())
+        self.regex = self._compile()
 
-    def _to_regex(self) -> str:
+    def _compile(self) -> BoundedRegex:
         if self.is_regex:
-            try:
-                regex = re.compile(self.source)
-            except re.error as exc:
-                raise ValueError(f"invalid regex {self.source!r}: {exc}") from None
+            regex = compile_regex(self.source)
             unknown = set(regex.groupindex) - set(self.fields)
             for name in unknown:
                 self.fields[name] = FieldSpec()
             for name, spec in self.fields.items():
                 spec.check_type(name)
-            return self.source
+            return regex
+        return BoundedRegex(self.source, self._template(), written=False)
+
+    def _template(self) -> str:
         out: list[str] = []
         pos = 0
         names: set[str] = set()
@@ -172,8 +262,8 @@ class Pattern:
             raise ValueError(f"fields {sorted(extra)} are declared but not in {self.source!r}")
         return "".join(out)
 
-    def match(self, line: str) -> dict[str, Any] | None:
-        m = self.regex.fullmatch(line.rstrip())
+    def match(self, line: str, budget: MatchBudget | None = None) -> dict[str, Any] | None:
+        m = self.regex.fullmatch(line.rstrip(), budget)
         if m is None:
             return None
         values = {}
@@ -354,9 +444,9 @@ class TableItem(Strict):
     def header_pattern(self) -> Pattern | None:
         return self._header
 
-    def match_row(self, line: str) -> dict[str, Any] | None:
+    def match_row(self, line: str, budget: MatchBudget | None = None) -> dict[str, Any] | None:
         if self._row is not None:
-            return self._row.match(line)
+            return self._row.match(line, budget)
         cells = line.split()
         if len(cells) != len(self.columns):
             return None
@@ -450,23 +540,41 @@ class OutputSchema(Strict):
     ignore: list[str] = [r"^========= "]
     items: list[Item]
 
-    _ignore: list[re.Pattern] = []
+    _ignore: list[BoundedRegex] = []
 
     @model_validator(mode="after")
     def _compile(self) -> "OutputSchema":
-        compiled = []
-        for source in self.ignore:
-            try:
-                compiled.append(re.compile(source))
-            except re.error as exc:
-                raise ValueError(f"invalid ignore regex {source!r}: {exc}") from None
-        self._ignore = compiled
+        self._ignore = [compile_regex(source, "ignore regex") for source in self.ignore]
         _check_unique_names(self.items, "output")
+        for at, regex in self.patterns():
+            regex.at = at
         return self
 
     @property
-    def ignore_patterns(self) -> list[re.Pattern]:
+    def ignore_patterns(self) -> list[BoundedRegex]:
         return self._ignore
+
+    def patterns(self) -> Iterator[tuple[tuple, BoundedRegex]]:
+        """Every pattern of this output with its path in it: ("ignore", 0), ("items", 2, "row"), ..."""
+        for index, regex in enumerate(self._ignore):
+            yield ("ignore", index), regex
+        yield from _item_patterns(self.items, ("items",))
+
+
+def _item_patterns(items: list, at: tuple) -> Iterator[tuple[tuple, BoundedRegex]]:
+    for index, item in enumerate(items):
+        here = at + (index,)
+        if isinstance(item, LineItem):
+            yield here + ("line",), item.pattern.regex
+        elif isinstance(item, TableItem):
+            if item.header_pattern is not None:
+                yield here + ("header",), item.header_pattern.regex
+            if item._row is not None:
+                yield here + ("row",), item._row.regex
+            for n, note in enumerate(item.notes):
+                yield here + ("notes", n, "line"), note.pattern.regex
+        elif isinstance(item, SectionItem):
+            yield from _item_patterns(item.items, here + ("items",))
 
 
 def _check_unique_names(items: list, where: str) -> None:
