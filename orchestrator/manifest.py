@@ -18,7 +18,7 @@ from .errors import ManifestError, TemplateError, UsageError
 from .figures import PageSpec, PageSpecError, check_page
 from .names import ARCH, COMPUTE_CAPABILITY, LESSON_ID, SNIPPET_NAME
 from .sanitizer import ExpectedFinding, Tool
-from .schema import Item, OutputSchema, Strict
+from .schema import COUNT_TAGS, Item, OutputSchema, Strict
 from .shorthand import entry_id, lesson_long_form, long_entry, relocate_lines, with_defaults
 from .snippets import extract_snippets
 from .yamlfile import line_of, load_yaml
@@ -283,7 +283,7 @@ def _format_loc(loc: tuple) -> str:
 
 
 def _strip_tags(loc: tuple) -> tuple:
-    """Drop the union tag pydantic inserts after an output item's index."""
+    """Drop the union tags pydantic inserts: after an output item's index, and after `rows` or `repeat`."""
     out: list = []
     skip = False
     for i, part in enumerate(loc):
@@ -293,6 +293,8 @@ def _strip_tags(loc: tuple) -> tuple:
         out.append(part)
         if isinstance(part, int) and i >= 1 and loc[i - 1] == "items" and i + 1 < len(loc) \
                 and loc[i + 1] in ("line", "table", "section", "text"):
+            skip = True
+        if part in ("rows", "repeat") and i + 1 < len(loc) and loc[i + 1] in COUNT_TAGS:
             skip = True
     return tuple(out)
 

@@ -12,13 +12,15 @@ docs/schema.md is the reference; this module turns it into compiled regexes.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from enum import Enum
 from typing import Annotated, Any, Iterator, Literal, Union, get_args
 
 import regex as timed_re   # the `regex` package: its matches take a timeout, and `re`'s cannot be stopped
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator,
+                      model_validator)
 
 from .names import is_identifier
 from .shorthand import first_field, key_of_keys, line_long_form, table_long_form
@@ -57,17 +59,35 @@ TYPE_REGEX = {
 }
 
 
+def _check_bound(value: float | None, info: ValidationInfo) -> float | None:
+    """A tolerance's `rel` or `abs`: a finite number, 0 or more (`.inf` would let any value pass)."""
+    if value is None:
+        return value
+    example = "rel: 0.25 lets a value move by 25%" if info.field_name == "rel" else "abs: 0.003 lets it move by 0.003"
+    if math.isnan(value) or value < 0:
+        raise ValueError(f"{value:g} is not a bound of 0 or more; give how far a value may move ({example})")
+    if math.isinf(value):
+        raise ValueError(f"inf would let any value pass; give a finite bound ({example})")
+    return value
+
+
+# The JSON Schema says what check_bound does, where it can: a number of 0 or more (JSON has no .inf).
+_BOUND = {"minimum": 0}
+
+
 class FieldSpec(Strict):
     """A typed field and its comparison rule."""
 
     type: FieldType = "str"
     compare: Compare = Compare.exact
-    rel: float | None = Field(default=None, ge=0)
-    abs: float | None = Field(default=None, ge=0)
+    rel: float | None = Field(default=None, json_schema_extra=_BOUND)
+    abs: float | None = Field(default=None, json_schema_extra=_BOUND)
     missing: str | None = None      # a token that means "no value", such as "-"
     suffix: str | None = None       # stripped from a table cell: "x" in "1.91x"
     unit: str | None = None         # "ms", "GB/s", "GFLOP/s": for reports and plausibility
     label: str | None = None        # a human name for pages and reports
+
+    _bounds = field_validator("rel", "abs")(_check_bound)
 
     @model_validator(mode="after")
     def _tolerance_needs_bounds(self) -> "FieldSpec":
@@ -348,9 +368,39 @@ class LineItem(_TemplatedLine):
         return self._names
 
 
+def _not_negative(value: int) -> int:
+    if value < 0:
+        raise ValueError(f"{value} is negative; a count is 0 or more")
+    return value
+
+
+# A count as lessons.yaml writes it: an integer (not `true`), 0 or more.
+Count = Annotated[int, Field(strict=True, json_schema_extra={"minimum": 0}), AfterValidator(_not_negative)]
+
+
 class RowCount(Strict):
-    min: int = Field(default=0, ge=0)
-    max: int | None = Field(default=None, ge=0)
+    """How many rows a table has, or how many times a section repeats: from `min` to `max` (None: no end)."""
+
+    min: Count = 0
+    max: Count | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "RowCount":
+        if self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min} is more than max {self.max}, so no count would do; "
+                             f"give a min of at most the max")
+        return self
+
+
+def _count_form(value: Any) -> str:
+    return "range" if isinstance(value, (dict, RowCount)) else "count"
+
+
+# `rows` and `repeat`: `3`, or `{min: 1, max: 5}`. The tag keeps pydantic from reporting a
+# `{min: -3}` as "not a valid integer" beside what is wrong with it; manifest.py drops it from paths.
+CountOrRange = Annotated[Union[Annotated[Count, Tag("count")], Annotated[RowCount, Tag("range")]],
+                         Discriminator(_count_form)]
+COUNT_TAGS = ("count", "range")
 
 
 class NoteItem(_TemplatedLine):
@@ -383,8 +433,8 @@ class TableItem(Strict):
     row: str | None = None
     row_regex: bool = False
     key: list[str] | str | None = None
-    rows: int | RowCount = RowCount()
-    keys: list[str] | None = None
+    rows: CountOrRange = RowCount()
+    keys: list[str] | None = Field(default=None, json_schema_extra={"uniqueItems": True})
     notes: list[NoteItem] = []
     optional: bool = False
     anywhere: bool = False
@@ -396,6 +446,14 @@ class TableItem(Strict):
     @classmethod
     def _long_form(cls, data: Any) -> Any:
         return table_long_form(data)  # `name: float`, the columns of a row template, their rules
+
+    @field_validator("keys")
+    @classmethod
+    def _keys_once(cls, value: list[str] | None) -> list[str] | None:
+        twice = next((key for index, key in enumerate(value or []) if key in value[:index]), None)
+        if twice is not None:
+            raise ValueError(f"key {twice!r} is listed twice; a table has one row of each key")
+        return value
 
     @model_validator(mode="after")
     def _compile(self) -> "TableItem":
@@ -424,6 +482,13 @@ class TableItem(Strict):
                                  f"({', '.join(self.columns)})")
         if self.anywhere and self.header is not None:
             raise ValueError("an 'anywhere' table has rows only, no header")
+        count = self.row_count
+        if self.keys is not None and not (count.min <= len(self.keys) and (count.max is None
+                                                                            or len(self.keys) <= count.max)):
+            rows = self.rows if isinstance(self.rows, int) else \
+                "{" + ", ".join(f"{k}: {v}" for k, v in self.rows.model_dump().items() if v is not None) + "}"
+            raise ValueError(f"keys lists {len(self.keys)} rows but rows says {rows}; leave rows out "
+                             f"(keys says how many) or make the two agree")
         return self
 
     @property
@@ -479,7 +544,7 @@ class SectionItem(Strict):
     section: str
     key: str | list[str] | None = None
     items: list["Item"]
-    repeat: int | RowCount = RowCount(min=1)
+    repeat: CountOrRange = RowCount(min=1)
 
     @model_validator(mode="after")
     def _check(self) -> "SectionItem":
@@ -517,8 +582,6 @@ def _item_kind(value: Any) -> str:
                 TextItem: "text"}.get(type(value), "unknown")
     return "unknown"
 
-
-from pydantic import Discriminator, Tag  # noqa: E402
 
 Item = Annotated[
     Union[

@@ -270,6 +270,78 @@ def test_unknown_comparison_inside_a_section(tmp_path):
                           "unknown comparison 'aprox'; expected 'exact', 'tolerance', 'device' or 'volatile'")
 
 
+# A count, a range, keys and a bound that loaded, then crashed the parser with a pydantic
+# traceback (rows: -1), blamed the evidence for what the manifest said (min above max, a key twice)
+# or took away a limit (rel: .inf).
+TABLE_KEY = "          key: name\n"
+SECTION = """\
+        - section: cases
+          repeat: 3
+          items:
+            - line: "case {case:word}"
+"""
+
+
+def with_section(repeat: str) -> str:
+    """MINIMAL with a section after its table, repeated as `repeat` says, at line 15."""
+    return edited("    claims:\n", SECTION.replace("repeat: 3", f"repeat: {repeat}") + "    claims:\n")
+
+
+REFUSED_VALUES = {
+    "rows-negative": (edited(TABLE_KEY, TABLE_KEY + "          rows: -1\n"), 12,
+                      "output.items[1].rows: -1 is negative; a count is 0 or more"),
+    "rows-min-negative": (edited(TABLE_KEY, TABLE_KEY + "          rows: {min: -3}\n"), 12,
+                          "output.items[1].rows.min: -3 is negative; a count is 0 or more"),
+    "rows-max-negative": (edited(TABLE_KEY, TABLE_KEY + "          rows: {min: 0, max: -3}\n"), 12,
+                          "output.items[1].rows.max: -3 is negative; a count is 0 or more"),
+    "rows-min-above-max": (edited(TABLE_KEY, TABLE_KEY + "          rows: {min: 10, max: 2}\n"), 12,
+                           "output.items[1].rows: min 10 is more than max 2, so no count would do; give a min of "
+                           "at most the max"),
+    "rows-true": (edited(TABLE_KEY, TABLE_KEY + "          rows: true\n"), 12,
+                  "output.items[1].rows: Input should be a valid integer (got True)"),
+    "rows-unknown-key": (edited(TABLE_KEY, TABLE_KEY + "          rows: {least: 2}\n"), 12,
+                         "output.items[1].rows.least: unknown key 'least'"),
+    "keys-twice": (edited(TABLE_KEY, TABLE_KEY + "          keys: [copyRowMajor, copyRowMajor]\n"), 12,
+                   "output.items[1].keys: key 'copyRowMajor' is listed twice; a table has one row of each key"),
+    "keys-and-rows-disagree": (edited(TABLE_KEY, TABLE_KEY + "          keys: [a, b]\n          rows: 3\n"), 10,
+                               "output.items[1]: keys lists 2 rows but rows says 3; leave rows out (keys says how "
+                               "many) or make the two agree"),
+    "keys-above-rows-max": (edited(TABLE_KEY, TABLE_KEY + "          keys: [a, b]\n          rows: {max: 1}\n"), 10,
+                            "output.items[1]: keys lists 2 rows but rows says {min: 0, max: 1}; leave rows out "
+                            "(keys says how many) or make the two agree"),
+    "repeat-negative": (with_section("-1"), 16, "output.items[2].repeat: -1 is negative; a count is 0 or more"),
+    "repeat-min-above-max": (with_section("{min: 5, max: 1}"), 16,
+                             "output.items[2].repeat: min 5 is more than max 1, so no count would do; give a min "
+                             "of at most the max"),
+    "rel-inf": (edited("rel: 0.25", "rel: .inf"), 14,
+                "output.items[1].columns.gbps.rel: inf would let any value pass; give a finite bound (rel: 0.25 "
+                "lets a value move by 25%)"),
+    "abs-nan": (edited("rel: 0.25", "abs: .nan"), 14,
+                "output.items[1].columns.gbps.abs: nan is not a bound of 0 or more; give how far a value may move "
+                "(abs: 0.003 lets it move by 0.003)"),
+    "rel-negative": (edited("rel: 0.25", "rel: -0.25"), 14,
+                     "output.items[1].columns.gbps.rel: -0.25 is not a bound of 0 or more; give how far a value "
+                     "may move (rel: 0.25 lets a value move by 25%)"),
+}
+
+
+@pytest.mark.parametrize("name", list(REFUSED_VALUES))
+def test_a_value_that_loaded_but_cannot_be_right_is_refused_where_it_is_written(tmp_path, name):
+    text, line, message = REFUSED_VALUES[name]
+    path, error = manifest_error(tmp_path, text)
+    assert str(error) == f"{path}:{line}: lesson 'hello': {message}"
+
+
+def test_counts_ranges_and_bounds_that_can_be_right_load(tmp_path):
+    text = edited(TABLE_KEY, TABLE_KEY + "          keys: [a, b]\n          rows: {min: 1, max: 2}\n",
+                  with_section("{min: 0, max: 0}"))
+    lesson = load_manifest(write(tmp_path, edited("rel: 0.25", "rel: 0, abs: 1e9", text))).lesson("hello")
+    table, section = lesson.output.items[1], lesson.output.items[2]
+    assert (table.row_count.min, table.row_count.max, table.keys) == (1, 2, ["a", "b"])
+    assert (section.repeat_count.min, section.repeat_count.max) == (0, 0)
+    assert (table.columns["gbps"].rel, table.columns["gbps"].abs) == (0, 1e9)
+
+
 def test_tolerance_without_bounds(tmp_path):
     path, error = manifest_error(tmp_path, edited("compare: tolerance, rel: 0.25", "compare: tolerance"))
     assert str(error) == (f"{path}:14: lesson 'hello': output.items[1].columns.gbps: "
