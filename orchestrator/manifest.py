@@ -6,6 +6,7 @@ Every error names the file, the line, the lesson and the field path, e.g.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -24,14 +25,32 @@ from .snippets import extract_snippets
 from .yamlfile import line_of, load_yaml
 
 
+# A timeout's bounds: a day at most, for `.inf` (or 1e300) would never stop a hung lesson.
+MAX_TIMEOUT = 86_400.0
+_TIMEOUT = {"exclusiveMinimum": 0, "maximum": MAX_TIMEOUT}
+
+
+def _check_timeout(value: float | None) -> float | None:
+    if value is None:
+        return value
+    if math.isnan(value) or value <= 0:
+        raise ValueError(f"{value:g} is not a number of seconds above 0; give the seconds after which a hung "
+                         f"run is killed")
+    if value > MAX_TIMEOUT:
+        raise ValueError(f"{value:g} s would never stop a hung run; give at most {MAX_TIMEOUT:g} s (a day)")
+    return value
+
+
 class SanitizerPass(Strict):
     """One compute-sanitizer tool run on a lesson, and what it must find."""
 
     findings: list[ExpectedFinding] = []
     allow_other: bool = False
-    timeout: float | None = Field(default=None, gt=0)
+    timeout: float | None = Field(default=None, json_schema_extra=_TIMEOUT)
     args: list[str] = []          # extra compute-sanitizer arguments
     program_args: list[str] = []  # the lesson's own arguments under this pass, after its `args`
+
+    _timeout = field_validator("timeout")(_check_timeout)
 
 
 SANITIZER_TOOLS = tuple(tool.value for tool in Tool)
@@ -123,7 +142,7 @@ class Lesson(Strict):
     source: Path
     flags: list[str] | None = None
     args: list[str] = []
-    timeout: float | None = Field(default=None, gt=0)
+    timeout: float | None = Field(default=None, json_schema_extra=_TIMEOUT)
     min_compute_capability: str | None = Field(default=None, json_schema_extra=_pattern(COMPUTE_CAPABILITY))
     sanitizers: dict[str, SanitizerPass] | None = Field(default=None, json_schema_extra=_TOOLS_SCHEMA)
     output: OutputOrItems
@@ -145,6 +164,8 @@ class Lesson(Strict):
         if not LESSON_ID.fullmatch(value):
             raise ValueError(f"lesson id {value!r} must be lower-case letters, digits and dashes")
         return value
+
+    _timeout = field_validator("timeout")(_check_timeout)
 
     @field_validator("flags")
     @classmethod
@@ -201,7 +222,7 @@ class Defaults(Strict):
     """
 
     flags: list[str] = ["-std=c++17", "-O3"]
-    timeout: float = Field(default=60.0, gt=0)
+    timeout: float = Field(default=60.0, json_schema_extra=_TIMEOUT)
     sanitizers: dict[str, SanitizerPass] = Field(default={"memcheck": SanitizerPass()},
                                                  json_schema_extra=_TOOLS_SCHEMA)
     output: list[Item] = Field(default=[], exclude=True)     # the items every lesson's output starts with
@@ -216,6 +237,8 @@ class Defaults(Strict):
     @classmethod
     def _tools(cls, value: dict) -> dict:
         return _check_tools(value)
+
+    _timeout = field_validator("timeout")(_check_timeout)
 
 
 class Manifest(Strict):
@@ -237,6 +260,13 @@ class Manifest(Strict):
     def line_of(self, *key: str | int) -> int | None:
         """The line in lessons.yaml of a key path such as ("lessons", 2, "claims", 0)."""
         return line_of(self.lines, key)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version(cls, value: Any) -> Any:
+        if isinstance(value, bool):   # `true` is 1 to pydantic's Literal[1]
+            raise ValueError(f"unknown value {value!r}; expected 1")
+        return value
 
     @model_validator(mode="before")
     @classmethod

@@ -188,6 +188,12 @@ def test_unsupported_version(tmp_path):
     assert str(error) == f"{path}:1: version: unknown value 2; expected 1"
 
 
+def test_version_true_is_not_version_1(tmp_path):
+    """pydantic's Literal[1] takes `true`, which equals 1 in Python."""
+    path, error = manifest_error(tmp_path, edited("version: 1\n", "version: true\n"))
+    assert str(error) == f"{path}:1: version: unknown value True; expected 1"
+
+
 def test_duplicate_lesson_id(tmp_path):
     path, error = manifest_error(tmp_path, MINIMAL + edited("id: world", "id: hello", SECOND_LESSON))
     assert str(error) == f"{path}:18: lesson 'hello': id: duplicate lesson id (also lessons[0])"
@@ -270,9 +276,9 @@ def test_unknown_comparison_inside_a_section(tmp_path):
                           "unknown comparison 'aprox'; expected 'exact', 'tolerance', 'device' or 'volatile'")
 
 
-# A count, a range, keys and a bound that loaded, then crashed the parser with a pydantic
+# A count, a range, keys, a timeout and a bound that loaded, then crashed the parser with a pydantic
 # traceback (rows: -1), blamed the evidence for what the manifest said (min above max, a key twice)
-# or took away a limit (rel: .inf).
+# or took away a limit (.inf).
 TABLE_KEY = "          key: name\n"
 SECTION = """\
         - section: cases
@@ -313,6 +319,20 @@ REFUSED_VALUES = {
     "repeat-min-above-max": (with_section("{min: 5, max: 1}"), 16,
                              "output.items[2].repeat: min 5 is more than max 1, so no count would do; give a min "
                              "of at most the max"),
+    "timeout-inf": (edited("    source: hello.cu\n", "    source: hello.cu\n    timeout: .inf\n"), 7,
+                    "timeout: inf s would never stop a hung run; give at most 86400 s (a day)"),
+    "timeout-past-a-day": (edited("    source: hello.cu\n", "    source: hello.cu\n    timeout: 1e9\n"), 7,
+                           "timeout: 1e+09 s would never stop a hung run; give at most 86400 s (a day)"),
+    "timeout-nan": (edited("    source: hello.cu\n", "    source: hello.cu\n    timeout: .nan\n"), 7,
+                    "timeout: nan is not a number of seconds above 0; give the seconds after which a hung run is "
+                    "killed"),
+    "timeout-zero": (edited("    source: hello.cu\n", "    source: hello.cu\n    timeout: 0\n"), 7,
+                     "timeout: 0 is not a number of seconds above 0; give the seconds after which a hung run is "
+                     "killed"),
+    "sanitizer-timeout-inf": (edited("    source: hello.cu\n",
+                                     "    source: hello.cu\n    sanitizers: {memcheck: {timeout: .inf}}\n"), 7,
+                              "sanitizers.memcheck.timeout: inf s would never stop a hung run; give at most "
+                              "86400 s (a day)"),
     "rel-inf": (edited("rel: 0.25", "rel: .inf"), 14,
                 "output.items[1].columns.gbps.rel: inf would let any value pass; give a finite bound (rel: 0.25 "
                 "lets a value move by 25%)"),
@@ -332,13 +352,19 @@ def test_a_value_that_loaded_but_cannot_be_right_is_refused_where_it_is_written(
     assert str(error) == f"{path}:{line}: lesson 'hello': {message}"
 
 
+def test_a_defaults_timeout_of_inf_is_refused(tmp_path):
+    path, error = manifest_error(tmp_path, edited("lessons:\n", "defaults: {timeout: .inf}\nlessons:\n"))
+    assert str(error) == f"{path}:2: defaults.timeout: inf s would never stop a hung run; give at most 86400 s (a day)"
+
+
 def test_counts_ranges_and_bounds_that_can_be_right_load(tmp_path):
     text = edited(TABLE_KEY, TABLE_KEY + "          keys: [a, b]\n          rows: {min: 1, max: 2}\n",
                   with_section("{min: 0, max: 0}"))
+    text = edited("    source: hello.cu\n", "    source: hello.cu\n    timeout: 86400\n", text)
     lesson = load_manifest(write(tmp_path, edited("rel: 0.25", "rel: 0, abs: 1e9", text))).lesson("hello")
     table, section = lesson.output.items[1], lesson.output.items[2]
     assert (table.row_count.min, table.row_count.max, table.keys) == (1, 2, ["a", "b"])
-    assert (section.repeat_count.min, section.repeat_count.max) == (0, 0)
+    assert (section.repeat_count.min, section.repeat_count.max, lesson.timeout) == (0, 0, 86400)
     assert (table.columns["gbps"].rel, table.columns["gbps"].abs) == (0, 1e9)
 
 
