@@ -139,7 +139,7 @@ class Lesson(Strict):
     id: str = Field(json_schema_extra=_pattern(LESSON_ID))
     day: int = Field(ge=0)
     title: str
-    source: Path
+    source: Path = Field(json_schema_extra={"minLength": 1})
     flags: list[str] | None = None
     args: list[str] = []
     timeout: float | None = Field(default=None, json_schema_extra=_TIMEOUT)
@@ -147,7 +147,7 @@ class Lesson(Strict):
     sanitizers: dict[str, SanitizerPass] | None = Field(default=None, json_schema_extra=_TOOLS_SCHEMA)
     output: OutputOrItems
     claims: list[Claim] = []
-    prose: Path | None = None
+    prose: Path | None = Field(default=None, json_schema_extra={"minLength": 1})
     page: PageSpec | None = None   # where its page is written, and what it shows: Key figures and charts
     source_header: bool = True     # false: render never writes its Build/Run/Verified lines into the source
     # Claims of defaults.claims this lesson does not make; read when the manifest loads.
@@ -163,6 +163,15 @@ class Lesson(Strict):
     def _id(cls, value: str) -> str:
         if not LESSON_ID.fullmatch(value):
             raise ValueError(f"lesson id {value!r} must be lower-case letters, digits and dashes")
+        return value
+
+    @field_validator("source", "prose", mode="before")
+    @classmethod
+    def _path(cls, value: Any, info: ValidationInfo) -> Any:
+        # An empty string would be Path(""), which is ".", the course root itself.
+        if isinstance(value, str) and not value.strip():
+            what = "the lesson's .cu file" if info.field_name == "source" else "its prose, a Markdown file"
+            raise ValueError(f"an empty path; give {what}, relative to the course root")
         return value
 
     _timeout = field_validator("timeout")(_check_timeout)
@@ -404,6 +413,13 @@ def load_manifest(path: Path) -> Manifest:
             if rel.is_absolute():
                 raise fail(("lessons", index, key),
                            f"{rel} is absolute; give it relative to the course root {root}")
+            if full.is_dir():
+                if key == "source":
+                    sources = ", ".join(sorted(p.name for p in full.glob("*.cu")))
+                    want = f"the lesson's .cu file in it ({sources})" if sources else "the lesson's .cu file"
+                else:
+                    want = "its prose, a Markdown file"
+                raise fail(("lessons", index, key), f"{rel} is a folder; give {want}")
             if not full.is_file():
                 raise fail(("lessons", index, key), f"{rel} does not exist")
         if lesson.page is not None and lesson.page.path is not None:

@@ -65,8 +65,8 @@ def test_a_manifest_that_is_not_a_manifest_file(tmp_path, make, message):
 
 
 # Values that loaded, then crashed render --check and verify --offline with a pydantic traceback in
-# the parser (rows: -1, repeat: -1), were blamed on the evidence, or took away a limit (.inf); in the
-# course's own lessons.yaml.
+# the parser (rows: -1, repeat: -1), were blamed on the evidence, took away a limit (.inf) or were
+# refused in the wrong words (a folder); in the course's own lessons.yaml.
 COURSE_EDITS = {
     "rows-negative": ("        rows: 8\n", "        rows: -1\n",
                       "lesson 'day14-syncthreads': output.items[3].rows: -1 is negative; a count is 0 or more"),
@@ -78,6 +78,9 @@ COURSE_EDITS = {
     "keys-twice": ("keys: [copyRowMajor, transposeNaive,", "keys: [copyRowMajor, copyRowMajor,",
                    "lesson 'day13-shared-memory': output.items[5].keys: key 'copyRowMajor' is listed twice; a table "
                    "has one row of each key"),
+    "source-a-folder": ("    timeout: 60\n", "    timeout: 60\n    source: lessons/day71-matmul-fp16\n",
+                        "lesson 'day71-matmul-fp16': source: lessons/day71-matmul-fp16 is a folder; give the "
+                        "lesson's .cu file in it (matmul_fp16.cu)"),
     "timeout-inf": ("    timeout: 60\n", "    timeout: .inf\n",
                     "lesson 'day71-matmul-fp16': timeout: inf s would never stop a hung run; give at most 86400 s "
                     "(a day)"),

@@ -234,6 +234,29 @@ def test_absolute_source_inside_the_root_is_refused_for_being_absolute(tmp_path)
                           f"give it relative to the course root {root}")
 
 
+def test_a_source_or_prose_that_is_a_folder(tmp_path):
+    (tmp_path / "lessons" / "day1-hello").mkdir(parents=True)
+    (tmp_path / "lessons" / "day1-hello" / "hello.cu").write_text("int main() {}\n")
+    (tmp_path / "empty").mkdir()
+    path, error = manifest_error(tmp_path, edited("source: hello.cu", "source: lessons/day1-hello"))
+    assert str(error) == (f"{path}:6: lesson 'hello': source: lessons/day1-hello is a folder; give the lesson's .cu "
+                          "file in it (hello.cu)")
+    path, error = manifest_error(tmp_path, edited("source: hello.cu", "source: empty"))
+    assert str(error) == f"{path}:6: lesson 'hello': source: empty is a folder; give the lesson's .cu file"
+    path, error = manifest_error(tmp_path, edited("    source: hello.cu\n", "    source: hello.cu\n    prose: empty\n"))
+    assert str(error) == f"{path}:7: lesson 'hello': prose: empty is a folder; give its prose, a Markdown file"
+
+
+@pytest.mark.parametrize("key, line", [("source", 6), ("prose", 7)])
+def test_an_empty_source_or_prose_is_not_the_course_root(tmp_path, key, line):
+    """Path("") is ".": an empty source was refused as '. does not exist'."""
+    text = edited("    source: hello.cu\n", "    source: hello.cu\n    prose: prose.md\n")
+    path, error = manifest_error(tmp_path, edited(f"{key}: ", f'{key}: ""  # was ', text))
+    what = "the lesson's .cu file" if key == "source" else "its prose, a Markdown file"
+    assert str(error) == (f"{path}:{line}: lesson 'hello': {key}: an empty path; give {what}, relative to the "
+                          "course root")
+
+
 def test_manifest_that_does_not_exist(tmp_path):
     with pytest.raises(ManifestError) as info:
         load_manifest(tmp_path / "lessons.yaml")
