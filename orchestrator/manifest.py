@@ -507,7 +507,11 @@ def _check_sanitizer_snippets(manifest: Manifest, lesson: Lesson, index: int, fa
             try:
                 names = extract_snippets(manifest.source_path(lesson), str(lesson.source))
             except TemplateError as exc:
-                raise fail(("lessons", index, "sanitizers", tool, "findings", f_index, "snippet"), str(exc))
+                # The fault is in the source: its file and line come first, the entry that reads it after.
+                line = manifest.line_of("lessons", index, "sanitizers", tool, "findings", f_index, "snippet")
+                raise TemplateError(f"{exc.message}; lesson {lesson.id!r} reads the snippets of this file "
+                                    f"({manifest.path}:{line}, sanitizers.{tool}.findings[{f_index}].snippet)",
+                                    path=exc.path, line=exc.line, hint=exc.hint) from None
             if finding.snippet not in names:
                 raise fail(("lessons", index, "sanitizers", tool, "findings", f_index, "snippet"),
                            f"no snippet {finding.snippet!r} in {lesson.source} "

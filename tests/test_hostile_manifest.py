@@ -102,3 +102,28 @@ def test_a_value_the_parser_could_not_take_is_refused_when_the_course_loads(tmp_
     result = coursectl(*command)
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr == f"coursectl: error: lessons.yaml:{line}: {message}\n{HINT}"
+
+
+@pytest.mark.parametrize("command", [["render", "--check"], ["verify", "--offline", "--all"],
+                                     ["check", "day14-syncthreads"]], ids=["render", "offline", "check"])
+def test_a_bad_snippet_marker_names_the_source_first_and_hints_at_the_marker(tmp_path, monkeypatch, command):
+    """It was `lessons.yaml:69: ... findings[0].snippet: lessons/...cu:160: ...` and `hint: fix lessons.yaml`."""
+    shutil.copytree(ROOT / "lessons", tmp_path / "lessons")
+    shutil.copyfile(ROOT / "lessons.yaml", tmp_path / "lessons.yaml")
+    source = tmp_path / "lessons" / "day14-syncthreads" / "syncthreads.cu"
+    text = source.read_text()
+    assert text.count("// end snippet: racy\n") == 1
+    source.write_text(text.replace("// end snippet: racy\n", "// end snippet: racey\n"))
+    rows = text.splitlines()
+    opened, closed = rows.index("// snippet: racy") + 1, rows.index("// end snippet: racy") + 1
+    line = next(n for n, row in enumerate((ROOT / "lessons.yaml").read_text().splitlines(), 1)
+                if "snippet: racy" in row)
+    monkeypatch.chdir(tmp_path)
+    result = coursectl(*command)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"coursectl: error: lessons/day14-syncthreads/syncthreads.cu:{closed}: 'end snippet: racey' closes 'racy' "
+        f"(opened at line {opened}); lesson 'day14-syncthreads' reads the snippets of this file (lessons.yaml:{line}, "
+        "sanitizers.racecheck.findings[0].snippet)\n"
+        "hint: fix the marker in the source: '// snippet: NAME' opens a snippet, '// end snippet' or "
+        "'// end snippet: NAME' closes the innermost one open\n")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIRST_LESSONS, first_lessons_only
-from orchestrator.errors import ManifestError, UsageError
+from orchestrator.errors import ManifestError, TemplateError, UsageError
 from orchestrator.manifest import Manifest, load_manifest, select_lessons
 from orchestrator.names import ARCH, GPU_SLUG, IDENTIFIER, LESSON_ID, SNIPPET_NAME
 from orchestrator.schema import Compare
@@ -667,6 +667,25 @@ def test_snippet_name_with_a_trailing_newline(tmp_path):
         '          - {kernel: hello, snippet: "racy\\n"}\n'))
     assert str(error) == (f"{path}:10: lesson 'hello': sanitizers.racecheck.findings[0].snippet: "
                           "snippet name 'racy\\n' must be letters, digits, '_', '.' and '-'")
+
+
+def test_a_bad_snippet_marker_is_named_in_the_source_first(tmp_path):
+    """The fault is in the source: its file and line come first, the hint is about markers, not lessons.yaml."""
+    path = write(tmp_path, edited(
+        "    source: hello.cu\n",
+        "    source: hello.cu\n"
+        "    sanitizers:\n"
+        "      racecheck:\n"
+        "        findings:\n"
+        "          - {kernel: hello, snippet: racy}\n"))
+    (tmp_path / "hello.cu").write_text("// snippet: racy\n__global__ void hello() {}\n// end snippet: racey\n")
+    with pytest.raises(TemplateError) as info:
+        load_manifest(path)
+    assert str(info.value) == ("hello.cu:3: 'end snippet: racey' closes 'racy' (opened at line 1); lesson 'hello' "
+                               f"reads the snippets of this file ({path}:10, sanitizers.racecheck.findings[0].snippet)")
+    assert info.value.hint == ("fix the marker in the source: '// snippet: NAME' opens a snippet, '// end snippet' or "
+                               "'// end snippet: NAME' closes the innermost one open")
+    assert info.value.exit_status == 2
 
 
 @pytest.mark.parametrize("pattern, name", [
