@@ -6,6 +6,7 @@ Every error names the file, the line, the lesson and the field path, e.g.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -14,14 +15,30 @@ from pydantic import (BeforeValidator, ConfigDict, Field, ValidationError, Valid
 from pydantic.json_schema import SkipJsonSchema
 
 from .claims import check_claims
-from .errors import CoursectlError, ManifestError, UsageError
+from .errors import CoursectlError, ManifestError, TemplateError, UsageError
 from .figures import PageSpec, PageSpecError, check_page
 from .names import ARCH, COMPUTE_CAPABILITY, LESSON_ID, SNIPPET_NAME
 from .sanitizer import ExpectedFinding, Tool
-from .schema import Item, OutputSchema, Strict
+from .schema import COUNT_TAGS, Item, OutputSchema, Strict
 from .shorthand import entry_id, lesson_long_form, long_entry, relocate_lines, with_defaults
 from .snippets import extract_snippets
 from .yamlfile import line_of, load_yaml
+
+
+# A timeout's bounds: a day at most, for `.inf` (or 1e300) would never stop a hung lesson.
+MAX_TIMEOUT = 86_400.0
+_TIMEOUT = {"exclusiveMinimum": 0, "maximum": MAX_TIMEOUT}
+
+
+def _check_timeout(value: float | None) -> float | None:
+    if value is None:
+        return value
+    if math.isnan(value) or value <= 0:
+        raise ValueError(f"{value:g} is not a number of seconds above 0; give the seconds after which a hung "
+                         f"run is killed")
+    if value > MAX_TIMEOUT:
+        raise ValueError(f"{value:g} s would never stop a hung run; give at most {MAX_TIMEOUT:g} s (a day)")
+    return value
 
 
 class SanitizerPass(Strict):
@@ -29,9 +46,11 @@ class SanitizerPass(Strict):
 
     findings: list[ExpectedFinding] = []
     allow_other: bool = False
-    timeout: float | None = Field(default=None, gt=0)
+    timeout: float | None = Field(default=None, json_schema_extra=_TIMEOUT)
     args: list[str] = []          # extra compute-sanitizer arguments
     program_args: list[str] = []  # the lesson's own arguments under this pass, after its `args`
+
+    _timeout = field_validator("timeout")(_check_timeout)
 
 
 SANITIZER_TOOLS = tuple(tool.value for tool in Tool)
@@ -120,15 +139,15 @@ class Lesson(Strict):
     id: str = Field(json_schema_extra=_pattern(LESSON_ID))
     day: int = Field(ge=0)
     title: str
-    source: Path
+    source: Path = Field(json_schema_extra={"minLength": 1})
     flags: list[str] | None = None
     args: list[str] = []
-    timeout: float | None = Field(default=None, gt=0)
+    timeout: float | None = Field(default=None, json_schema_extra=_TIMEOUT)
     min_compute_capability: str | None = Field(default=None, json_schema_extra=_pattern(COMPUTE_CAPABILITY))
     sanitizers: dict[str, SanitizerPass] | None = Field(default=None, json_schema_extra=_TOOLS_SCHEMA)
     output: OutputOrItems
     claims: list[Claim] = []
-    prose: Path | None = None
+    prose: Path | None = Field(default=None, json_schema_extra={"minLength": 1})
     page: PageSpec | None = None   # where its page is written, and what it shows: Key figures and charts
     source_header: bool = True     # false: render never writes its Build/Run/Verified lines into the source
     # Claims of defaults.claims this lesson does not make; read when the manifest loads.
@@ -145,6 +164,17 @@ class Lesson(Strict):
         if not LESSON_ID.fullmatch(value):
             raise ValueError(f"lesson id {value!r} must be lower-case letters, digits and dashes")
         return value
+
+    @field_validator("source", "prose", mode="before")
+    @classmethod
+    def _path(cls, value: Any, info: ValidationInfo) -> Any:
+        # An empty string would be Path(""), which is ".", the course root itself.
+        if isinstance(value, str) and not value.strip():
+            what = "the lesson's .cu file" if info.field_name == "source" else "its prose, a Markdown file"
+            raise ValueError(f"an empty path; give {what}, relative to the course root")
+        return value
+
+    _timeout = field_validator("timeout")(_check_timeout)
 
     @field_validator("flags")
     @classmethod
@@ -201,7 +231,7 @@ class Defaults(Strict):
     """
 
     flags: list[str] = ["-std=c++17", "-O3"]
-    timeout: float = Field(default=60.0, gt=0)
+    timeout: float = Field(default=60.0, json_schema_extra=_TIMEOUT)
     sanitizers: dict[str, SanitizerPass] = Field(default={"memcheck": SanitizerPass()},
                                                  json_schema_extra=_TOOLS_SCHEMA)
     output: list[Item] = Field(default=[], exclude=True)     # the items every lesson's output starts with
@@ -216,6 +246,8 @@ class Defaults(Strict):
     @classmethod
     def _tools(cls, value: dict) -> dict:
         return _check_tools(value)
+
+    _timeout = field_validator("timeout")(_check_timeout)
 
 
 class Manifest(Strict):
@@ -237,6 +269,13 @@ class Manifest(Strict):
     def line_of(self, *key: str | int) -> int | None:
         """The line in lessons.yaml of a key path such as ("lessons", 2, "claims", 0)."""
         return line_of(self.lines, key)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version(cls, value: Any) -> Any:
+        if isinstance(value, bool):   # `true` is 1 to pydantic's Literal[1]
+            raise ValueError(f"unknown value {value!r}; expected 1")
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -283,7 +322,7 @@ def _format_loc(loc: tuple) -> str:
 
 
 def _strip_tags(loc: tuple) -> tuple:
-    """Drop the union tag pydantic inserts after an output item's index."""
+    """Drop the union tags pydantic inserts: after an output item's index, and after `rows` or `repeat`."""
     out: list = []
     skip = False
     for i, part in enumerate(loc):
@@ -293,6 +332,8 @@ def _strip_tags(loc: tuple) -> tuple:
         out.append(part)
         if isinstance(part, int) and i >= 1 and loc[i - 1] == "items" and i + 1 < len(loc) \
                 and loc[i + 1] in ("line", "table", "section", "text"):
+            skip = True
+        if part in ("rows", "repeat") and i + 1 < len(loc) and loc[i + 1] in COUNT_TAGS:
             skip = True
     return tuple(out)
 
@@ -372,6 +413,13 @@ def load_manifest(path: Path) -> Manifest:
             if rel.is_absolute():
                 raise fail(("lessons", index, key),
                            f"{rel} is absolute; give it relative to the course root {root}")
+            if full.is_dir():
+                if key == "source":
+                    sources = ", ".join(sorted(p.name for p in full.glob("*.cu")))
+                    want = f"the lesson's .cu file in it ({sources})" if sources else "the lesson's .cu file"
+                else:
+                    want = "its prose, a Markdown file"
+                raise fail(("lessons", index, key), f"{rel} is a folder; give {want}")
             if not full.is_file():
                 raise fail(("lessons", index, key), f"{rel} does not exist")
         if lesson.page is not None and lesson.page.path is not None:
@@ -396,6 +444,8 @@ def load_manifest(path: Path) -> Manifest:
             except PageSpecError as exc:
                 raise fail(("lessons", index, "page", *exc.loc), str(exc)) from None
         _check_claim_ids(manifest, lesson, index, fail)
+        for at, regex in lesson.output.patterns():
+            regex.origin = f"{path}:{line_of(lines, ('lessons', index, 'output', *at))}"
     return manifest
 
 
@@ -456,7 +506,13 @@ def _check_sanitizer_snippets(manifest: Manifest, lesson: Lesson, index: int, fa
                            f"snippet name {finding.snippet!r} must be letters, digits, '_', '.' and '-'")
             try:
                 names = extract_snippets(manifest.source_path(lesson), str(lesson.source))
-            except CoursectlError as exc:   # a bad marker, or a source that cannot be read as text
+            except TemplateError as exc:
+                # The fault is in the source: its file and line come first, the entry that reads it after.
+                line = manifest.line_of("lessons", index, "sanitizers", tool, "findings", f_index, "snippet")
+                raise TemplateError(f"{exc.message}; lesson {lesson.id!r} reads the snippets of this file "
+                                    f"({manifest.path}:{line}, sanitizers.{tool}.findings[{f_index}].snippet)",
+                                    path=exc.path, line=exc.line, hint=exc.hint) from None
+            except CoursectlError as exc:   # a source that cannot be read as text
                 raise fail(("lessons", index, "sanitizers", tool, "findings", f_index, "snippet"), str(exc))
             if finding.snippet not in names:
                 raise fail(("lessons", index, "sanitizers", tool, "findings", f_index, "snippet"),

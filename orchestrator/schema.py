@@ -12,12 +12,16 @@ docs/schema.md is the reference; this module turns it into compiled regexes.
 
 from __future__ import annotations
 
+import math
 import re
 import sys
+import time
 from enum import Enum
-from typing import Annotated, Any, Literal, Union, get_args
+from typing import Annotated, Any, Iterator, Literal, Union, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+import regex as timed_re   # the `regex` package: its matches take a timeout, and `re`'s cannot be stopped
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator,
+                      model_validator)
 
 from .names import is_identifier
 from .shorthand import first_field, key_of_keys, line_long_form, table_long_form
@@ -44,7 +48,9 @@ def _shorthand_schema(schema: dict) -> None:
     schema["additionalProperties"] = {"anyOf": [schema["additionalProperties"],
                                                 {"enum": list(get_args(FieldType))}]}
 
-_FLOAT = r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf|nan)"
+# `\d+(?:\.\d*)?`, not `\d+\.?\d*`: the second splits a run of digits in as many ways as it is long,
+# and a line of 40,000 digits then took 28 s to refuse.
+_FLOAT = r"[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|inf|nan)"
 TYPE_REGEX = {
     "int": r"[-+]?\d+",
     "float": _FLOAT,
@@ -54,17 +60,35 @@ TYPE_REGEX = {
 }
 
 
+def _check_bound(value: float | None, info: ValidationInfo) -> float | None:
+    """A tolerance's `rel` or `abs`: a finite number, 0 or more (`.inf` would let any value pass)."""
+    if value is None:
+        return value
+    example = "rel: 0.25 lets a value move by 25%" if info.field_name == "rel" else "abs: 0.003 lets it move by 0.003"
+    if math.isnan(value) or value < 0:
+        raise ValueError(f"{value:g} is not a bound of 0 or more; give how far a value may move ({example})")
+    if math.isinf(value):
+        raise ValueError(f"inf would let any value pass; give a finite bound ({example})")
+    return value
+
+
+# The JSON Schema says what check_bound does, where it can: a number of 0 or more (JSON has no .inf).
+_BOUND = {"minimum": 0}
+
+
 class FieldSpec(Strict):
     """A typed field and its comparison rule."""
 
     type: FieldType = "str"
     compare: Compare = Compare.exact
-    rel: float | None = Field(default=None, ge=0)
-    abs: float | None = Field(default=None, ge=0)
+    rel: float | None = Field(default=None, json_schema_extra=_BOUND)
+    abs: float | None = Field(default=None, json_schema_extra=_BOUND)
     missing: str | None = None      # a token that means "no value", such as "-"
     suffix: str | None = None       # stripped from a table cell: "x" in "1.91x"
     unit: str | None = None         # "ms", "GB/s", "GFLOP/s": for reports and plausibility
     label: str | None = None        # a human name for pages and reports
+
+    _bounds = field_validator("rel", "abs")(_check_bound)
 
     @model_validator(mode="after")
     def _tolerance_needs_bounds(self) -> "FieldSpec":
@@ -135,6 +159,94 @@ class NumberTooLong(ValueError):
         self.text = text
 
 
+# What matching a transcript with the patterns lessons.yaml wrote may take: a regex
+# such as `(a|aa)+$` takes hours on a line of a hundred characters, and a template with
+# several `str` fields is polynomial in the line's length. Each match gets LINE_SECONDS,
+# the matches of one transcript TRANSCRIPT_SECONDS in all; the parse then stops with
+# an error naming the pattern and the line (transcript.py).
+LINE_SECONDS = 1.0
+TRANSCRIPT_SECONDS = 5.0
+
+
+class MatchBudget:
+    """The time the pattern matches of one transcript may take, and what each pattern took of it."""
+
+    def __init__(self, line: float | None = None, total: float | None = None):
+        self.line = LINE_SECONDS if line is None else line
+        self.total = TRANSCRIPT_SECONDS if total is None else total
+        self.deadline = time.monotonic() + self.total
+        self.taken: dict[BoundedRegex, float] = {}
+
+    def match(self, pattern: "BoundedRegex", method, text: str):
+        """`method(text)` with the time left as its timeout: at most `line`, 0 once the whole is spent
+        (`regex` then stops at once)."""
+        start = time.monotonic()
+        left = self.deadline - start
+        try:
+            return method(text, timeout=max(0.0, min(self.line, left)))
+        except TimeoutError:
+            raise PatternTimeout(pattern, self, whole=left <= self.line) from None
+        finally:
+            self.taken[pattern] = self.taken.get(pattern, 0.0) + time.monotonic() - start
+
+
+class PatternTimeout(Exception):
+    """A match ran out of time: the line's (`whole` false) or the transcript's; the parser names the line."""
+
+    def __init__(self, pattern: "BoundedRegex", budget: MatchBudget, whole: bool):
+        super().__init__(pattern.source)
+        self.pattern = pattern
+        self.budget = budget
+        self.whole = whole
+
+    def culprit(self) -> "BoundedRegex":
+        """The pattern to blame: the one that ran out of time, or the one that took most of the transcript's."""
+        return max(self.budget.taken, key=self.budget.taken.__getitem__) if self.whole else self.pattern
+
+
+class BoundedRegex:
+    """A pattern lessons.yaml wrote, or made from one of its templates, matched in bounded time.
+
+    Written as Python's `re` reads it (checked with `re`, so its errors read as
+    they always did) and matched with the `regex` package, whose matches take a
+    timeout. Its error names it by `at`, its path in the lesson's `output`
+    (("items", 2, "row"), set by OutputSchema), and `origin`, `lessons.yaml:LINE`
+    (set by load_manifest).
+    """
+
+    def __init__(self, source: str, text: str, written: bool):
+        self.source = source      # as written in lessons.yaml
+        self.written = written    # a regex as written (regex: true, row_regex, ignore), not a template
+        self.compiled = timed_re.compile(text)
+        self.at: tuple = ()
+        self.origin = ""
+
+    @property
+    def groupindex(self):
+        return self.compiled.groupindex
+
+    def fullmatch(self, text: str, budget: MatchBudget | None = None):
+        return self._match(self.compiled.fullmatch, text, budget)
+
+    def search(self, text: str, budget: MatchBudget | None = None):
+        return self._match(self.compiled.search, text, budget)
+
+    def _match(self, method, text: str, budget: MatchBudget | None):
+        return (budget or MatchBudget()).match(self, method, text)
+
+
+def compile_regex(source: str, what: str = "regex") -> BoundedRegex:
+    """A regex lessons.yaml wrote; ValueError says what is wrong with it in `re`'s words."""
+    try:
+        re.compile(source)
+    except re.error as exc:
+        raise ValueError(f"invalid {what} {source!r}: {exc}") from None
+    try:
+        return BoundedRegex(source, source, written=True)
+    except timed_re.error as exc:
+        raise ValueError(f"invalid {what} {source!r}: {exc}") from None
+
+
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([A-Za-z]+))?\}")
 
 
@@ -145,20 +257,20 @@ class Pattern:
         self.source = source
         self.fields = fields
         self.is_regex = is_regex
-        self.regex = re.compile(self._to_regex())
+        self.regex = self._compile()
 
-    def _to_regex(self) -> str:
+    def _compile(self) -> BoundedRegex:
         if self.is_regex:
-            try:
-                regex = re.compile(self.source)
-            except re.error as exc:
-                raise ValueError(f"invalid regex {self.source!r}: {exc}") from None
+            regex = compile_regex(self.source)
             unknown = set(regex.groupindex) - set(self.fields)
             for name in unknown:
                 self.fields[name] = FieldSpec()
             for name, spec in self.fields.items():
                 spec.check_type(name)
-            return self.source
+            return regex
+        return BoundedRegex(self.source, self._template(), written=False)
+
+    def _template(self) -> str:
         out: list[str] = []
         pos = 0
         names: set[str] = set()
@@ -194,8 +306,8 @@ class Pattern:
             raise ValueError(f"fields {sorted(extra)} are declared but not in {self.source!r}")
         return "".join(out)
 
-    def match(self, line: str) -> dict[str, Any] | None:
-        m = self.regex.fullmatch(line.rstrip())
+    def match(self, line: str, budget: MatchBudget | None = None) -> dict[str, Any] | None:
+        m = self.regex.fullmatch(line.rstrip(), budget)
         if m is None:
             return None
         values = {}
@@ -282,9 +394,39 @@ class LineItem(_TemplatedLine):
         return self._names
 
 
+def _not_negative(value: int) -> int:
+    if value < 0:
+        raise ValueError(f"{value} is negative; a count is 0 or more")
+    return value
+
+
+# A count as lessons.yaml writes it: an integer (not `true`), 0 or more.
+Count = Annotated[int, Field(strict=True, json_schema_extra={"minimum": 0}), AfterValidator(_not_negative)]
+
+
 class RowCount(Strict):
-    min: int = Field(default=0, ge=0)
-    max: int | None = Field(default=None, ge=0)
+    """How many rows a table has, or how many times a section repeats: from `min` to `max` (None: no end)."""
+
+    min: Count = 0
+    max: Count | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "RowCount":
+        if self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min} is more than max {self.max}, so no count would do; "
+                             f"give a min of at most the max")
+        return self
+
+
+def _count_form(value: Any) -> str:
+    return "range" if isinstance(value, (dict, RowCount)) else "count"
+
+
+# `rows` and `repeat`: `3`, or `{min: 1, max: 5}`. The tag keeps pydantic from reporting a
+# `{min: -3}` as "not a valid integer" beside what is wrong with it; manifest.py drops it from paths.
+CountOrRange = Annotated[Union[Annotated[Count, Tag("count")], Annotated[RowCount, Tag("range")]],
+                         Discriminator(_count_form)]
+COUNT_TAGS = ("count", "range")
 
 
 class NoteItem(_TemplatedLine):
@@ -317,8 +459,8 @@ class TableItem(Strict):
     row: str | None = None
     row_regex: bool = False
     key: list[str] | str | None = None
-    rows: int | RowCount = RowCount()
-    keys: list[str] | None = None
+    rows: CountOrRange = RowCount()
+    keys: list[str] | None = Field(default=None, json_schema_extra={"uniqueItems": True})
     notes: list[NoteItem] = []
     optional: bool = False
     anywhere: bool = False
@@ -330,6 +472,14 @@ class TableItem(Strict):
     @classmethod
     def _long_form(cls, data: Any) -> Any:
         return table_long_form(data)  # `name: float`, the columns of a row template, their rules
+
+    @field_validator("keys")
+    @classmethod
+    def _keys_once(cls, value: list[str] | None) -> list[str] | None:
+        twice = next((key for index, key in enumerate(value or []) if key in value[:index]), None)
+        if twice is not None:
+            raise ValueError(f"key {twice!r} is listed twice; a table has one row of each key")
+        return value
 
     @model_validator(mode="after")
     def _compile(self) -> "TableItem":
@@ -358,6 +508,13 @@ class TableItem(Strict):
                                  f"({', '.join(self.columns)})")
         if self.anywhere and self.header is not None:
             raise ValueError("an 'anywhere' table has rows only, no header")
+        count = self.row_count
+        if self.keys is not None and not (count.min <= len(self.keys) and (count.max is None
+                                                                            or len(self.keys) <= count.max)):
+            rows = self.rows if isinstance(self.rows, int) else \
+                "{" + ", ".join(f"{k}: {v}" for k, v in self.rows.model_dump().items() if v is not None) + "}"
+            raise ValueError(f"keys lists {len(self.keys)} rows but rows says {rows}; leave rows out "
+                             f"(keys says how many) or make the two agree")
         return self
 
     @property
@@ -378,9 +535,9 @@ class TableItem(Strict):
     def header_pattern(self) -> Pattern | None:
         return self._header
 
-    def match_row(self, line: str) -> dict[str, Any] | None:
+    def match_row(self, line: str, budget: MatchBudget | None = None) -> dict[str, Any] | None:
         if self._row is not None:
-            return self._row.match(line)
+            return self._row.match(line, budget)
         cells = line.split()
         if len(cells) != len(self.columns):
             return None
@@ -415,7 +572,7 @@ class SectionItem(Strict):
     section: str
     key: str | list[str] | None = None
     items: list["Item"]
-    repeat: int | RowCount = RowCount(min=1)
+    repeat: CountOrRange = RowCount(min=1)
 
     @model_validator(mode="after")
     def _check(self) -> "SectionItem":
@@ -454,8 +611,6 @@ def _item_kind(value: Any) -> str:
     return "unknown"
 
 
-from pydantic import Discriminator, Tag  # noqa: E402
-
 Item = Annotated[
     Union[
         Annotated[LineItem, Tag("line")],
@@ -476,23 +631,41 @@ class OutputSchema(Strict):
     ignore: list[str] = [r"^========= "]
     items: list[Item]
 
-    _ignore: list[re.Pattern] = []
+    _ignore: list[BoundedRegex] = []
 
     @model_validator(mode="after")
     def _compile(self) -> "OutputSchema":
-        compiled = []
-        for source in self.ignore:
-            try:
-                compiled.append(re.compile(source))
-            except re.error as exc:
-                raise ValueError(f"invalid ignore regex {source!r}: {exc}") from None
-        self._ignore = compiled
+        self._ignore = [compile_regex(source, "ignore regex") for source in self.ignore]
         _check_unique_names(self.items, "output")
+        for at, regex in self.patterns():
+            regex.at = at
         return self
 
     @property
-    def ignore_patterns(self) -> list[re.Pattern]:
+    def ignore_patterns(self) -> list[BoundedRegex]:
         return self._ignore
+
+    def patterns(self) -> Iterator[tuple[tuple, BoundedRegex]]:
+        """Every pattern of this output with its path in it: ("ignore", 0), ("items", 2, "row"), ..."""
+        for index, regex in enumerate(self._ignore):
+            yield ("ignore", index), regex
+        yield from _item_patterns(self.items, ("items",))
+
+
+def _item_patterns(items: list, at: tuple) -> Iterator[tuple[tuple, BoundedRegex]]:
+    for index, item in enumerate(items):
+        here = at + (index,)
+        if isinstance(item, LineItem):
+            yield here + ("line",), item.pattern.regex
+        elif isinstance(item, TableItem):
+            if item.header_pattern is not None:
+                yield here + ("header",), item.header_pattern.regex
+            if item._row is not None:
+                yield here + ("row",), item._row.regex
+            for n, note in enumerate(item.notes):
+                yield here + ("notes", n, "line"), note.pattern.regex
+        elif isinstance(item, SectionItem):
+            yield from _item_patterns(item.items, here + ("items",))
 
 
 def _check_unique_names(items: list, where: str) -> None:

@@ -21,6 +21,9 @@ from .files import TEXT_LIMIT, read_text, source_lines
 _OPEN = re.compile(r"^\s*//\s*snippet:\s*(?P<name>[A-Za-z0-9_.-]+)\s*$")
 _CLOSE = re.compile(r"^\s*//\s*end snippet(?::\s*(?P<name>[A-Za-z0-9_.-]+))?\s*$")
 _ANY = re.compile(r"^\s*//\s*(end )?snippet\b")
+# What every marker error says besides its line: the fault is in the source, not in lessons.yaml.
+MARKER_HINT = ("fix the marker in the source: '// snippet: NAME' opens a snippet, '// end snippet' or "
+               "'// end snippet: NAME' closes the innermost one open")
 
 
 class Snippet(BaseModel):
@@ -46,6 +49,10 @@ def extract_snippets(path: Path, display: str | None = None, text: str | None = 
         if text is None:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
     lines = source_lines(text)
+
+    def error(message: str, line: int) -> TemplateError:
+        return TemplateError(message, path=shown, line=line, hint=MARKER_HINT)
+
     open_: list[tuple[str, int]] = []
     found: dict[str, Snippet] = {}
     for number, line in enumerate(lines, 1):
@@ -54,23 +61,22 @@ def extract_snippets(path: Path, display: str | None = None, text: str | None = 
         if opened:
             name = opened.group("name")
             if name in found or any(n == name for n, _ in open_):
-                raise TemplateError(f"snippet {name!r} is defined twice", path=shown, line=number)
+                raise error(f"snippet {name!r} is defined twice", number)
             open_.append((name, number))
         elif closed:
             if not open_:
-                raise TemplateError("'end snippet' with no snippet open", path=shown, line=number)
+                raise error("'end snippet' with no snippet open", number)
             name, start = open_.pop()
             wanted = closed.group("name")
             if wanted is not None and wanted != name:
-                raise TemplateError(f"'end snippet: {wanted}' closes {name!r} (opened at line {start})",
-                                    path=shown, line=number)
+                raise error(f"'end snippet: {wanted}' closes {name!r} (opened at line {start})", number)
             body = [l for l in lines[start:number - 1] if not _ANY.match(l)]
             found[name] = Snippet(name=name, path=shown, first_line=start + 1, last_line=number - 1,
                                   text="\n".join(body).rstrip() + "\n")
         elif _ANY.match(line):
-            raise TemplateError(f"malformed snippet marker {line.strip()!r}; write "
-                                f"'// snippet: NAME' or '// end snippet[: NAME]'", path=shown, line=number)
+            raise error(f"malformed snippet marker {line.strip()!r}; write '// snippet: NAME' or "
+                        f"'// end snippet[: NAME]'", number)
     if open_:
         name, start = open_[-1]
-        raise TemplateError(f"snippet {name!r} is never closed", path=shown, line=start)
+        raise error(f"snippet {name!r} is never closed", start)
     return found

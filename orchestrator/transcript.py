@@ -9,10 +9,17 @@ from pydantic import BaseModel
 
 from .errors import TranscriptError
 from .process import clip_line
-from .schema import FieldSpec, LineItem, NumberTooLong, OutputSchema, SectionItem, TableItem, TextItem
+from .schema import (FieldSpec, LineItem, MatchBudget, NumberTooLong, OutputSchema, PatternTimeout, SectionItem,
+                     TableItem, TextItem)
 
 Value = Union[int, float, str, None]
-_RULE = re.compile(r"^[\s\-=+|:]*-{3,}[\s\-=+|:]*$")
+# A separator rule: only these characters, and three dashes in a row somewhere. Said as one regex,
+# `^[\s\-=+|:]*-{3,}[\s\-=+|:]*$`, it backtracked cubically: 4,000 dashes and an `x` took 42 s.
+_RULE_CHARS = re.compile(r"[\s\-=+|:]*")
+
+
+def _is_rule(line: str) -> bool:
+    return "---" in line and _RULE_CHARS.fullmatch(line) is not None
 
 
 class Row(BaseModel):
@@ -89,10 +96,11 @@ class _Lines:
         self.count = 0          # lines read so far, blank ones included
         self.done = False
         self.ignore = ignore = parser.schema.ignore_patterns
+        self.budget = budget = parser.budget
         self.anywhere = [(table.table, table.match_row) for table in parser.anywhere]
         # A schema whose ignore patterns or anywhere rows could take a blank line must see each one.
-        self.collapse = not any(p.search(probe) for p in ignore for probe in _BLANK_PROBES) and not any(
-            t.match_row(probe) is not None for t in parser.anywhere for probe in _BLANK_PROBES)
+        self.collapse = not any(p.search(probe, budget) for p in ignore for probe in _BLANK_PROBES) and not any(
+            t.match_row(probe, budget) is not None for t in parser.anywhere for probe in _BLANK_PROBES)
         self.matches = (_LINES if self.collapse else _ONE_LINE).finditer(text)
 
     def has(self, pos: int) -> bool:
@@ -102,6 +110,7 @@ class _Lines:
 
     def __getitem__(self, pos: int) -> tuple[int, str]:
         self.has(pos)
+        self.parser.at = self.taken[pos]   # fetched to be matched: a pattern that runs out of time is on it
         return self.taken[pos]
 
     def total(self) -> int:
@@ -126,10 +135,11 @@ class _Lines:
             raise TranscriptError(f"the output goes on past line {MAX_LINES:,}, longer than any transcript; "
                                   f"it is not parsed further; found {clip_line(line.strip(), quote=True)}",
                                   path=self.parser.source, line=self.count)
-        if any(p.search(line) for p in self.ignore):
+        self.parser.at = (self.count, line)
+        if any(p.search(line, self.budget) for p in self.ignore):
             return
         for table, match_row in self.anywhere:
-            values = match_row(line)
+            values = match_row(line, self.budget)
             if values is not None:
                 self.parser.anywhere_rows[table].append((self.count, values))
                 return
@@ -142,7 +152,34 @@ class _Parser:
         self.source = source
         self.anywhere = [item for item in schema.items if isinstance(item, TableItem) and item.anywhere]
         self.anywhere_rows: dict[str, list[tuple[int, dict]]] = {t.table: [] for t in self.anywhere}
-        self.lines = _Lines(self, text)
+        self.output = text
+        self.budget = MatchBudget()
+        self.at: tuple[int, str] | None = None   # the line matched last; None: the blank lines tried first
+        self.lines: _Lines
+
+    def timed_out(self, exc: PatternTimeout) -> TranscriptError:
+        """The parse, stopped by a pattern out of time: which pattern, where lessons.yaml has it, and which line."""
+        pattern, budget = exc.culprit(), exc.budget
+        where = "output" + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in pattern.at)
+        named = (f"the pattern of {pattern.origin} ({where} {pattern.source!r})" if pattern.origin
+                 else f"the pattern {where} {pattern.source!r}")
+        on = "this line" if self.at is not None else "a blank line, on which it is tried before the transcript"
+        if exc.whole:
+            message = (f"matching the transcript took longer than {budget.total:g} s in all, so it was not parsed "
+                       f"past {on}; {named} took {budget.taken[pattern]:.1f} s of it")
+        else:
+            message = f"{named} took longer than {budget.line:g} s on {on}, so the transcript was not parsed further"
+        if pattern.written:
+            message += ("; a regex that can match a text in very many ways, as (a|aa)+$ can, backtracks without "
+                        "end: write it so that it cannot")
+        else:
+            message += ("; a template whose fields of type str can split a line in very many ways is slow on a "
+                        "long one: give them narrower types (int, float, word)")
+        if self.at is not None:
+            message += f"; found {clip_line(self.at[1].strip(), quote=True)}"
+        error = TranscriptError(message, path=self.source, line=self.at[0] if self.at is not None else None)
+        error.item = (pattern.at, "the pattern that ran out of time")
+        return error
 
     # -- helpers ---------------------------------------------------------
     def error(self, pos: int, message: str) -> TranscriptError:
@@ -159,19 +196,19 @@ class _Parser:
             pos += 1
         return pos
 
-    @staticmethod
-    def starter(item: Any) -> Stop | None:
+    def starter(self, item: Any) -> Stop | None:
+        budget = self.budget
         if isinstance(item, LineItem):
-            return lambda line: item.pattern.match(line) is not None
+            return lambda line: item.pattern.match(line, budget) is not None
         if isinstance(item, TableItem):
             if item.anywhere:
                 return None
             if item.header_pattern is not None:
-                return lambda line: item.header_pattern.match(line) is not None
-            return lambda line: item.match_row(line) is not None
+                return lambda line: item.header_pattern.match(line, budget) is not None
+            return lambda line: item.match_row(line, budget) is not None
         if isinstance(item, SectionItem):
             first = item.items[0]
-            return lambda line: first.pattern.match(line) is not None
+            return lambda line: first.pattern.match(line, budget) is not None
         return None
 
     # -- items -----------------------------------------------------------
@@ -199,7 +236,7 @@ class _Parser:
 
     def line(self, item: LineItem, pos: int, scope: Scope) -> int:
         p = self.skip_blank(pos)
-        values = item.pattern.match(self.lines[p][1]) if self.lines.has(p) else None
+        values = item.pattern.match(self.lines[p][1], self.budget) if self.lines.has(p) else None
         if values is not None:
             if item.flag is not None:
                 values[item.flag] = True
@@ -233,13 +270,13 @@ class _Parser:
         p = self.skip_blank(pos)
         header = item.header_pattern
         if header is not None:
-            if self.lines.has(p) and header.match(self.lines[p][1]) is not None:
+            if self.lines.has(p) and header.match(self.lines[p][1], self.budget) is not None:
                 p += 1
             elif item.optional:
                 return pos
             else:
                 raise self.error(p, f"expected the header of table {item.table!r} matching {item.header!r}")
-        elif not self.lines.has(p) or item.match_row(self.lines[p][1]) is None:
+        elif not self.lines.has(p) or item.match_row(self.lines[p][1], self.budget) is None:
             if item.optional or count.min == 0:
                 return pos
             raise self.error(p, f"expected a row of table {item.table!r}: {item.describe_row()}")
@@ -247,10 +284,10 @@ class _Parser:
             no, line = self.lines[p]
             if not line.strip():
                 break
-            if item.rules and _RULE.match(line):
+            if item.rules and _is_rule(line):
                 p += 1
                 continue
-            values = item.match_row(line)
+            values = item.match_row(line, self.budget)
             if values is not None:
                 if count.max is not None and len(rows) >= count.max:
                     raise self.error(p, f"table {item.table!r} has more than {count.max} rows")
@@ -258,7 +295,7 @@ class _Parser:
                 p += 1
                 continue
             for note in item.notes:
-                note_values = note.pattern.match(line)
+                note_values = note.pattern.match(line, self.budget)
                 if note_values is not None:
                     anchor = rows[-1].values[item.key_columns[0]] if rows and item.key_columns else len(rows)
                     scope.tables[note.name].append(Row(key=str(anchor), line=no, values=note_values))
@@ -303,11 +340,11 @@ class _Parser:
         count = item.repeat_count
 
         def restart(line: str) -> bool:
-            return first.pattern.match(line) is not None or outer(line)
+            return first.pattern.match(line, self.budget) is not None or outer(line)
 
         while True:
             p = self.skip_blank(pos)
-            if not self.lines.has(p) or first.pattern.match(self.lines[p][1]) is None:
+            if not self.lines.has(p) or first.pattern.match(self.lines[p][1], self.budget) is None:
                 break
             if count.max is not None and len(blocks) >= count.max:
                 raise self.error(p, f"section {item.section!r} repeats more than {count.max} times")
@@ -325,6 +362,7 @@ class _Parser:
         return pos
 
     def parse(self) -> Transcript:
+        self.lines = _Lines(self, self.output)
         scope = Scope()
         pos = self.items(self.schema.items, 0, scope, _never)
         pos = self.skip_blank(pos)
@@ -362,6 +400,8 @@ def parse_transcript(schema: OutputSchema, text: str, source: str = "<transcript
     parser = _Parser(schema, text, source)
     try:
         return parser.parse()
+    except PatternTimeout as exc:
+        raise parser.timed_out(exc) from None
     except NumberTooLong as exc:
         # Wherever the parser met it (a line it expected, a row, a look ahead for the next item), the
         # line holding the number is the one to name: the first that holds it.

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import (GPU_SLUG, GPU_UUID, ROOT, STANDINS, H, after, coursectl, edit, is_gone, lines, named, snapshot,
                       statuses)
@@ -424,6 +425,54 @@ def test_a_page_linked_outside_the_course_is_never_read_nor_replaced(course_copy
     assert page.is_symlink() and secret.read_text() == "a secret of the machine\n"
 
 
+# -- 12. a pattern in lessons.yaml that backtracks without end ----------------------------------------------
+BACKTRACKING = "^(?:.|..)+[.;]$"   # every way of cutting a line into pieces of one and two characters
+
+
+def ignore_backtracking(made) -> int:
+    """Day 16's output ignores lines BACKTRACKING matches; the line of that pattern in lessons.yaml."""
+    data = yaml.safe_load(made.manifest.read_text())
+    [day16] = [lesson for lesson in data["lessons"] if lesson["id"] == "day16-tiled-matmul"]
+    day16["output"]["ignore"] = [BACKTRACKING]
+    text = yaml.safe_dump(data, sort_keys=False, width=1000)
+    made.manifest.write_text(text)
+    return next(n for n, row in enumerate(text.splitlines(), 1) if BACKTRACKING in row)
+
+
+def test_a_pattern_that_backtracks_without_end_fails_its_lesson_and_the_others_stand(course, fake_sanitizer, prebuilt,
+                                                                                      tmp_path, monkeypatch):
+    """verify --offline, render --check and check hung on day 16's first line; now each match has 1 s (0.2 here)."""
+    from orchestrator import schema
+
+    monkeypatch.setattr(schema, "LINE_SECONDS", 0.2)
+    # Day 16 first (as day 1), so that render --check parses its evidence before it makes any page.
+    made = course(["day16-tiled-matmul", "day14-syncthreads"], sanitizers=DAY14_MEMCHECK,
+                  edit=lambda manifest: manifest["lessons"][0].update(day=1))
+    assert coursectl("record", "--all", "-q").exit_code == 0
+    line = ignore_backtracking(made)
+    evidence = f"{named(made.evidence('day16-tiled-matmul'), made.root)}/transcript.txt"
+    said = (f":1: the pattern of lessons.yaml:{line} (output.ignore[0] {BACKTRACKING!r}) took longer than 0.2 s on "
+            "this line, so the transcript was not parsed further; a regex that can match a text in very many ways, as "
+            "(a|aa)+$ can, backtracks without end: write it so that it cannot; found 'GPU: NVIDIA H200 (compute "
+            "capability 9.0)'")
+    report = tmp_path / "report.json"
+    result = coursectl("verify", "--all", "--offline", "-q", "--json", report)
+    assert (result.exit_code, result.stderr) == (1, "")
+    assert statuses(result.stdout, "verify --offline") == {"day14-syncthreads": "PASS", "day16-tiled-matmul": "FAIL"}
+    assert json.loads(report.read_text())["results"][0]["reasons"] == [f"evidence for nvidia-h200: {evidence}{said}"]
+    shutil.copytree(ROOT / "templates", made.root / "templates")
+    (made.root / "README.md").write_text("# Course\n\n<!-- lessons:begin -->\n<!-- lessons:end -->\n")
+    result = coursectl("render", "--check")
+    assert (result.exit_code, result.stderr) == (1, f"coursectl: error: {evidence}{said}\n")
+    transcript = made.transcript("day16-tiled-matmul")
+    result = coursectl("check", "day16-tiled-matmul", transcript)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"coursectl: error: {transcript}{said}\n"
+        f"lessons.yaml:{line}: lesson 'day16-tiled-matmul': output.ignore[0] is the pattern that ran out of time\n"
+        "hint: fix the program's output or the lesson's output schema in lessons.yaml; docs/schema.md describes it\n")
+
+
 # -- every case above through the installed console script: a line, never a traceback -------------------------
 COURSECTL = Path(sys.executable).parent / "coursectl"
 
@@ -488,6 +537,11 @@ def a_megabyte_line_in_the_evidence(made, tmp_path, monkeypatch):
     meta["transcript_sha256"] = sha256(transcript)
     (evidence / "meta.json").write_text(json.dumps(meta))
     return ["verify", "--all", "-q"], 1
+
+
+def a_pattern_that_backtracks_without_end(made, tmp_path, monkeypatch):
+    ignore_backtracking(made)
+    return ["verify", "--all", "--offline", "-q"], 1
 
 
 def a_template_reaching_for_a_shell(made, tmp_path, monkeypatch):
@@ -561,7 +615,8 @@ def dev_zero_as_a_transcript(made, tmp_path, monkeypatch):
 
 HOSTILE_CASES = [folder_for_the_memcheck_log, memcheck_log_linked_to_dev_zero, a_path_above_in_files,
                  an_nvcc_that_cannot_start, an_architecture_listed_twice, arch_leaving_the_cache, a_corrupt_stamp,
-                 a_set_left_aside, a_megabyte_line_in_the_evidence, a_template_reaching_for_a_shell,
+                 a_set_left_aside, a_megabyte_line_in_the_evidence, a_pattern_that_backtracks_without_end,
+                 a_template_reaching_for_a_shell,
                  a_template_writing_through_a_path, a_template_calling_itself, a_template_building_ten_gigabytes,
                  a_page_linked_outside_the_course, a_page_path_naming_a_hand_written_file,
                  a_stamp_nested_100000_deep, a_report_nested_100000_deep, a_source_that_is_not_utf8,

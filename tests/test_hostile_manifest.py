@@ -4,11 +4,12 @@ finer cases; this file is the issue's list, end to end."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
-from conftest import coursectl
+from conftest import ROOT, coursectl
 from test_manifest import LAUGHS, MINIMAL, edited, write
 
 HINT = "hint: fix lessons.yaml; docs/schema.md describes every key\n"
@@ -62,3 +63,68 @@ def test_a_manifest_that_is_not_a_manifest_file(tmp_path, fifo, make, message):
     result = coursectl("build", "--all", "--manifest", path)
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr == f"coursectl: error: {where}: {message}\n{HINT}"
+
+
+# Values that loaded, then crashed render --check and verify --offline with a pydantic traceback in
+# the parser (rows: -1, repeat: -1), were blamed on the evidence, took away a limit (.inf) or were
+# refused in the wrong words (a folder); in the course's own lessons.yaml.
+COURSE_EDITS = {
+    "rows-negative": ("        rows: 8\n", "        rows: -1\n",
+                      "lesson 'day14-syncthreads': output.items[3].rows: -1 is negative; a count is 0 or more"),
+    "repeat-negative": ("        repeat: 3\n", "        repeat: -1\n",
+                        "lesson 'day71-matmul-fp16': output.items[9].repeat: -1 is negative; a count is 0 or more"),
+    "repeat-min-above-max": ("        repeat: 3\n", "        repeat: {min: 5, max: 1}\n",
+                             "lesson 'day71-matmul-fp16': output.items[9].repeat: min 5 is more than max 1, so no "
+                             "count would do; give a min of at most the max"),
+    "keys-twice": ("keys: [copyRowMajor, transposeNaive,", "keys: [copyRowMajor, copyRowMajor,",
+                   "lesson 'day13-shared-memory': output.items[5].keys: key 'copyRowMajor' is listed twice; a table "
+                   "has one row of each key"),
+    "source-a-folder": ("    timeout: 60\n", "    timeout: 60\n    source: lessons/day71-matmul-fp16\n",
+                        "lesson 'day71-matmul-fp16': source: lessons/day71-matmul-fp16 is a folder; give the "
+                        "lesson's .cu file in it (matmul_fp16.cu)"),
+    "timeout-inf": ("    timeout: 60\n", "    timeout: .inf\n",
+                    "lesson 'day71-matmul-fp16': timeout: inf s would never stop a hung run; give at most 86400 s "
+                    "(a day)"),
+}
+
+
+@pytest.mark.parametrize("command", [["render", "--check"], ["verify", "--offline", "--all"]],
+                         ids=["render", "offline"])
+@pytest.mark.parametrize("name", list(COURSE_EDITS))
+def test_a_value_the_parser_could_not_take_is_refused_when_the_course_loads(tmp_path, monkeypatch, name, command):
+    old, new, message = COURSE_EDITS[name]
+    shutil.copytree(ROOT / "lessons", tmp_path / "lessons")
+    text = (ROOT / "lessons.yaml").read_text()
+    assert text.count(old) == 1, old
+    text = text.replace(old, new)
+    (tmp_path / "lessons.yaml").write_text(text)
+    line = next(n for n, row in enumerate(text.splitlines(), 1) if new.splitlines()[-1] in row)
+    monkeypatch.chdir(tmp_path)
+    result = coursectl(*command)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"coursectl: error: lessons.yaml:{line}: {message}\n{HINT}"
+
+
+@pytest.mark.parametrize("command", [["render", "--check"], ["verify", "--offline", "--all"],
+                                     ["check", "day14-syncthreads"]], ids=["render", "offline", "check"])
+def test_a_bad_snippet_marker_names_the_source_first_and_hints_at_the_marker(tmp_path, monkeypatch, command):
+    """It was `lessons.yaml:69: ... findings[0].snippet: lessons/...cu:160: ...` and `hint: fix lessons.yaml`."""
+    shutil.copytree(ROOT / "lessons", tmp_path / "lessons")
+    shutil.copyfile(ROOT / "lessons.yaml", tmp_path / "lessons.yaml")
+    source = tmp_path / "lessons" / "day14-syncthreads" / "syncthreads.cu"
+    text = source.read_text()
+    assert text.count("// end snippet: racy\n") == 1
+    source.write_text(text.replace("// end snippet: racy\n", "// end snippet: racey\n"))
+    rows = text.splitlines()
+    opened, closed = rows.index("// snippet: racy") + 1, rows.index("// end snippet: racy") + 1
+    line = next(n for n, row in enumerate((ROOT / "lessons.yaml").read_text().splitlines(), 1)
+                if "snippet: racy" in row)
+    monkeypatch.chdir(tmp_path)
+    result = coursectl(*command)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"coursectl: error: lessons/day14-syncthreads/syncthreads.cu:{closed}: 'end snippet: racey' closes 'racy' "
+        f"(opened at line {opened}); lesson 'day14-syncthreads' reads the snippets of this file (lessons.yaml:{line}, "
+        "sanitizers.racecheck.findings[0].snippet)\n"
+        "hint: fix the marker in the source: '// snippet: NAME' opens a snippet, '// end snippet' or "
+        "'// end snippet: NAME' closes the innermost one open\n")

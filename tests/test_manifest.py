@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIRST_LESSONS, first_lessons_only
-from orchestrator.errors import ManifestError, UsageError
+from orchestrator.errors import ManifestError, TemplateError, UsageError
 from orchestrator.manifest import Manifest, load_manifest, select_lessons
 from orchestrator.names import ARCH, GPU_SLUG, IDENTIFIER, LESSON_ID, SNIPPET_NAME
 from orchestrator.schema import Compare
@@ -188,6 +188,12 @@ def test_unsupported_version(tmp_path):
     assert str(error) == f"{path}:1: version: unknown value 2; expected 1"
 
 
+def test_version_true_is_not_version_1(tmp_path):
+    """pydantic's Literal[1] takes `true`, which equals 1 in Python."""
+    path, error = manifest_error(tmp_path, edited("version: 1\n", "version: true\n"))
+    assert str(error) == f"{path}:1: version: unknown value True; expected 1"
+
+
 def test_duplicate_lesson_id(tmp_path):
     path, error = manifest_error(tmp_path, MINIMAL + edited("id: world", "id: hello", SECOND_LESSON))
     assert str(error) == f"{path}:18: lesson 'hello': id: duplicate lesson id (also lessons[0])"
@@ -226,6 +232,29 @@ def test_absolute_source_inside_the_root_is_refused_for_being_absolute(tmp_path)
     root = tmp_path.resolve()
     assert str(error) == (f"{path}:6: lesson 'hello': source: {inside} is absolute; "
                           f"give it relative to the course root {root}")
+
+
+def test_a_source_or_prose_that_is_a_folder(tmp_path):
+    (tmp_path / "lessons" / "day1-hello").mkdir(parents=True)
+    (tmp_path / "lessons" / "day1-hello" / "hello.cu").write_text("int main() {}\n")
+    (tmp_path / "empty").mkdir()
+    path, error = manifest_error(tmp_path, edited("source: hello.cu", "source: lessons/day1-hello"))
+    assert str(error) == (f"{path}:6: lesson 'hello': source: lessons/day1-hello is a folder; give the lesson's .cu "
+                          "file in it (hello.cu)")
+    path, error = manifest_error(tmp_path, edited("source: hello.cu", "source: empty"))
+    assert str(error) == f"{path}:6: lesson 'hello': source: empty is a folder; give the lesson's .cu file"
+    path, error = manifest_error(tmp_path, edited("    source: hello.cu\n", "    source: hello.cu\n    prose: empty\n"))
+    assert str(error) == f"{path}:7: lesson 'hello': prose: empty is a folder; give its prose, a Markdown file"
+
+
+@pytest.mark.parametrize("key, line", [("source", 6), ("prose", 7)])
+def test_an_empty_source_or_prose_is_not_the_course_root(tmp_path, key, line):
+    """Path("") is ".": an empty source was refused as '. does not exist'."""
+    text = edited("    source: hello.cu\n", "    source: hello.cu\n    prose: prose.md\n")
+    path, error = manifest_error(tmp_path, edited(f"{key}: ", f'{key}: ""  # was ', text))
+    what = "the lesson's .cu file" if key == "source" else "its prose, a Markdown file"
+    assert str(error) == (f"{path}:{line}: lesson 'hello': {key}: an empty path; give {what}, relative to the "
+                          "course root")
 
 
 def test_manifest_that_does_not_exist(tmp_path):
@@ -268,6 +297,98 @@ def test_unknown_comparison_inside_a_section(tmp_path):
         "              columns: {ms: {type: float, compare: aprox}}\n"))
     assert str(error) == (f"{path}:14: lesson 'hello': output.items[0].items[1].columns.ms.compare: "
                           "unknown comparison 'aprox'; expected 'exact', 'tolerance', 'device' or 'volatile'")
+
+
+# A count, a range, keys, a timeout and a bound that loaded, then crashed the parser with a pydantic
+# traceback (rows: -1), blamed the evidence for what the manifest said (min above max, a key twice)
+# or took away a limit (.inf).
+TABLE_KEY = "          key: name\n"
+SECTION = """\
+        - section: cases
+          repeat: 3
+          items:
+            - line: "case {case:word}"
+"""
+
+
+def with_section(repeat: str) -> str:
+    """MINIMAL with a section after its table, repeated as `repeat` says, at line 15."""
+    return edited("    claims:\n", SECTION.replace("repeat: 3", f"repeat: {repeat}") + "    claims:\n")
+
+
+REFUSED_VALUES = {
+    "rows-negative": (edited(TABLE_KEY, TABLE_KEY + "          rows: -1\n"), 12,
+                      "output.items[1].rows: -1 is negative; a count is 0 or more"),
+    "rows-min-negative": (edited(TABLE_KEY, TABLE_KEY + "          rows: {min: -3}\n"), 12,
+                          "output.items[1].rows.min: -3 is negative; a count is 0 or more"),
+    "rows-max-negative": (edited(TABLE_KEY, TABLE_KEY + "          rows: {min: 0, max: -3}\n"), 12,
+                          "output.items[1].rows.max: -3 is negative; a count is 0 or more"),
+    "rows-min-above-max": (edited(TABLE_KEY, TABLE_KEY + "          rows: {min: 10, max: 2}\n"), 12,
+                           "output.items[1].rows: min 10 is more than max 2, so no count would do; give a min of "
+                           "at most the max"),
+    "rows-true": (edited(TABLE_KEY, TABLE_KEY + "          rows: true\n"), 12,
+                  "output.items[1].rows: Input should be a valid integer (got True)"),
+    "rows-unknown-key": (edited(TABLE_KEY, TABLE_KEY + "          rows: {least: 2}\n"), 12,
+                         "output.items[1].rows.least: unknown key 'least'"),
+    "keys-twice": (edited(TABLE_KEY, TABLE_KEY + "          keys: [copyRowMajor, copyRowMajor]\n"), 12,
+                   "output.items[1].keys: key 'copyRowMajor' is listed twice; a table has one row of each key"),
+    "keys-and-rows-disagree": (edited(TABLE_KEY, TABLE_KEY + "          keys: [a, b]\n          rows: 3\n"), 10,
+                               "output.items[1]: keys lists 2 rows but rows says 3; leave rows out (keys says how "
+                               "many) or make the two agree"),
+    "keys-above-rows-max": (edited(TABLE_KEY, TABLE_KEY + "          keys: [a, b]\n          rows: {max: 1}\n"), 10,
+                            "output.items[1]: keys lists 2 rows but rows says {min: 0, max: 1}; leave rows out "
+                            "(keys says how many) or make the two agree"),
+    "repeat-negative": (with_section("-1"), 16, "output.items[2].repeat: -1 is negative; a count is 0 or more"),
+    "repeat-min-above-max": (with_section("{min: 5, max: 1}"), 16,
+                             "output.items[2].repeat: min 5 is more than max 1, so no count would do; give a min "
+                             "of at most the max"),
+    "timeout-inf": (edited("    source: hello.cu\n", "    source: hello.cu\n    timeout: .inf\n"), 7,
+                    "timeout: inf s would never stop a hung run; give at most 86400 s (a day)"),
+    "timeout-past-a-day": (edited("    source: hello.cu\n", "    source: hello.cu\n    timeout: 1e9\n"), 7,
+                           "timeout: 1e+09 s would never stop a hung run; give at most 86400 s (a day)"),
+    "timeout-nan": (edited("    source: hello.cu\n", "    source: hello.cu\n    timeout: .nan\n"), 7,
+                    "timeout: nan is not a number of seconds above 0; give the seconds after which a hung run is "
+                    "killed"),
+    "timeout-zero": (edited("    source: hello.cu\n", "    source: hello.cu\n    timeout: 0\n"), 7,
+                     "timeout: 0 is not a number of seconds above 0; give the seconds after which a hung run is "
+                     "killed"),
+    "sanitizer-timeout-inf": (edited("    source: hello.cu\n",
+                                     "    source: hello.cu\n    sanitizers: {memcheck: {timeout: .inf}}\n"), 7,
+                              "sanitizers.memcheck.timeout: inf s would never stop a hung run; give at most "
+                              "86400 s (a day)"),
+    "rel-inf": (edited("rel: 0.25", "rel: .inf"), 14,
+                "output.items[1].columns.gbps.rel: inf would let any value pass; give a finite bound (rel: 0.25 "
+                "lets a value move by 25%)"),
+    "abs-nan": (edited("rel: 0.25", "abs: .nan"), 14,
+                "output.items[1].columns.gbps.abs: nan is not a bound of 0 or more; give how far a value may move "
+                "(abs: 0.003 lets it move by 0.003)"),
+    "rel-negative": (edited("rel: 0.25", "rel: -0.25"), 14,
+                     "output.items[1].columns.gbps.rel: -0.25 is not a bound of 0 or more; give how far a value "
+                     "may move (rel: 0.25 lets a value move by 25%)"),
+}
+
+
+@pytest.mark.parametrize("name", list(REFUSED_VALUES))
+def test_a_value_that_loaded_but_cannot_be_right_is_refused_where_it_is_written(tmp_path, name):
+    text, line, message = REFUSED_VALUES[name]
+    path, error = manifest_error(tmp_path, text)
+    assert str(error) == f"{path}:{line}: lesson 'hello': {message}"
+
+
+def test_a_defaults_timeout_of_inf_is_refused(tmp_path):
+    path, error = manifest_error(tmp_path, edited("lessons:\n", "defaults: {timeout: .inf}\nlessons:\n"))
+    assert str(error) == f"{path}:2: defaults.timeout: inf s would never stop a hung run; give at most 86400 s (a day)"
+
+
+def test_counts_ranges_and_bounds_that_can_be_right_load(tmp_path):
+    text = edited(TABLE_KEY, TABLE_KEY + "          keys: [a, b]\n          rows: {min: 1, max: 2}\n",
+                  with_section("{min: 0, max: 0}"))
+    text = edited("    source: hello.cu\n", "    source: hello.cu\n    timeout: 86400\n", text)
+    lesson = load_manifest(write(tmp_path, edited("rel: 0.25", "rel: 0, abs: 1e9", text))).lesson("hello")
+    table, section = lesson.output.items[1], lesson.output.items[2]
+    assert (table.row_count.min, table.row_count.max, table.keys) == (1, 2, ["a", "b"])
+    assert (section.repeat_count.min, section.repeat_count.max, lesson.timeout) == (0, 0, 86400)
+    assert (table.columns["gbps"].rel, table.columns["gbps"].abs) == (0, 1e9)
 
 
 def test_tolerance_without_bounds(tmp_path):
@@ -546,6 +667,25 @@ def test_snippet_name_with_a_trailing_newline(tmp_path):
         '          - {kernel: hello, snippet: "racy\\n"}\n'))
     assert str(error) == (f"{path}:10: lesson 'hello': sanitizers.racecheck.findings[0].snippet: "
                           "snippet name 'racy\\n' must be letters, digits, '_', '.' and '-'")
+
+
+def test_a_bad_snippet_marker_is_named_in_the_source_first(tmp_path):
+    """The fault is in the source: its file and line come first, the hint is about markers, not lessons.yaml."""
+    path = write(tmp_path, edited(
+        "    source: hello.cu\n",
+        "    source: hello.cu\n"
+        "    sanitizers:\n"
+        "      racecheck:\n"
+        "        findings:\n"
+        "          - {kernel: hello, snippet: racy}\n"))
+    (tmp_path / "hello.cu").write_text("// snippet: racy\n__global__ void hello() {}\n// end snippet: racey\n")
+    with pytest.raises(TemplateError) as info:
+        load_manifest(path)
+    assert str(info.value) == ("hello.cu:3: 'end snippet: racey' closes 'racy' (opened at line 1); lesson 'hello' "
+                               f"reads the snippets of this file ({path}:10, sanitizers.racecheck.findings[0].snippet)")
+    assert info.value.hint == ("fix the marker in the source: '// snippet: NAME' opens a snippet, '// end snippet' or "
+                               "'// end snippet: NAME' closes the innermost one open")
+    assert info.value.exit_status == 2
 
 
 @pytest.mark.parametrize("pattern, name", [

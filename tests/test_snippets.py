@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import TemplateError
-from orchestrator.snippets import Snippet, extract_snippets
+from orchestrator.snippets import MARKER_HINT, Snippet, extract_snippets
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -93,6 +93,7 @@ def test_marker_errors_name_file_and_line(tmp_path, text, message):
         extract_snippets(write(tmp_path, text), "f.cu")
     assert str(caught.value) == message
     assert caught.value.exit_status == 2
+    assert caught.value.hint == MARKER_HINT
 
 
 def test_the_lessons_snippets():

@@ -93,8 +93,10 @@ def test_a_template_calling_a_method_of_a_path_is_refused_and_nothing_happens(co
 @pytest.mark.parametrize("payload, message", [
     ("{{ lesson.model_dump() }}", "access to attribute 'model_dump' of 'Lesson' object is unsafe"),
     ("{{ lesson.parse_file('/etc/passwd') }}", "access to attribute 'parse_file' of 'Lesson' object is unsafe"),
-    ("{{ lesson.output.ignore_patterns[0].sub('', 'x') }}",
-     "access to attribute 'sub' of 'Pattern' object is unsafe"),
+    ("{{ lesson.output.ignore_patterns[0].compiled.sub('', 'x') }}",
+     "access to attribute 'compiled' of 'BoundedRegex' object is unsafe"),
+    ("{{ lesson.output.ignore_patterns[0].search('x') }}",
+     "access to attribute 'search' of 'BoundedRegex' object is unsafe"),
     ("{% set rows = [1] %}{{ rows.append(2) }}", "access to attribute 'append' of 'list' object is unsafe"),
     ("{{ {'a': 1}.update(b=2) }}", "access to attribute 'update' of 'dict' object is unsafe"),
     ("{{ 'x'.encode() }}", "access to attribute 'encode' of 'str' object is unsafe"),

@@ -6,11 +6,14 @@ transcripts are a seed with one edit, each asserted to the message and line.
 
 from __future__ import annotations
 
+import re
+import time
 from pathlib import Path
 
 import pytest
 
 from conftest import real_lessons
+from orchestrator import schema as schema_module
 from orchestrator import transcript as transcript_module
 from orchestrator.errors import TranscriptError
 from orchestrator.manifest import load_manifest
@@ -578,3 +581,162 @@ def test_a_long_number_in_free_text_is_no_error(schemas):
     text = seed("shared_memory.txt") + "9" * 5000 + "\n"
     error = parse_error(schemas, DAY13, "shared_memory.txt", text)
     assert str(error).startswith("shared_memory.txt:21: unexpected line after the last item of the schema; found '999")
+
+
+# --- patterns that backtrack without end: every match is bounded in time ---------------
+# lessons.yaml with one pattern of each kind; each test makes one of them one that backtracks.
+SLOW = """\
+version: 1
+lessons:
+  - id: slow
+    day: 1
+    title: Slow patterns
+    source: slow.cu
+    output:
+      ignore: ['^========= ', 'IGNORE']
+      items:
+        - line: 'LINE'
+          regex: true
+        - table: values
+          row: 'ROW'
+          row_regex: true
+        - {text: the rest}
+        - table: lists
+          anywhere: true
+          row: '{a}, {b}, {c}, {d}!'
+"""
+FAST = {"IGNORE": "^#", "LINE": r"n = (?P<n>\d+)", "ROW": r"(?P<name>[a-z]+) +(?P<value>\d+)"}
+# Each of these tries every way of cutting a line into pieces of one and two characters.
+BACKTRACKING = {"IGNORE": "^(?:.|..)+[.;]$", "LINE": "n = (?P<n>(?:.|..)+)[.;]",
+                "ROW": "(?P<name>[a-z]+) (?P<value>(?:.|..)+)[.;]"}
+SLOW_TEXT = f"n = {'7' * 60}\nalpha {'1' * 60}\n"
+
+
+def slow_schema(tmp_path, slow: str = "") -> tuple[Path, OutputSchema]:
+    """SLOW's lesson, loaded from tmp_path/lessons.yaml, with the pattern `slow` names backtracking."""
+    text = SLOW
+    for name, fast in FAST.items():
+        text = text.replace(name, BACKTRACKING[name] if name == slow else fast)
+    (tmp_path / "slow.cu").write_text("int main() {}\n")
+    path = tmp_path / "lessons.yaml"
+    path.write_text(text)
+    return path, load_manifest(path).lesson("slow").output
+
+
+def test_the_slow_schema_parses_when_its_patterns_are_fast(tmp_path):
+    _, schema = slow_schema(tmp_path)
+    transcript = parse_transcript(schema, SLOW_TEXT, "slow.txt")
+    assert transcript.scope.values == {"n": "7" * 60}
+    assert rows(transcript.scope, "values") == [("0", 2, {"name": "alpha", "value": "1" * 60})]
+
+
+@pytest.mark.parametrize("slow, line, item, where", [
+    ("IGNORE", 1, 8, "output.ignore[1]"), ("LINE", 1, 10, "output.items[0].line"),
+    ("ROW", 2, 13, "output.items[1].row")], ids=["ignore", "line", "row"])
+def test_a_regex_that_backtracks_without_end_is_stopped_naming_it_and_the_line(tmp_path, monkeypatch, slow, line,
+                                                                                item, where):
+    """`re` cannot stop a match: `(a|aa)+$` on a line of 60 characters would run for years. `regex` takes a timeout."""
+    monkeypatch.setattr(schema_module, "LINE_SECONDS", 0.2)
+    path, schema = slow_schema(tmp_path, slow)
+    started = time.monotonic()
+    with pytest.raises(TranscriptError) as info:
+        parse_transcript(schema, SLOW_TEXT, "slow.txt")
+    assert time.monotonic() - started < 2
+    found = SLOW_TEXT.splitlines()[line - 1]
+    assert str(info.value) == (
+        f"slow.txt:{line}: the pattern of {path}:{item} ({where} {BACKTRACKING[slow]!r}) took longer than 0.2 s on "
+        "this line, so the transcript was not parsed further; a regex that can match a text in very many ways, as "
+        f"(a|aa)+$ can, backtracks without end: write it so that it cannot; found {found!r}")
+    assert info.value.item == (tuple(int(p) if p.isdigit() else p for p in re.findall(r"\w+", where)[1:]),
+                               "the pattern that ran out of time")
+
+
+def test_a_template_that_splits_a_long_line_too_many_ways_is_stopped(tmp_path, monkeypatch):
+    """Four `str` fields split a line of 3,001 characters in billions of ways: 0.06 s at 300, hours at 3,000."""
+    monkeypatch.setattr(schema_module, "LINE_SECONDS", 0.2)
+    path, schema = slow_schema(tmp_path)
+    line = "a, " * 1000 + "z"
+    with pytest.raises(TranscriptError) as info:
+        parse_transcript(schema, SLOW_TEXT + line, "slow.txt")
+    assert str(info.value) == (
+        f"slow.txt:3: the pattern of {path}:18 (output.items[3].row '{{a}}, {{b}}, {{c}}, {{d}}!') took longer than "
+        "0.2 s on this line, so the transcript was not parsed further; a template whose fields of type str can split "
+        "a line in very many ways is slow on a long one: give them narrower types (int, float, word); found "
+        f"'{line[:200]}'… (3,001 characters)")
+
+
+def test_the_matches_of_one_transcript_are_bounded_in_all(tmp_path, monkeypatch):
+    """Lines each well inside the bound of one line still add up: the transcript's matches stop at their own bound."""
+    monkeypatch.setattr(schema_module, "TRANSCRIPT_SECONDS", 0.5)
+    path, schema = slow_schema(tmp_path)
+    line = "a, " * 100 + "z"       # about 0.06 s each
+    started = time.monotonic()
+    with pytest.raises(TranscriptError) as info:
+        parse_transcript(schema, SLOW_TEXT + f"{line}\n" * 1000, "slow.txt")
+    assert time.monotonic() - started < 2
+    assert re.fullmatch(
+        r"slow\.txt:(\d+): matching the transcript took longer than 0\.5 s in all, so it was not parsed past this "
+        + re.escape(f"line; the pattern of {path}:18 (output.items[3].row '{{a}}, {{b}}, {{c}}, {{d}}!') took ")
+        + r"0\.\d s of it; "
+        + re.escape("a template whose fields of type str can split a line in very many ways is slow on a long one: "
+                    f"give them narrower types (int, float, word); found '{line[:200]}'… (301 characters)"),
+        str(info.value))
+    assert (schema_module.LINE_SECONDS, schema_module.MatchBudget().total) == (1.0, 0.5)
+
+
+def test_the_patterns_found_to_hang_end_at_once(schemas):
+    """`^(\\S+\\s*)*!$` over day 16's evidence and `(a+)+$` over forty a's and a '!' never ended under `re`."""
+    written = real_lessons()[DAY16]
+    for ignore, text, error in [
+            (r"^(\S+\s*)*!$", seed("tiled_matmul.txt"), None),
+            ("(a+)+$", seed("tiled_matmul.txt") + "a" * 40 + "!\n",
+             "tiled_matmul.txt:17: unexpected line after the last item of the schema; found "
+             "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!'")]:
+        schema = OutputSchema.model_validate({**written["output"], "ignore": [ignore]})
+        started = time.monotonic()
+        if error is None:
+            assert parse_transcript(schema, text, "tiled_matmul.txt").line_count == 16
+        else:
+            with pytest.raises(TranscriptError) as info:
+                parse_transcript(schema, text, "tiled_matmul.txt")
+            assert str(info.value) == error
+        assert time.monotonic() - started < schema_module.LINE_SECONDS
+
+
+def test_a_pattern_made_outside_a_manifest_is_named_by_its_text():
+    schema = OutputSchema.model_validate({"ignore": ["^(?:.|..)+[.;]$"], "items": [{"line": "n = {n:int}"}]})
+    with pytest.raises(TranscriptError) as info:
+        parse_transcript(schema, f"n = {'7' * 60}\n", "t.txt")
+    assert str(info.value).startswith("t.txt:1: the pattern output.ignore[0] '^(?:.|..)+[.;]$' took longer than 1 s "
+                                      "on this line")
+    assert info.value.item == (("ignore", 0), "the pattern that ran out of time")
+
+
+# --- built-in patterns stay linear ------------------------------------------------------
+def test_a_long_run_of_dashes_in_a_table_is_judged_at_once(schemas):
+    """A rule is `---` among rule characters; as one regex it was cubic: 3,000 dashes and an `x` took 18 s."""
+    lines = seed("tiled_matmul.txt").splitlines(keepends=True)
+    dashes = "-" * 3000 + "x"
+    started = time.monotonic()
+    error = parse_error(schemas, DAY16, "tiled_matmul.txt", "".join(lines[:5] + [dashes + "\n"] + lines[5:]))
+    assert time.monotonic() - started < 1
+    assert str(error) == ("tiled_matmul.txt:6: table 'cases' has 0 of its 6 rows and this line is not a row "
+                          "(<case:word> <kernel:word> <ms:float> <gflops:float> <loads:int>); "
+                          f"found '{'-' * 200}'… (3,001 characters)")
+    assert transcript_module._is_rule("-----  ----- | ===:") and not transcript_module._is_rule("-- --")
+    assert parse_error(schemas, DAY16, "tiled_matmul.txt", "".join(lines[:5] + ["-" * 1_000_000 + "x\n"] + lines[5:]))
+
+
+def test_a_float_of_many_digits_is_judged_at_once(schemas):
+    """`\\d+\\.?\\d*` split a run of digits in as many ways as it is long: 40,000 digits took 28 s."""
+    digits = "1" * 40_000 + "x"
+    text = seed("shared_memory.txt").replace("floats, 22.9 MiB", f"floats, {digits} MiB")
+    started = time.monotonic()
+    error = parse_error(schemas, DAY13, "shared_memory.txt", text)
+    assert time.monotonic() - started < 1
+    assert str(error) == ("shared_memory.txt:2: expected a line matching "
+                          "'Matrix: {rows:int} x {cols:int} floats, {buffer_mib:float} MiB per buffer'; found "
+                          f"'Matrix: 2003 x 3001 floats, {'1' * 172}'… (40,044 characters)")
+    float_ = OutputSchema.model_validate({"items": [{"line": "{x:float}"}]})
+    assert [parse_transcript(float_, f"{x}\n").scope.values["x"] for x in ("1.", ".5", "1.5e3", "-inf", "7")] == [
+        1.0, 0.5, 1500.0, float("-inf"), 7.0]
