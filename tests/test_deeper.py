@@ -101,13 +101,9 @@ def test_every_recorded_transcript_parses_and_holds_its_gates(lesson_id):
 
 
 @pytest.mark.slow
-def test_a_stale_source_header_fails_offline_naming_the_fix(tmp_path):
+def test_a_stale_source_header_fails_offline_naming_the_fix(course_copy):
     """A source whose Build line no longer says how it is built: verify --offline says so, render fixes it."""
-    course = tmp_path / "course"
-    for name in ("lessons", "templates", "evidence"):
-        shutil.copytree(ROOT / name, course / name)
-    for name in ("lessons.yaml", "README.md"):
-        shutil.copy(ROOT / name, course / name)
+    course = course_copy
     source = course / "lessons" / DAY16 / "tiled_matmul.cu"
     text = source.read_text()
     assert text.count("-std=c++17 -O3") == 1
@@ -120,13 +116,9 @@ def test_a_stale_source_header_fails_offline_naming_the_fix(tmp_path):
 
 
 @pytest.mark.slow
-def test_an_edited_transcript_of_a_lesson_with_a_source_header_is_one_reason_naming_it_from_the_course(tmp_path):
+def test_an_edited_transcript_of_a_lesson_with_a_source_header_is_one_reason_naming_it_from_the_course(course_copy):
     """The Build/Run/Verified check reads the evidence too; what is wrong with it is said once, by the evidence."""
-    course = tmp_path / "course"
-    for name in ("lessons", "templates", "evidence"):
-        shutil.copytree(ROOT / name, course / name)
-    for name in ("lessons.yaml", "README.md"):
-        shutil.copy(ROOT / name, course / name)
+    course = course_copy
     transcript = course / "evidence" / DAY16 / "nvidia-h200" / "transcript.txt"
     transcript.write_text(transcript.read_text().replace("GPU: NVIDIA", "GPU: nvidia", 1))
     manifest = load_manifest(course / "lessons.yaml")

@@ -8,7 +8,6 @@ on a copy of this repository's course whose day 14 template was changed, as a us
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -37,18 +36,6 @@ def template_error(tmp_path: Path, text: str, **context) -> str:
         render_text(tmp_path, text, **context)
     assert caught.value.exit_status == 2
     return str(caught.value)
-
-
-@pytest.fixture
-def course_copy(tmp_path, monkeypatch) -> Path:
-    """This repository's course (manifest, lessons, templates, evidence, README) in a folder of its own."""
-    copy = tmp_path / "course"
-    for name in ("lessons", "templates", "evidence"):
-        shutil.copytree(ROOT / name, copy / name)
-    for name in ("lessons.yaml", "README.md"):
-        shutil.copyfile(ROOT / name, copy / name)
-    monkeypatch.chdir(copy)
-    return copy
 
 
 DAY14 = "templates/lessons/day14-syncthreads.md.j2"
