@@ -439,6 +439,7 @@ def ignore_backtracking(made) -> int:
     return next(n for n, row in enumerate(text.splitlines(), 1) if BACKTRACKING in row)
 
 
+@pytest.mark.slow   # waits out a pattern's time bound, on purpose
 def test_a_pattern_that_backtracks_without_end_fails_its_lesson_and_the_others_stand(course, fake_sanitizer, prebuilt,
                                                                                       tmp_path, monkeypatch):
     """verify --offline, render --check and check hung on day 16's first line; now each match has 1 s (0.2 here)."""
@@ -623,6 +624,7 @@ HOSTILE_CASES = [folder_for_the_memcheck_log, memcheck_log_linked_to_dev_zero, a
                  dev_zero_as_a_transcript]
 
 
+@pytest.mark.slow   # each case through the installed console script, a process of its own: 12 s of CPU in all
 @pytest.mark.parametrize("case", HOSTILE_CASES, ids=[case.__name__ for case in HOSTILE_CASES])
 def test_no_hostile_case_prints_a_traceback(course, fake_sanitizer, prebuilt, tmp_path, monkeypatch, case):
     assert COURSECTL.is_file(), "the console script is installed with the package (pip install -e .)"

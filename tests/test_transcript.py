@@ -703,6 +703,7 @@ def test_the_patterns_found_to_hang_end_at_once(schemas):
         assert time.monotonic() - started < schema_module.LINE_SECONDS
 
 
+@pytest.mark.slow   # waits out a pattern's time bound, on purpose
 def test_a_pattern_made_outside_a_manifest_is_named_by_its_text():
     schema = OutputSchema.model_validate({"ignore": ["^(?:.|..)+[.;]$"], "items": [{"line": "n = {n:int}"}]})
     with pytest.raises(TranscriptError) as info:
