@@ -37,7 +37,7 @@ from .render import NO_EVIDENCE_LINE
 from .shorthand import LESSON_FOLDER, PROSE
 from .toolchain import Toolchain, find_tool, nvcc_version
 from .transcript import Transcript, decode_output, parse_transcript
-from .yamlfile import MAX_BYTES
+from .yamlfile import manifest_text
 
 SKELETON = Path(__file__).resolve().parent / "skeleton"
 NEW_ID = re.compile(r"day(\d+)-([a-z0-9]+(?:-[a-z0-9]+)*)")
@@ -232,9 +232,7 @@ def new_lesson(manifest: Manifest, lesson_id: str, title: str) -> Scaffold:
     if folder.exists():
         raise UsageError(f"{LESSON_FOLDER}/{lesson_id}/ already exists; move it away or pick another id")
 
-    text = read_text(manifest.path, MAX_BYTES, "a manifest", ManifestError)
-    if text is None:
-        raise ManifestError("no such file", path=manifest.path)
+    text = manifest_text(manifest.path)
     entry = Template(ENTRY).substitute(id=lesson_id, title=_yaml_scalar(title),
                                        gpu_item="" if manifest.defaults.output else "    " + GPU_ITEM)
     new_text, line = _insert(text, manifest, day, entry)
@@ -332,10 +330,10 @@ def _licence(manifest: Manifest) -> str | None:
     found: dict[str, int] = {}
     for lesson in manifest.lessons:
         try:
-            data = read_file(manifest.source_path(lesson), TEXT_LIMIT, "a lesson's source")
+            head = (read_text(manifest.source_path(lesson), TEXT_LIMIT, "a lesson's source", errors="replace")
+                    or "").splitlines()[:5]
         except CoursectlError:
             continue
-        head = (data or b"").decode("utf-8", errors="replace").splitlines()[:5]
         for row in head:
             match = SPDX.match(row)
             if match:

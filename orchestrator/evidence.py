@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import shutil
@@ -133,9 +132,7 @@ def lesson_digest(source: Path) -> str:
     render rewrites those lines from the evidence, so they must not make the
     evidence look stale.
     """
-    data = read_file(source, TEXT_LIMIT, "a lesson's source")
-    if data is None:
-        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(source))
+    data = read_file(source, TEXT_LIMIT, "a lesson's source", required=True)
     # Bytes that are not UTF-8 are kept as they are (surrogateescape): the digest is of the file, which a
     # source that is not UTF-8 still is; the commands that read it as text say what is wrong with it.
     lines = source_lines(data.decode("utf-8", errors="surrogateescape"), keepends=True)

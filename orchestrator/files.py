@@ -66,8 +66,8 @@ def relative(path: Path, root: Path) -> str:
 
 # -- bounded reads -----------------------------------------------------------------------------
 def read_file(path: Path, limit: int, what: str, error: type[CoursectlError] = CoursectlError,
-              shown: str | Path | None = None) -> bytes | None:
-    """The bytes of one file, read up to `limit`; None if there is none.
+              shown: str | Path | None = None, required: bool = False) -> bytes | None:
+    """The bytes of one file, read up to `limit`; None if there is none (FileNotFoundError if `required`).
 
     Only a regular file is read (opened without blocking, so a FIFO is no
     hang), and only up to `limit` bytes: a folder, a device, a FIFO, a socket
@@ -81,6 +81,8 @@ def read_file(path: Path, limit: int, what: str, error: type[CoursectlError] = C
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except FileNotFoundError:
+        if required:
+            raise
         return None
     except OSError as exc:
         raise error(f"cannot read: {exc.strerror}", path=name) from None
@@ -114,10 +116,13 @@ def read_stream(stream: BinaryIO, limit: int, what: str, name: str,
 
 
 def read_text(path: Path, limit: int, what: str, error: type[CoursectlError] = CoursectlError,
-              shown: str | Path | None = None) -> str | None:
-    """read_file, as UTF-8 text; bytes that are not UTF-8 raise `error` naming the file, the line and the byte."""
-    data = read_file(path, limit, what, error, shown)
-    return None if data is None else decode_text(data, Path(path) if shown is None else shown, error)
+              shown: str | Path | None = None, required: bool = False, errors: str = "strict") -> str | None:
+    """read_file, as UTF-8 text; bytes that are not UTF-8 raise `error` naming the file, the line and the byte,
+    unless `errors` says otherwise ("replace": a file only looked into, whose own reader says what is wrong)."""
+    data = read_file(path, limit, what, error, shown, required)
+    if data is None or errors != "strict":
+        return None if data is None else data.decode("utf-8", errors=errors)
+    return decode_text(data, Path(path) if shown is None else shown, error)
 
 
 def decode_text(data: bytes, name: str | Path, error: type[CoursectlError] = CoursectlError) -> str:

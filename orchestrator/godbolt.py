@@ -22,7 +22,7 @@ from typing import Any
 from pathlib import Path
 from urllib.parse import quote as _percent
 
-from .files import TEXT_LIMIT, read_file, relative
+from .files import TEXT_LIMIT, read_text, relative
 from .markup import code
 
 GODBOLT_URL = "https://godbolt.org/#"
@@ -251,6 +251,6 @@ def page_link(source_path: Path, source: str, options: str, headers: list[Path],
         return "", (f"No Compiler Explorer link: {code(source_path.name)} includes {names}, outside its own "
                     f"folder, and Compiler Explorer holds only files that lie beside the source or below it."), []
     files = {header.relative_to(folder).as_posix():
-             (read_file(header, TEXT_LIMIT, "a header", shown=relative(header, root)) or b"").decode(
-                 "utf-8", errors="replace") for header in headers}
+             read_text(header, TEXT_LIMIT, "a header", shown=relative(header, root), errors="replace") or ""
+             for header in headers}
     return godbolt_link(source, options, files), None, list(files)

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from .errors import CoursectlError
-from .files import TEXT_LIMIT, read_file
+from .files import TEXT_LIMIT, read_text
 
 # `#include "x.cuh"` and `#include <x.cuh>` at the start of a line; commented-out lines do not match.
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*(?:"(?P<quoted>[^"\n]+)"|<(?P<angled>[^>\n]+)>)', re.MULTILINE)
@@ -51,10 +51,9 @@ def local_headers(source: Path, flags: list[str], root: Path) -> list[Path]:
     while queue:
         current = queue.pop(0)
         try:
-            data = read_file(current, TEXT_LIMIT, "a header")
+            text = read_text(current, TEXT_LIMIT, "a header", errors="replace") or ""
         except CoursectlError:   # the build, or the page's own read of the source, says what is wrong with it
             continue
-        text = (data or b"").decode("utf-8", errors="replace")
         for match in _INCLUDE.finditer(text):
             name = match["quoted"] or match["angled"]
             places = ([current.parent] if match["quoted"] else []) + dirs

@@ -15,8 +15,6 @@ names the snippets it shows), otherwise from templates/lesson.md.j2.
 from __future__ import annotations
 
 import difflib
-import errno
-import os
 import shlex
 import textwrap
 from pathlib import Path
@@ -31,7 +29,7 @@ from .errors import EvidenceError, TemplateError
 from .evidence import HEADER_LINE, Evidence, build_evidence_path, list_gpus, load_build_evidence
 from .figures import (Chart, Figure, FigureTable, build_charts, build_figures, figure_tables, format_number,
                       nice_ceiling)
-from .files import TEXT_LIMIT, atomic_write, read_file, read_text, relative, source_lines
+from .files import TEXT_LIMIT, atomic_write, read_text, relative, source_lines
 from .godbolt import GODBOLT_ARCH, godbolt_link, page_link
 from .includes import local_headers
 from .manifest import Lesson, Manifest, SanitizerPass
@@ -193,9 +191,9 @@ def stale_source_header(manifest: Manifest, lesson: Lesson) -> str | None:
 
     A source without such lines (never rendered, or `source_header: false`) has none to be stale.
     """
-    source = read_file(manifest.source_path(lesson), TEXT_LIMIT, "a lesson's source", shown=lesson.source.as_posix())
-    if not lesson.source_header or not any(HEADER_LINE.match(line) for line in source_lines((source or b"").decode(
-            "utf-8", errors="replace"))):
+    source = read_text(manifest.source_path(lesson), TEXT_LIMIT, "a lesson's source", shown=lesson.source.as_posix(),
+                       errors="replace")
+    if not lesson.source_header or not any(HEADER_LINE.match(line) for line in source_lines(source or "")):
         return None
     model = _lesson_model(manifest, lesson, manifest.root / TEMPLATES)
     if model.source_new == model.source_old:
@@ -475,13 +473,9 @@ def _read(path: Path, name: str) -> str | None:
     Bytes in it that are not UTF-8 only make it differ from the page rendered,
     which replaces it; a page that is no regular file is refused.
     """
-    data = read_file(path, TEXT_LIMIT, "a page", shown=name)
-    return None if data is None else data.decode("utf-8", errors="replace")
+    return read_text(path, TEXT_LIMIT, "a page", shown=name, errors="replace")
 
 
 def _read_text(path: Path, name: str, what: str) -> str:
     """A file a page is made from (a lesson's source or prose), as text; CoursectlError naming it if it cannot be."""
-    text = read_text(path, TEXT_LIMIT, what, shown=name)
-    if text is None:
-        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
-    return text
+    return read_text(path, TEXT_LIMIT, what, shown=name, required=True)

@@ -8,8 +8,6 @@ its text.
 
 from __future__ import annotations
 
-import errno
-import os
 import re
 from pathlib import Path
 
@@ -45,9 +43,7 @@ def extract_snippets(path: Path, display: str | None = None, text: str | None = 
     """
     shown = display or str(path)
     if text is None:
-        text = read_text(Path(path), TEXT_LIMIT, "a lesson's source", shown=shown)
-        if text is None:
-            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
+        text = read_text(Path(path), TEXT_LIMIT, "a lesson's source", shown=shown, required=True)
     lines = source_lines(text)
 
     def error(message: str, line: int) -> TemplateError:

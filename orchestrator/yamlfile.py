@@ -35,7 +35,7 @@ _REWORD_BYTES = 2**20      # up to this size a broken file is parsed again in Py
 
 def load_yaml(path: Path) -> tuple[Any, dict[tuple, int]]:
     """Return the document and a map from key path to line number."""
-    text = _read(Path(path))
+    text = manifest_text(Path(path))
     loader = _FastLoader(text)
     try:
         node = loader.get_single_node()
@@ -55,7 +55,7 @@ def load_yaml(path: Path) -> tuple[Any, dict[tuple, int]]:
     return data, lines
 
 
-def _read(path: Path) -> str:
+def manifest_text(path: Path) -> str:
     """The file as text: refused when missing, a folder, a FIFO or a device, too big or not UTF-8."""
     if path.is_dir():
         raise ManifestError("is a directory, not a manifest file", path=path)
