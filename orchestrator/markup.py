@@ -74,25 +74,23 @@ def render_template(env: jinja2.Environment, templates: Path, root: Path, name: 
     except jinja2.TemplateSyntaxError as exc:
         where = relative(Path(exc.filename), root) if exc.filename else f"{TEMPLATES}/{name}"
         raise TemplateError(f"template syntax error: {exc.message}", path=where, line=exc.lineno) from None
-    except jinja2.TemplateNotFound as exc:
+    except (jinja2.TemplateError, Problem, TypeError, ValueError, KeyError, AttributeError, ArithmeticError,
+            RecursionError, MemoryError) as exc:
         path, line = _template_location(exc, templates, root)
-        raise TemplateError(f"no template {exc.name!r} in {relative(templates, root)}/",
-                            path=path or relative(templates / name, root), line=line) from None
-    except (jinja2.TemplateError, Problem, TypeError, ValueError, KeyError, AttributeError,
-            ArithmeticError) as exc:
-        # jinja's own errors too: an undefined name, a template extended twice ("extended multiple times").
-        path, line = _template_location(exc, templates, root)
-        message = exc.message if isinstance(exc, jinja2.TemplateError) and exc.message else str(exc)
-        raise TemplateError(message, path=path or relative(templates / name, root), line=line) from None
-    except RecursionError as exc:
-        path, line = _template_location(exc, templates, root)
-        raise TemplateError("a macro, an include or a block calls itself without end: templates nest past "
-                            "Python's recursion limit", path=path or relative(templates / name, root),
+        raise TemplateError(_what_went_wrong(exc, templates, root), path=path or relative(templates / name, root),
                             line=line) from None
-    except MemoryError as exc:
-        path, line = _template_location(exc, templates, root)
-        raise TemplateError("ran out of memory rendering it", path=path or relative(templates / name, root),
-                            line=line) from None
+
+
+def _what_went_wrong(exc: BaseException, templates: Path, root: Path) -> str:
+    """A rendering error in words: jinja's own (an undefined name, a template extended twice: "extended
+    multiple times"), a template missing, the sandbox's or its bounds', or Python's limits reached all the same."""
+    if isinstance(exc, jinja2.TemplateNotFound):
+        return f"no template {exc.name!r} in {relative(templates, root)}/"
+    if isinstance(exc, RecursionError):
+        return "a macro, an include or a block calls itself without end: templates nest past Python's recursion limit"
+    if isinstance(exc, MemoryError):
+        return "ran out of memory rendering it"
+    return exc.message if isinstance(exc, jinja2.TemplateError) and exc.message else str(exc)
 
 
 def _template_location(exc: BaseException, templates: Path, root: Path) -> tuple[str | None, int | None]:

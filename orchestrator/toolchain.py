@@ -50,6 +50,7 @@ def gpu_slug(name: str) -> str:
 NO_GPU_HINT = ("without a GPU, `coursectl verify --offline` checks what needs none; build, check, new, compare and "
                "render work too")
 
+
 class Toolchain(BaseModel):
     nvcc: str | None = None
     nvcc_version: str | None = None      # "13.0.88"
