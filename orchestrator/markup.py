@@ -40,8 +40,6 @@ class _Loader(jinja2.FileSystemLoader):
 
     def get_source(self, environment: jinja2.Environment, template: str):
         path = self.templates.joinpath(*jinja2.loaders.split_template_path(template))
-        if not path.is_file():
-            raise jinja2.TemplateNotFound(template)
         shown = relative(path, self.templates.parent)
         text = read_text(path, TEXT_LIMIT, "a template", TemplateError, shown=shown)
         if text is None:

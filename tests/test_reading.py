@@ -194,7 +194,8 @@ def test_report_merge_reads_a_regular_file_only(tmp_path, fifo, make, message):
 @pytest.mark.parametrize("name, status, hint", [
     ("lessons.yaml", 2, "hint: fix lessons.yaml; docs/schema.md describes every key\n"),
     ("README.md", 1, ""),
-], ids=["manifest", "readme"])
+    ("templates/lesson.md.j2", 2, ""),   # was taken for no template at all
+], ids=["manifest", "readme", "template"])
 def test_render_refuses_a_named_pipe_at_once(course_copy, fifo, name, status, hint):
     (course_copy / name).unlink()
     fifo(course_copy / name)
