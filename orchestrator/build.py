@@ -123,12 +123,14 @@ def local_files(paths: list[str], folder: Path, root: Path) -> list[Path]:
     """The files of `paths` (relative to `folder`, where nvcc ran) that lie inside the course root, in order.
 
     The system's and CUDA's headers lie outside it; the nvcc version stands for them.
+    A path inside the root is the course's even where it is a link to a file
+    outside it: the course names it, and what it points to is the build's input.
     """
     inside, seen = [], set()
-    resolved_root = Path(root).resolve()
+    lexical_root, resolved_root = Path(os.path.normpath(Path(root).absolute())), Path(root).resolve()
     for name in paths:
         path = Path(os.path.normpath(Path(folder) / name))
-        if path not in seen and path.resolve().is_relative_to(resolved_root):
+        if path not in seen and (path.is_relative_to(lexical_root) or path.resolve().is_relative_to(resolved_root)):
             seen.add(path)
             inside.append(path)
     return inside

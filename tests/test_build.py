@@ -507,6 +507,28 @@ def test_a_header_that_is_gone_is_rebuilt_and_nvcc_says_so(multi_course, own_cac
     assert "check.cuh" in caught.value.message
 
 
+def test_a_header_linked_from_outside_the_course_is_an_input_of_the_build(multi_course, own_cache, nvcc_version,
+                                                                           tmp_path):
+    """A header the course names (a link in lessons/ext/common) is hashed through the link, wherever it points."""
+    manifest = multi_course.load()
+    lesson = manifest.lesson("day02-sum")
+    check = multi_course.root / CHECK
+    shared = tmp_path / "shared" / "check.cuh"   # outside the course's root
+    shared.parent.mkdir()
+    shutil.move(check, shared)
+    check.symlink_to(shared)
+    first = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version)
+    assert first.sources[CHECK] == hashlib.sha256(shared.read_bytes()).hexdigest()
+
+    shared.write_text(shared.read_text().replace("#define CHECK_VERSION 1", "#define CHECK_VERSION 2"))
+    runner = CountingRunner()
+    rebuilt = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=runner)
+    assert (runner.count, rebuilt.cached, rebuilt.notes) == (1, False, [f"{CHECK} changed since the cached build; "
+                                                                        "rebuilt"])
+    numbers = multi_course.root / "lessons/ext/data/numbers.txt"
+    assert run_command([rebuilt.binary, numbers], timeout=30).stdout.endswith(b"check.cuh version 2\n")
+
+
 def test_two_lessons_sharing_a_source_and_flags_build_once(multi_course, own_cache, nvcc_version, fake_gpu):
     """The cache is content-addressed and the scheduler builds shared inputs once, whichever lessons share them."""
     def twice(manifest: dict) -> None:
