@@ -1,9 +1,10 @@
-"""nvcc builds, cached by every local file they read, flags, architecture and nvcc version.
+"""nvcc builds, cached by every local file they read, flags, architecture, nvcc version and environment.
 
 The cache is content-addressed: an entry is
 `$COURSECTL_CACHE/<arch>-<variant>/<key>/<headers>/`, where `key` hashes the
-lesson's source, its flags, the architecture, the variant, the binary's name
-and nvcc's version, and `headers` the local files the compilation read
+lesson's source, its flags, the architecture, the variant, the binary's name,
+nvcc's version and the variables of the environment that nvcc reads
+(NVCC_APPEND_FLAGS, ...), and `headers` the local files the compilation read
 besides the source (nvcc's own dependency list, `-MD -MF`), each relative
 to the source's folder. No lesson id is part of it: lessons, and copies of
 a course, that build the same inputs share one entry. The headers of an
@@ -21,6 +22,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Mapping
 from concurrent.futures import Executor, Future
 from pathlib import Path
 
@@ -33,10 +35,14 @@ from .process import run_command
 from .resources import KernelResources, parse_resources
 from .trace import span
 
-CACHE_FORMAT = 4  # 2: ptxas' resource report; 3: the binary's sha256; 4: content-addressed, with the files read
+CACHE_FORMAT = 5  # 2: ptxas' resource report; 3: the binary's sha256; 4: content-addressed, with the files read;
+#                   5: nvcc's variables of the environment
 STAMP = "build.json"
 # The most a stamp may hold: nvcc's diagnostics, captured up to 16 MiB, and the command and digests.
 STAMP_LIMIT = 64 * 2**20
+# The variables nvcc reads that change what it builds: flags it puts before and after every command's own,
+# and the host compiler. A binary built with NVCC_APPEND_FLAGS=-G is not the lesson's binary.
+NVCC_ENVIRONMENT = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN")
 
 
 class BuildResult(BaseModel):
@@ -92,12 +98,22 @@ def display_command(manifest: Manifest, lesson: Lesson, arch: str, variant: str 
             "-o", lesson.binary_name, lesson.source.name]
 
 
+def nvcc_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables of NVCC_ENVIRONMENT that `environ` (default: this process's, which nvcc inherits) sets."""
+    environ = os.environ if environ is None else environ
+    return {name: environ[name] for name in NVCC_ENVIRONMENT if name in environ}
+
+
 def cache_key(source: bytes, flags: list[str], arch: str, nvcc_version: str | None, variant: str,
-              binary_name: str) -> str:
-    """The first level of a cache entry: everything known before nvcc runs, and no lesson id."""
+              binary_name: str, environment: Mapping[str, str] | None = None) -> str:
+    """The first level of a cache entry: everything known before nvcc runs, and no lesson id.
+
+    `environment`: nvcc's variables (default: nvcc_environment() of this process).
+    """
+    environment = nvcc_environment() if environment is None else dict(environment)
     material = json.dumps({"format": CACHE_FORMAT, "source": sha256_bytes(source), "flags": flags,
-                           "arch": arch, "nvcc": nvcc_version, "variant": variant, "binary": binary_name},
-                          sort_keys=True)
+                           "arch": arch, "nvcc": nvcc_version, "variant": variant, "binary": binary_name,
+                           "environment": environment}, sort_keys=True)
     return sha256_bytes(material.encode())[:20]
 
 

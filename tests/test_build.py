@@ -529,6 +529,21 @@ def test_a_header_linked_from_outside_the_course_is_an_input_of_the_build(multi_
     assert run_command([rebuilt.binary, numbers], timeout=30).stdout.endswith(b"check.cuh version 2\n")
 
 
+@pytest.mark.parametrize("name, value", [("NVCC_APPEND_FLAGS", "-DTILE_DIM=64"), ("NVCC_PREPEND_FLAGS", "-G"),
+                                         ("NVCC_CCBIN", "/usr/bin/g++-12")])
+def test_the_nvcc_variables_of_the_environment_are_inputs_of_the_build(tmp_path, own_cache_built, nvcc_version,
+                                                                       monkeypatch, name, value):
+    """nvcc adds NVCC_PREPEND_FLAGS and NVCC_APPEND_FLAGS to every command and builds host code with NVCC_CCBIN."""
+    monkeypatch.delenv(name, raising=False)
+    manifest, lesson = load(tmp_path / "course")
+    built = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run)
+    monkeypatch.setenv(name, value)
+    with pytest.raises(Ran):
+        build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run)
+    monkeypatch.delenv(name)
+    assert build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run).binary == built.binary
+
+
 def test_two_lessons_sharing_a_source_and_flags_build_once(multi_course, own_cache, nvcc_version, fake_gpu):
     """The cache is content-addressed and the scheduler builds shared inputs once, whichever lessons share them."""
     def twice(manifest: dict) -> None:
