@@ -253,6 +253,25 @@ def test_a_changed_input_runs_the_pass_again(course, fake_sanitizer, prebuilt, m
     assert len(sanitizer_runs(pass_log)) == 4
 
 
+def test_a_stored_pass_longer_than_the_timeout_now_runs_again(course, fake_sanitizer, prebuilt, monkeypatch,
+                                                               pass_log):
+    """Lowering a pass's timeout below what it took: run now it would be killed, so it is run, not taken as ok."""
+    lesson = "day13-shared-memory"
+    made = course([lesson], sanitizers={lesson: {"memcheck": {"timeout": 30}}})
+    monkeypatch.setenv("FAKE_SANITIZER_MEMCHECK_SLEEP", "1.5")
+    assert coursectl("verify", "--all", "-q").exit_code == 0
+    write_course(made.root, [lesson], sanitizers={lesson: {"memcheck": {"timeout": 20}}})
+    longer = coursectl("verify", "--all", "-q")   # still within it: taken from the cache
+    assert (longer.exit_code, summary_row(longer)[5], len(sanitizer_runs(pass_log))) == (
+        0, "memcheck ok (cached)", 1)
+
+    write_course(made.root, [lesson], sanitizers={lesson: {"memcheck": {"timeout": 0.5}}})
+    result = coursectl("verify", "--all", "-q")
+    assert result.exit_code == 1
+    assert (summary_row(result)[1], summary_row(result)[5]) == ("TIMEOUT", "memcheck TIMEOUT T s")
+    assert pass_log.read_text().count(" start ") == 2   # the second was killed, and never logged its end
+
+
 def test_record_and_sanitize_always_run_the_passes_and_refresh_the_cache(course, fake_sanitizer, prebuilt,
                                                                          monkeypatch, pass_log):
     course([DAY14], sanitizers=DAY14_SANITIZERS)
