@@ -9,7 +9,9 @@ besides the source (nvcc's own dependency list, `-MD -MF`), each relative
 to the source's folder. No lesson id is part of it: lessons, and copies of
 a course, that build the same inputs share one entry. The headers of an
 entry are known only once it is built, so its stamp lists them with their
-sha256, and a lookup takes the entry whose listed files all still match.
+sha256, and the places inside the course where the preprocessor looked for
+a header and found none (`absent`), and a lookup takes the entry whose
+listed files all still match and whose absent files are still absent.
 Files outside the course root (the system's and CUDA's headers) are left
 to the nvcc version.
 """
@@ -22,7 +24,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor, Future
 from pathlib import Path
 
@@ -30,6 +32,7 @@ from pydantic import BaseModel
 
 from .errors import BuildError, CoursectlError, UsageError
 from .files import TEXT_LIMIT, atomic_write, parse_json, read_file, sha256_bytes, sha256_file
+from .includes import places_looked
 from .manifest import ARCH, Lesson, Manifest
 from .process import run_command
 from .resources import KernelResources, parse_resources
@@ -117,9 +120,15 @@ def cache_key(source: bytes, flags: list[str], arch: str, nvcc_version: str | No
     return sha256_bytes(material.encode())[:20]
 
 
-def headers_key(headers: dict[str, str]) -> str:
-    """The second level: the local files a build read besides its source (relative to its folder) and their sha256."""
-    return sha256_bytes(json.dumps(headers, sort_keys=True).encode())[:20]
+def headers_key(headers: dict[str, str], absent: Sequence[str] = ()) -> str:
+    """The second level: the local files a build read besides its source (relative to its folder) and their sha256,
+    and the places it looked for them and found none.
+
+    Both, because the same files read with a file now at a place that was
+    empty (a header in `#if 0`) is another entry: the stamp of the first
+    would otherwise send every lookup to nvcc again.
+    """
+    return sha256_bytes(json.dumps([headers, list(absent)], sort_keys=True).encode())[:20]
 
 
 def parse_dependencies(text: str) -> list[str]:
@@ -221,13 +230,14 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
                              hint="fix the diagnostics above; the lesson was not run")
         shutil.rmtree(temporary)
         headers = _headers_read(dependency_file(output), source_path, folder, manifest.root)
-        entry = group / headers_key(headers)
+        absent = _absent(source_path, headers, manifest.flags(lesson), folder, manifest.root)
+        entry = group / headers_key(headers, absent)
         binary = entry / lesson.binary_name
         display = nvcc_command(nvcc, manifest, lesson, arch, binary, variant)
         atomic_write(work / STAMP, json.dumps({"command": display, "diagnostics": diagnostics,
                                                "seconds": result.seconds,
                                                "binary_sha256": sha256_file(output),
-                                               "headers": headers}, indent=1))
+                                               "headers": headers, "absent": absent}, indent=1))
         _publish(work, entry, lesson.binary_name)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -249,6 +259,13 @@ def _headers_read(dependencies: Path, source: Path, folder: Path, root: Path) ->
             if digest is not None}
 
 
+def _absent(source: Path, headers: dict[str, str], flags: list[str], folder: Path, root: Path) -> list[str]:
+    """Where, inside the course, the preprocessor looked for the headers of a finished build and found nothing
+    (relative to the source's folder): a file that appears there is read instead of one in `headers`."""
+    looked = places_looked(source, [folder / name for name in headers], flags, root)
+    return [Path(os.path.relpath(path, folder)).as_posix() for path in looked]
+
+
 def _sources(manifest: Manifest, source: Path, digest: str, folder: Path, headers: dict[str, str]) -> dict[str, str]:
     """BuildResult.sources: the source, then its headers, by their paths in the course."""
     out = {course_path(source, manifest.root): digest}
@@ -267,7 +284,7 @@ def _lookup(group: Path, binary_name: str, folder: Path, root: Path) -> tuple[Pa
         candidates = sorted(p for p in group.iterdir() if not p.name.startswith(".") and p.is_dir())
     except OSError:
         return None, None, []
-    newest: tuple[float, list[str]] | None = None
+    newest: tuple[float, list[str], list[str]] | None = None
     untrusted: list[str] = []
     for entry in candidates:
         info, miss = _cached(entry, binary_name)
@@ -279,16 +296,23 @@ def _lookup(group: Path, binary_name: str, folder: Path, root: Path) -> tuple[Pa
         now = hash_files(list(paths.values()))
         changed = [course_path(paths[name], root) for name, digest in info["headers"].items()
                    if now[paths[name]] != digest]
-        if not changed:
+        appeared = [course_path(folder / name, root) for name in info.get("absent", [])
+                    if Path(os.path.normpath(folder / name)).is_file()]
+        if not changed and not appeared:
             return entry, info, []
         built = (entry / STAMP).stat().st_mtime
         if newest is None or built > newest[0]:
-            newest = (built, changed)
+            newest = (built, changed, appeared)
     if newest is not None:
-        names = newest[1]
-        said = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        return None, None, [f"{said} changed since the cached build; rebuilt"]
+        _, changed, appeared = newest
+        said = " and ".join(f"{_listed(names)} {what}" for names, what in ((changed, "changed"),
+                                                                          (appeared, "appeared")) if names)
+        return None, None, [f"{said} since the cached build; rebuilt"]
     return None, None, untrusted
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 class SharedBuilds:
@@ -340,7 +364,9 @@ def _cached(entry: Path, binary_name: str) -> tuple[dict | None, str | None]:
         info = parse_json((read_file(stamp, STAMP_LIMIT, "a cache stamp") or b"").decode("utf-8"))
         if not (isinstance(info, dict) and isinstance(info.get("diagnostics"), str)
                 and isinstance(info.get("binary_sha256"), str) and isinstance(info.get("headers"), dict)
-                and all(isinstance(k, str) and isinstance(v, str) for k, v in info["headers"].items())):
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in info["headers"].items())
+                and isinstance(info.get("absent", []), list)
+                and all(isinstance(name, str) for name in info.get("absent", []))):
             raise ValueError("not the stamp a build writes")
     except (CoursectlError, ValueError) as exc:   # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return None, f"cache entry {entry} had an unreadable stamp ({_first_line(exc)}); rebuilt"

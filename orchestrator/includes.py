@@ -3,6 +3,8 @@
 render needs them without building (the Compiler Explorer link carries them);
 a build takes its inputs from nvcc's own dependency list instead (build.py),
 which also sees what a scan cannot: an include chosen by a macro, `-include`.
+What a dependency list cannot say, where the preprocessor looked and found
+nothing, a build takes from a scan (`places_looked`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from .files import TEXT_LIMIT, read_text
 
 # `#include "x.cuh"` and `#include <x.cuh>` at the start of a line; commented-out lines do not match.
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*(?:"(?P<quoted>[^"\n]+)"|<(?P<angled>[^>\n]+)>)', re.MULTILINE)
+# `__has_include("x.cuh")` looks where `#include "x.cuh"` would, and finds nothing or a header.
+_HAS_INCLUDE = re.compile(r'__has_include[ \t]*\([ \t]*(?:"(?P<quoted>[^"\n]+)"|<(?P<angled>[^>\n]+)>)[ \t]*\)')
 
 
 def include_dirs(flags: list[str], folder: Path) -> list[Path]:
@@ -66,3 +70,39 @@ def local_headers(source: Path, flags: list[str], root: Path) -> list[Path]:
                         queue.append(path)
                     break
     return found
+
+
+
+def places_looked(source: Path, headers: list[Path], flags: list[str], root: Path) -> list[Path]:
+    """The paths inside the course root where the preprocessor looks for a header that `source` and `headers`
+    include, and finds none.
+
+    For each include of each file, every place searched before the one that
+    holds the header (every place, when none does: the system's header). A
+    file that appears at one of them is read instead by the next build: a
+    `check.cuh` added beside the source shadows the one `-Icommon` gave, and
+    one that `__has_include` asked for and did not find changes what the
+    preprocessor keeps. The scan also takes includes the preprocessor skips
+    (`#if 0`, comments), which only makes the list longer.
+    """
+    source = Path(os.path.normpath(source))
+    lexical_root, resolved_root = Path(os.path.normpath(Path(root).absolute())), Path(root).resolve()
+    dirs = include_dirs(flags, source.parent)
+    places: list[Path] = []
+    seen: set[Path] = set()
+    for current in [source, *(Path(os.path.normpath(header)) for header in headers)]:
+        try:
+            text = read_text(current, TEXT_LIMIT, "a header", errors="replace") or ""
+        except CoursectlError:   # the build read it; what it holds is the build's to judge
+            continue
+        for match in [*_INCLUDE.finditer(text), *_HAS_INCLUDE.finditer(text)]:
+            name = match["quoted"] or match["angled"]
+            for place in ([current.parent] if match["quoted"] else []) + dirs:
+                path = Path(os.path.normpath(place / name))
+                if path.is_file():
+                    break
+                if path not in seen and (path.is_relative_to(lexical_root)
+                                         or path.parent.resolve().is_relative_to(resolved_root)):
+                    seen.add(path)
+                    places.append(path)
+    return places

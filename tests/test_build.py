@@ -61,11 +61,11 @@ def nvcc_argv(flags: list[str], arch: str, output: Path, source: Path, lineinfo:
 
 
 def entry_of(cache: Path, source: bytes, flags: list[str], arch: str, nvcc_version: str, variant: str = "plain",
-             binary: str = "replay", headers: dict[str, str] | None = None) -> Path:
+             binary: str = "replay", headers: dict[str, str] | None = None, absent: tuple[str, ...] = ()) -> Path:
     """The cache entry of a build: no lesson id, the source's key, then its headers' key."""
     key = cache_key(source, [*flags, *(["-lineinfo"] if variant == "lineinfo" else [])], arch, nvcc_version, variant,
                     binary)
-    return cache / f"{arch}-{variant}" / key / headers_key(headers or {})
+    return cache / f"{arch}-{variant}" / key / headers_key(headers or {}, absent)
 
 
 def output_of(argv: list[str]) -> Path:
@@ -505,6 +505,49 @@ def test_a_header_that_is_gone_is_rebuilt_and_nvcc_says_so(multi_course, own_cac
     with pytest.raises(BuildError) as caught:
         build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version)
     assert "check.cuh" in caught.value.message
+
+
+@pytest.mark.slow
+def test_a_header_that_shadows_the_one_the_build_read_rebuilds(multi_course, own_cache, nvcc_version, real_nvcc):
+    """check.cuh added beside the source is found before common/check.cuh (-Icommon): the build reads another file.
+
+    The test run's compile memo shares the blind spot this test is about: nvcc itself runs.
+    """
+    manifest = multi_course.load()
+    lesson = manifest.lesson("day02-sum")
+    first = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version)
+    beside = multi_course.root / "lessons/ext/check.cuh"
+    beside.write_text((multi_course.root / CHECK).read_text().replace("#define CHECK_VERSION 1",
+                                                                      "#define CHECK_VERSION 3"))
+    runner = CountingRunner()
+    rebuilt = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=runner)
+    assert (runner.count, rebuilt.cached) == (1, False)
+    assert rebuilt.notes == ["lessons/ext/check.cuh appeared since the cached build; rebuilt"]
+    assert list(rebuilt.sources) == ["lessons/ext/sum.cu", "lessons/ext/check.cuh"]
+    numbers = multi_course.root / "lessons/ext/data/numbers.txt"
+    assert run_command([rebuilt.binary, numbers], timeout=30).stdout.endswith(b"check.cuh version 3\n")
+    assert build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run).binary == \
+        rebuilt.binary
+
+    beside.unlink()   # the first build's files are its files again: found, not built
+    back = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run)
+    assert (back.binary, back.sources) == (first.binary, first.sources)
+
+
+def test_a_header_that_appears_where_the_build_never_reads_rebuilds_once(multi_course, own_cache, nvcc_version):
+    """An include in `#if 0` is looked for by the scan, not by nvcc: its header appearing rebuilds once, then not."""
+    source = multi_course.root / "lessons/ext/sum.cu"
+    source.write_text('#if 0\n#include "ghost.cuh"\n#endif\n' + source.read_text())
+    manifest = multi_course.load()
+    lesson = manifest.lesson("day02-sum")
+    first = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version)
+    (multi_course.root / "lessons/ext/ghost.cuh").write_text("#error never read\n")
+    rebuilt = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version)
+    assert (rebuilt.cached, rebuilt.notes) == (False, ["lessons/ext/ghost.cuh appeared since the cached build; "
+                                                       "rebuilt"])
+    assert rebuilt.sources == first.sources and rebuilt.binary != first.binary
+    again = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run)
+    assert (again.cached, again.binary) == (True, rebuilt.binary)
 
 
 def test_a_header_linked_from_outside_the_course_is_an_input_of_the_build(multi_course, own_cache, nvcc_version,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.includes import include_dirs, local_headers
+from orchestrator.includes import include_dirs, local_headers, places_looked
 
 
 def test_include_dirs_read_every_spelling_relative_to_the_sources_folder(tmp_path):
@@ -29,3 +29,22 @@ def test_local_headers_follow_quoted_and_angled_includes_inside_the_course(tmp_p
     assert [p.relative_to(tmp_path).as_posix() for p in found] == [
         "ext/near.cuh", "ext/common/check.cuh", "ext/deeper/more.cuh"]
     assert local_headers(tmp_path / "ext/a.cu", ["-Icommon"], tmp_path / "ext/deeper") == []  # outside the root
+
+
+def test_places_looked_are_those_searched_before_each_header_and_found_empty(tmp_path):
+    """Where a header that appears would be read instead of the one found, or make __has_include true."""
+    files = {
+        "course/ext/a.cu": '#include <cstdio>\n#include "check.cuh"\n#if __has_include("opt.cuh")\n#endif\n',
+        "course/ext/common/check.cuh": '#include "near.cuh"\n',
+        "course/ext/common/near.cuh": "",    # beside check.cuh: found first, nothing searched before it
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    root = tmp_path / "course"
+    looked = places_looked(root / "ext/a.cu", [root / "ext/common/check.cuh", root / "ext/common/near.cuh"],
+                           ["-Icommon", "-I../../outside"], root)
+    assert [p.relative_to(root).as_posix() for p in looked] == [
+        "ext/common/cstdio",                   # <cstdio>: the -I folders before the system's
+        "ext/check.cuh",                       # "check.cuh": beside the source, then common/, where it is
+        "ext/opt.cuh", "ext/common/opt.cuh"]   # found nowhere; ../../outside is not the course's
