@@ -25,6 +25,10 @@ from .yamlfile import MAX_BYTES
 REPORT_FORMAT = 1
 # The most `report merge` reads of one report: the course's report of its 4 lessons is 32 KiB.
 REPORT_LIMIT = 64 * 2**20
+# The most of a lesson's transcript a report keeps, in characters: the course's longest is 2 KiB. A flood
+# kept whole (16 MiB, the capture limit) made a JUnit <system-out> that libxml2's readers refuse (10 MB
+# a text node) and, as NUL bytes written \u0000, a JSON report larger than `report merge` reads.
+TRANSCRIPT_LIMIT = 256 * 1024
 
 
 class VerifyReport(BaseModel):
@@ -72,7 +76,17 @@ def make_report(command: str, results: list[LessonResult], toolchain: Toolchain 
     return VerifyReport(command=command, date=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
                         offline=offline, strict=strict, manifest_sha256=manifest_digest(manifest), shard=shard,
                         shards=[shard] if shard else [], toolchain=paths.toolchain(toolchain),
-                        results=[paths.result(r) for r in results])
+                        results=[_kept(paths.result(r)) for r in results])
+
+
+def _kept(result: LessonResult) -> LessonResult:
+    """The result with its transcript cut to TRANSCRIPT_LIMIT characters, saying so where it was cut."""
+    text = result.transcript
+    if text is None or len(text) <= TRANSCRIPT_LIMIT:
+        return result
+    return result.model_copy(update={"transcript": f"{text[:TRANSCRIPT_LIMIT]}\n… cut: the transcript holds "
+                                                   f"{len(text):,} characters; the report keeps the first "
+                                                   f"{TRANSCRIPT_LIMIT:,}\n"})
 
 
 class _Portable:
