@@ -178,7 +178,7 @@ def describe_source_change(name: str, old: str | None, new: str | None) -> str:
     return f"{name} changed since the evidence"
 
 
-def _first_error(exc: ValidationError) -> str:
+def first_error(exc: ValidationError) -> str:
     """`field.path: message` of a file's first validation error (no path for invalid JSON)."""
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first["loc"])
@@ -237,7 +237,7 @@ def _load_evidence(course_root: Path, lesson_id: str, slug: str) -> Evidence | N
     try:
         meta = EvidenceMeta.model_validate_json(data)
     except ValidationError as exc:
-        raise EvidenceError(f"corrupt metadata: {_first_error(exc)}", path=meta_path)
+        raise EvidenceError(f"corrupt metadata: {first_error(exc)}", path=meta_path)
     transcript_path = directory / TRANSCRIPT
     data = read_evidence_file(transcript_path)
     if data is None:
@@ -356,7 +356,7 @@ def load_build_evidence(course_root: Path, lesson_id: str, arch: str):
         try:
             return BuildEvidence.model_validate_json(data)
         except ValidationError as exc:
-            raise EvidenceError(f"corrupt build evidence: {_first_error(exc)}", path=path)
+            raise EvidenceError(f"corrupt build evidence: {first_error(exc)}", path=path)
 
 
 def write_build_evidence(course_root: Path, evidence: BuildEvidence) -> Path:
