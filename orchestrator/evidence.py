@@ -205,7 +205,9 @@ def list_gpus(course_root: Path, lesson_id: str) -> list[str]:
     found = set()
     for folder in base.iterdir():
         if not folder.name.startswith("."):
-            if folder.is_dir() and (folder / META).exists():
+            # A transcript without its meta.json is evidence gone wrong, which load_evidence says; the build
+            # folder holds neither.
+            if folder.is_dir() and any(os.path.lexists(folder / name) for name in (META, TRANSCRIPT)):
                 found.add(folder.name)
         elif (slug := _aside_slug(folder.name)) and not (base / slug).exists() \
                 and _is_left_aside(folder, lesson_id, slug):
@@ -233,6 +235,8 @@ def _load_evidence(course_root: Path, lesson_id: str, slug: str) -> Evidence | N
     meta_path = directory / META
     data = read_evidence_file(meta_path)
     if data is None:
+        if os.path.lexists(directory / TRANSCRIPT):
+            raise EvidenceError("transcript without its metadata", path=meta_path)
         return None
     try:
         meta = EvidenceMeta.model_validate_json(data)

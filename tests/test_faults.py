@@ -336,6 +336,30 @@ def test_corrupt_evidence_is_said_in_one_reason_and_record_replaces_it(course, f
     assert coursectl("verify", "--all", "-q").exit_code == 0
 
 
+def test_evidence_whose_metadata_is_deleted_fails_and_record_replaces_it(course, fake_gpu, prebuilt, tmp_path):
+    """It was NO_EVIDENCE, exit 0: the transcript and the sanitizer reports left behind were not said."""
+    made = course(["day16-tiled-matmul"])
+    assert coursectl("record", "--all", "-q").exit_code == 0
+    meta = made.evidence("day16-tiled-matmul") / "meta.json"
+    meta.unlink()
+    report = tmp_path / "report.json"
+    result = coursectl("verify", "--all", "-q", "--json", report)
+    assert (result.exit_code, result.stderr) == (1, "")
+    assert statuses(result.stdout) == {"day16-tiled-matmul": "FAIL"}
+    [lesson] = json.loads(report.read_text())["results"]
+    assert lesson["reasons"] == [f"evidence: {named(meta, made.root)}: transcript without its metadata"]
+    offline = coursectl("verify", "--all", "--offline", "-q")
+    assert (offline.exit_code, statuses(offline.stdout, "verify --offline")) == (1, {"day16-tiled-matmul": "FAIL"})
+
+    recorded = coursectl("record", "--all", "-q", "--json", report)
+    assert (recorded.exit_code, recorded.stderr) == (0, "")
+    [lesson] = json.loads(report.read_text())["results"]
+    assert (lesson["status"], lesson["notes"]) == (
+        "PASS", [f"previous evidence was unreadable and is replaced: {named(meta, made.root)}: transcript without "
+                 "its metadata"])
+    assert coursectl("verify", "--all", "-q").exit_code == 0
+
+
 def test_a_long_reason_stays_on_one_line_in_a_narrow_terminal(course, fake_gpu, prebuilt):
     """A reason naming a long path is never folded: `path:line:` stays whole for the eye and for grep."""
     made = course(["day16-tiled-matmul"])
