@@ -46,6 +46,18 @@ def command(kind: str, message: str, file: str | None = None, line: int | None =
     return f"::{kind} {','.join(props)}::{escape_data(message)}" if props else f"::{kind}::{escape_data(message)}"
 
 
+def repository_path(manifest: Manifest, path: Path) -> str:
+    """A file of the course as GitHub names it, relative to the repository's checkout ($GITHUB_WORKSPACE).
+
+    A course in a folder of the repository (course/lessons.yaml) has its files there, not at the top;
+    a course outside the checkout is named relative to its own root, as before.
+    """
+    workspace = os.environ.get("GITHUB_WORKSPACE")
+    if workspace and Path(manifest.root).resolve().is_relative_to(Path(workspace).resolve()):
+        return relative(path, Path(workspace))
+    return relative(path, manifest.root)
+
+
 def _item_lines(manifest: Manifest, index: int, lesson: Lesson) -> dict[str, int]:
     """Each top-level name of a lesson's output (field, table, note, section) -> its schema item's line."""
     found: dict[str, int] = {}
@@ -68,7 +80,7 @@ def _item_lines(manifest: Manifest, index: int, lesson: Lesson) -> dict[str, int
 def workflow_commands(manifest: Manifest, results: list[LessonResult]) -> list[str]:
     """The annotations of a run, in the order of its lessons."""
     out: list[str] = []
-    manifest_file = relative(manifest.root / manifest.path.name, manifest.root)
+    manifest_file = repository_path(manifest, manifest.root / manifest.path.name)
     indices = {lesson.id: index for index, lesson in enumerate(manifest.lessons)}
     for result in results:
         if result.lesson not in indices:
@@ -109,7 +121,7 @@ def workflow_commands(manifest: Manifest, results: list[LessonResult]) -> list[s
 
 def _sanitizer_commands(manifest: Manifest, lesson: Lesson, result: LessonResult) -> list[str]:
     out = []
-    source = relative(manifest.source_path(lesson), manifest.root)
+    source = repository_path(manifest, manifest.source_path(lesson))
     declared = manifest.sanitizers(lesson)
     for outcome in result.sanitizers:
         if outcome.report is None or not outcome.problems:
@@ -133,11 +145,10 @@ def _sanitizer_commands(manifest: Manifest, lesson: Lesson, result: LessonResult
 def page_link(manifest: Manifest, lesson: Lesson) -> str:
     """The lesson's page (where its page.path puts it): on GitHub, at the commit the run checked;
     elsewhere, relative to the course."""
-    page = lesson.page_path.as_posix()
     server, repo, sha = (os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_SHA"))
     if server and repo and sha:
-        return f"{server}/{repo}/blob/{sha}/{page}"
-    return page
+        return f"{server}/{repo}/blob/{sha}/{repository_path(manifest, manifest.root / lesson.page_path)}"
+    return lesson.page_path.as_posix()
 
 
 def step_summary(manifest: Manifest, results: list[LessonResult], title: str, tally: str) -> str:

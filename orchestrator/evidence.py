@@ -178,7 +178,7 @@ def describe_source_change(name: str, old: str | None, new: str | None) -> str:
     return f"{name} changed since the evidence"
 
 
-def _first_error(exc: ValidationError) -> str:
+def first_error(exc: ValidationError) -> str:
     """`field.path: message` of a file's first validation error (no path for invalid JSON)."""
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first["loc"])
@@ -205,7 +205,9 @@ def list_gpus(course_root: Path, lesson_id: str) -> list[str]:
     found = set()
     for folder in base.iterdir():
         if not folder.name.startswith("."):
-            if folder.is_dir() and (folder / META).exists():
+            # A transcript without its meta.json is evidence gone wrong, which load_evidence says; the build
+            # folder holds neither.
+            if folder.is_dir() and any(os.path.lexists(folder / name) for name in (META, TRANSCRIPT)):
                 found.add(folder.name)
         elif (slug := _aside_slug(folder.name)) and not (base / slug).exists() \
                 and _is_left_aside(folder, lesson_id, slug):
@@ -233,11 +235,13 @@ def _load_evidence(course_root: Path, lesson_id: str, slug: str) -> Evidence | N
     meta_path = directory / META
     data = read_evidence_file(meta_path)
     if data is None:
+        if os.path.lexists(directory / TRANSCRIPT):
+            raise EvidenceError("transcript without its metadata", path=meta_path)
         return None
     try:
         meta = EvidenceMeta.model_validate_json(data)
     except ValidationError as exc:
-        raise EvidenceError(f"corrupt metadata: {_first_error(exc)}", path=meta_path)
+        raise EvidenceError(f"corrupt metadata: {first_error(exc)}", path=meta_path)
     transcript_path = directory / TRANSCRIPT
     data = read_evidence_file(transcript_path)
     if data is None:
@@ -356,7 +360,7 @@ def load_build_evidence(course_root: Path, lesson_id: str, arch: str):
         try:
             return BuildEvidence.model_validate_json(data)
         except ValidationError as exc:
-            raise EvidenceError(f"corrupt build evidence: {_first_error(exc)}", path=path)
+            raise EvidenceError(f"corrupt build evidence: {first_error(exc)}", path=path)
 
 
 def write_build_evidence(course_root: Path, evidence: BuildEvidence) -> Path:

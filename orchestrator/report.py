@@ -8,13 +8,14 @@ import re
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
 from . import __version__
 from .build import cache_root
 from .errors import ManifestError, ReportError, UsageError
+from .evidence import first_error
 from .files import atomic_write, parse_json, read_file, sha256_bytes
 from .manifest import Manifest
 from .results import LessonResult, Status, is_unverified
@@ -25,6 +26,24 @@ from .yamlfile import MAX_BYTES
 REPORT_FORMAT = 1
 # The most `report merge` reads of one report: the course's report of its 4 lessons is 32 KiB.
 REPORT_LIMIT = 64 * 2**20
+# The most of a lesson's transcript a report keeps, in characters: the course's longest is 2 KiB. A flood
+# kept whole (16 MiB, the capture limit) made a JUnit <system-out> that libxml2's readers refuse (10 MB
+# a text node) and, as NUL bytes written \u0000, a JSON report larger than `report merge` reads.
+TRANSCRIPT_LIMIT = 256 * 1024
+
+_SHARD = r"([1-9][0-9]*)/([1-9][0-9]*)"
+
+
+def _shard(value: str) -> str:
+    """K/N with 1 <= K <= N, as `verify --shard` takes it: `report merge` counts the shards of a split by it."""
+    match = re.fullmatch(_SHARD, value)
+    if match is None or int(match[1]) > int(match[2]):
+        raise ValueError(f"{value!r} is not a shard K/N of a split, with 1 <= K <= N")
+    return value
+
+
+# The pattern is for the JSON Schema; _shard checks it, and K <= N, with a message of its own.
+Shard = Annotated[str, AfterValidator(_shard), Field(json_schema_extra={"pattern": f"^{_SHARD}$"})]
 
 
 class VerifyReport(BaseModel):
@@ -44,8 +63,8 @@ class VerifyReport(BaseModel):
     offline: bool = False
     strict: bool = False
     manifest_sha256: str | None = None   # lessons.yaml's bytes: shards of one run share it
-    shard: str | None = None             # K/N of a sharded verify
-    shards: list[str] = []               # a merged report: the shards it holds
+    shard: Shard | None = None           # K/N of a sharded verify
+    shards: list[Shard] = []             # a merged report: the shards it holds
     partial: bool = False                # merged with --allow-partial while shards were missing
     toolchain: Toolchain | None = None
     results: list[LessonResult]
@@ -72,7 +91,17 @@ def make_report(command: str, results: list[LessonResult], toolchain: Toolchain 
     return VerifyReport(command=command, date=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
                         offline=offline, strict=strict, manifest_sha256=manifest_digest(manifest), shard=shard,
                         shards=[shard] if shard else [], toolchain=paths.toolchain(toolchain),
-                        results=[paths.result(r) for r in results])
+                        results=[_kept(paths.result(r)) for r in results])
+
+
+def _kept(result: LessonResult) -> LessonResult:
+    """The result with its transcript cut to TRANSCRIPT_LIMIT characters, saying so where it was cut."""
+    text = result.transcript
+    if text is None or len(text) <= TRANSCRIPT_LIMIT:
+        return result
+    return result.model_copy(update={"transcript": f"{text[:TRANSCRIPT_LIMIT]}\n… cut: the transcript holds "
+                                                   f"{len(text):,} characters; the report keeps the first "
+                                                   f"{TRANSCRIPT_LIMIT:,}\n"})
 
 
 class _Portable:
@@ -131,8 +160,8 @@ def read_json(path: Path) -> VerifyReport:
                          f"{REPORT_FORMAT}: re-run the command that wrote it", path=path)
     try:
         return VerifyReport.model_validate(data)
-    except ValueError as exc:
-        raise UsageError(f"not a coursectl JSON report: {str(exc).splitlines()[0]}", path=path)
+    except ValidationError as exc:
+        raise UsageError(f"not a coursectl JSON report: {first_error(exc)}", path=path)
 
 
 def report_schema() -> dict:

@@ -136,6 +136,28 @@ def test_under_github_actions_verify_annotates_and_writes_the_summary(course, fa
     assert "| [day16-tiled-matmul](lessons/day16-tiled-matmul/README.md) | FAIL |" in written
 
 
+def test_a_course_in_a_folder_of_the_repository_is_annotated_at_its_path_there(make_course, fake_gpu, prebuilt,
+                                                                               monkeypatch, tmp_path):
+    """GitHub takes a file relative to the repository's checkout: `lessons.yaml` named a file the repository
+    lacks when the course lies in course/ of it."""
+    made = make_course(["day16-tiled-matmul"])
+    monkeypatch.chdir(made.root)
+    assert coursectl("record", "day16-tiled-matmul", "-q").exit_code == 0
+    edit(made.transcript("day16-tiled-matmul"), "naive         0.025", "naive         0.100")
+    monkeypatch.chdir(tmp_path)
+    for name, value in (("GITHUB_ACTIONS", "true"), ("GITHUB_WORKSPACE", str(tmp_path)),
+                        ("GITHUB_SERVER_URL", "https://github.com"), ("GITHUB_REPOSITORY", "o/course"),
+                        ("GITHUB_SHA", "abc123"), ("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))):
+        monkeypatch.setenv(name, value)
+    result = coursectl("verify", "--all", "-q", "-m", "course/lessons.yaml")
+    assert result.exit_code == 1
+    rows = made.manifest.read_text().splitlines()
+    assert [line.split(",title=")[0] for line in lines(result.stdout) if line.startswith("::")] == [
+        f"::error file=course/lessons.yaml,line={next(n for n, row in enumerate(rows, 1) if 'table: cases' in row)}"]
+    assert ("| [day16-tiled-matmul](https://github.com/o/course/blob/abc123/course/lessons/day16-tiled-matmul/"
+            "README.md) | FAIL |") in (tmp_path / "summary.md").read_text()
+
+
 def test_without_github_actions_nothing_is_annotated(course, fake_gpu, prebuilt, monkeypatch):
     course(["day13-shared-memory"])
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)

@@ -497,7 +497,22 @@ def test_merging_a_file_that_is_not_a_report(tmp_path):
     result = coursectl("report", "merge", bogus)
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr == (f"coursectl: error: {bogus}: not a coursectl JSON report: "
-                             "2 validation errors for VerifyReport\n")
+                             "date: Field required\n")
+
+
+@pytest.mark.parametrize("shard", ["abc", "1/x", "1/0", "3/2"])
+def test_merging_a_report_whose_shard_is_not_k_of_n(course, fake_gpu, prebuilt, tmp_path, shard):
+    """A shard the schema takes for a string crashed the merge (IndexError, ValueError) or merged as 1/0."""
+    course(["day13-shared-memory"])
+    report = tmp_path / "1.json"
+    assert coursectl("verify", "--all", "-q", "--json", report).exit_code == 0
+    data = json.loads(report.read_text())
+    data["shard"], data["shards"] = shard, [shard]
+    report.write_text(json.dumps(data))
+    result = coursectl("report", "merge", report)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (f"coursectl: error: {report}: not a coursectl JSON report: shard: {shard!r} is not "
+                             "a shard K/N of a split, with 1 <= K <= N\n")
 
 
 @pytest.mark.parametrize("shard, message", [("3/2", "--shard '3/2': K must be between 1 and N"),

@@ -103,6 +103,16 @@ def test_missing_transcript(tmp_path):
     assert str(caught.value) == f"{named(directory / 'transcript.txt', tmp_path)}: metadata without its transcript"
 
 
+def test_missing_metadata(tmp_path):
+    """A transcript whose meta.json is gone was taken for no evidence at all (NO_EVIDENCE, exit 0)."""
+    directory = write_evidence(tmp_path, make_meta(), TRANSCRIPT)
+    (directory / "meta.json").unlink()
+    assert list_gpus(tmp_path, LESSON) == [SLUG]
+    with pytest.raises(EvidenceError) as caught:
+        load_evidence(tmp_path, LESSON, SLUG)
+    assert str(caught.value) == f"{named(directory / 'meta.json', tmp_path)}: transcript without its metadata"
+
+
 def test_edited_extra_file_is_refused(tmp_path):
     directory = write_evidence(tmp_path, make_meta(), TRANSCRIPT, {"racecheck.log": RACECHECK_LOG})
     (directory / "racecheck.log").write_bytes(RACECHECK_LOG + b"========= one more line\n")

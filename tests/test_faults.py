@@ -150,7 +150,9 @@ def test_a_flood_is_cut_at_the_capture_limit_and_named_at_its_first_line(course,
         + "x" * 63 + "'"]
     [flood] = json.loads(report.read_text())["results"]
     assert (flood["run"]["exit_status"], flood["run"]["stdout_truncated"]) == (0, True)
-    assert len(flood["transcript"]) == 16 * 1024 * 1024
+    assert flood["transcript"].startswith("x" * 63 + "\n")   # its head, not the 16 MiB: see test_junit.py
+    assert flood["transcript"].endswith("… cut: the transcript holds 16,777,216 characters; the report keeps the "
+                                        "first 262,144\n")
 
 
 def test_invalid_utf8_is_a_parse_error_naming_the_line(course, fake_gpu, prebuilt):
@@ -331,6 +333,30 @@ def test_corrupt_evidence_is_said_in_one_reason_and_record_replaces_it(course, f
     assert (lesson["status"], lesson["recorded"], lesson["notes"]) == (
         "PASS", True, [f"previous evidence was unreadable and is replaced: {named(meta, made.root)}: corrupt metadata: "
                        f"{message}"])
+    assert coursectl("verify", "--all", "-q").exit_code == 0
+
+
+def test_evidence_whose_metadata_is_deleted_fails_and_record_replaces_it(course, fake_gpu, prebuilt, tmp_path):
+    """It was NO_EVIDENCE, exit 0: the transcript and the sanitizer reports left behind were not said."""
+    made = course(["day16-tiled-matmul"])
+    assert coursectl("record", "--all", "-q").exit_code == 0
+    meta = made.evidence("day16-tiled-matmul") / "meta.json"
+    meta.unlink()
+    report = tmp_path / "report.json"
+    result = coursectl("verify", "--all", "-q", "--json", report)
+    assert (result.exit_code, result.stderr) == (1, "")
+    assert statuses(result.stdout) == {"day16-tiled-matmul": "FAIL"}
+    [lesson] = json.loads(report.read_text())["results"]
+    assert lesson["reasons"] == [f"evidence: {named(meta, made.root)}: transcript without its metadata"]
+    offline = coursectl("verify", "--all", "--offline", "-q")
+    assert (offline.exit_code, statuses(offline.stdout, "verify --offline")) == (1, {"day16-tiled-matmul": "FAIL"})
+
+    recorded = coursectl("record", "--all", "-q", "--json", report)
+    assert (recorded.exit_code, recorded.stderr) == (0, "")
+    [lesson] = json.loads(report.read_text())["results"]
+    assert (lesson["status"], lesson["notes"]) == (
+        "PASS", [f"previous evidence was unreadable and is replaced: {named(meta, made.root)}: transcript without "
+                 "its metadata"])
     assert coursectl("verify", "--all", "-q").exit_code == 0
 
 

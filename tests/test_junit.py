@@ -1,8 +1,9 @@
 """orchestrator.report.junit_xml: every report is valid against junit-10.xsd and says what really ran.
 
 The schema is the one pytest validates its own JUnit XML with (tests/data/junit-10.xsd).
-Most tests build results by hand, one per status; two go through coursectl itself:
-an offline verify re-judging recorded sanitizer reports, and a lesson printing a NUL.
+Most tests build results by hand, one per status; three go through coursectl itself:
+an offline verify re-judging recorded sanitizer reports, a lesson printing a NUL, and
+one printing megabytes of them.
 """
 
 from __future__ import annotations
@@ -235,3 +236,24 @@ def test_a_nul_byte_in_a_transcript_keeps_the_junit_readable(course, fake_gpu, p
     assert case.find("failure").get("type") == "FAIL"
     assert "na\\x00ive" in case.findtext("system-out")
     assert "\x00" not in junit.read_text(encoding="utf-8")
+
+
+def test_a_lesson_printing_megabytes_leaves_reports_that_their_readers_take(course, fake_gpu, prebuilt, tmp_path):
+    """NUL bytes past the capture limit (16 MiB kept): the JUnit XML parses with libxml2's default limits (10 MB a
+    text node) and `report merge` reads the JSON report verify wrote; both keep the head of the transcript
+    and say how much was cut."""
+    made = course(["day16-tiled-matmul"])
+    made.transcript("day16-tiled-matmul").write_bytes(b"GPU: NVIDIA H200 (compute capability 9.0)\n"
+                                                      + b"\x00" * (16 * 2**20))
+    junit, report = tmp_path / "report.xml", tmp_path / "report.json"
+    result = coursectl("verify", "--all", "-q", "--junit", junit, "--json", report)
+    assert result.exit_code == 1, result.stdout + result.stderr
+    [case] = valid(junit.read_text(encoding="utf-8")).findall("testcase")
+    out = case.findtext("system-out")
+    assert out.startswith("GPU: NVIDIA H200 (compute capability 9.0)\n\\x00\\x00")
+    assert out.endswith("\n… cut: the transcript holds 16,777,216 characters; the report keeps the first 262,144\n")
+    [lesson] = json.loads(report.read_text())["results"]
+    assert lesson["transcript"].endswith("\n… cut: the transcript holds 16,777,216 characters; the report keeps "
+                                         "the first 262,144\n")
+    merged = coursectl("report", "merge", report)
+    assert (merged.exit_code, merged.stderr) == (1, "")
