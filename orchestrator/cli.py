@@ -221,7 +221,7 @@ def doctor(manifest_path: Path = ManifestOpt) -> None:
                                           f"{gpu.memory_mib} MiB, {gpu.pci_bus_id}, {gpu.uuid}")
     for note in tc.notes:
         table.add_row("note", note)
-    console.print(table)
+    display.print_table(console, table)
     manifest = None
     try:
         manifest = load(manifest_path)
@@ -237,7 +237,7 @@ def doctor(manifest_path: Path = ManifestOpt) -> None:
         for lesson in manifest.lessons:
             have = list_gpus(manifest.root, lesson.id)
             ev.add_row(lesson.id, ", ".join(have) or "none", *("yes" if s in have else "NO" for s in slugs))
-        console.print(ev)
+        display.print_table(console, ev)
     tc.require_nvcc()
 
 

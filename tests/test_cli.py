@@ -86,6 +86,19 @@ def test_doctor_without_compute_sanitizer_or_gpu_reports_and_exits_0(course, mon
         f" GPUs via          {H} none: verify --offline, build, check, new, compare and render work here"]
 
 
+def test_doctor_in_a_narrow_terminal_shows_the_path_of_nvcc_whole(course, monkeypatch, nvcc_bin, nvcc_version):
+    """At 40 columns the path was cut to '/tmp/pytest-of-root/pyt…': the one thing doctor is asked for."""
+    from orchestrator import toolchain
+
+    course(["day13-shared-memory"])
+    monkeypatch.setenv("PATH", str(nvcc_bin))
+    monkeypatch.setattr(toolchain, "_cuda_dirs", lambda: [])
+    monkeypatch.setenv("COURSECTL_NO_NVML", "1")
+    result = coursectl("doctor", columns=40)
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert lines(result.stdout)[0] == f" nvcc              {H} {nvcc_bin / 'nvcc'} ({nvcc_version})"
+
+
 def test_doctor_without_nvcc_exits_3(course, monkeypatch, gpu_bin):
     from orchestrator import toolchain
 
