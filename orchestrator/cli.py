@@ -94,7 +94,10 @@ def _consoles() -> tuple[Console, Console]:
 
 console, err_console = _consoles()
 
-ManifestOpt = typer.Option(Path("lessons.yaml"), "--manifest", "-m", metavar="FILE", help="The course manifest.")
+# readable=False: click's own check turned an unreadable lessons.yaml into a `Usage:` block, and doctor then
+# printed nothing; coursectl's reader says what is wrong with the file, as for every other file it reads.
+ManifestOpt = typer.Option(Path("lessons.yaml"), "--manifest", "-m", metavar="FILE", readable=False,
+                           help="The course manifest.")
 LessonsArg = typer.Argument(None, metavar="LESSON", show_default=False,
                             help="Lesson ids (see lessons.yaml); none with --all or -k.")
 AllOpt = typer.Option(False, "--all", help="Every lesson in the manifest.")
@@ -226,7 +229,7 @@ def doctor(manifest_path: Path = ManifestOpt) -> None:
     try:
         manifest = load(manifest_path)
     except CoursectlError as exc:
-        err_console.print(f"coursectl: {exc}", markup=False)
+        err_console.print(f"coursectl: {exc}", markup=False, soft_wrap=True)
     if manifest is not None:
         slugs = sorted({g.slug for g in tc.gpus})
         ev = Table(title="evidence", title_justify="left", show_edge=False)
@@ -245,7 +248,8 @@ def doctor(manifest_path: Path = ManifestOpt) -> None:
 @handle_errors
 def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, keyword: Optional[str] = KeywordOpt,
           jobs: Optional[int] = JobsOpt, arch: Optional[str] = ArchOpt, manifest_path: Path = ManifestOpt,
-          verbose: int = VerboseOpt) -> None:
+          verbose: int = typer.Option(0, "--verbose", "-v", count=True, show_default=False,
+                                      help="Also each nvcc command and ptxas' report of every kernel.")) -> None:
     """Build lessons with nvcc, in parallel, reusing cached binaries; a line per build as it finishes.
 
     With -v, also each nvcc command and ptxas' report of every kernel, as claims read it:
@@ -311,7 +315,7 @@ def run(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson 
         if command.stderr:
             sys.stderr.write(command.stderr.decode("utf-8", "replace"))
     for reason in result.reasons:
-        err_console.print(f"{lesson.id}: {reason}", markup=False)
+        err_console.print(f"{lesson.id}: {reason}", markup=False, soft_wrap=True)
     if result.status.is_failure:
         raise typer.Exit(1)
 
@@ -400,6 +404,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
                       sanitizer_jobs=sanitizer_jobs, start_gap=start_gap)
     title = "verify --offline" if offline else "verify"
     if offline:
+        tc.require_nvcc()   # before the note below, which would promise checks that never come
         if any(manifest.sanitizers(l) for l in lessons):
             console.print("offline: compute-sanitizer passes skipped (they need a GPU); "
                           "recorded sanitizer reports are checked with the evidence", highlight=False)
@@ -507,7 +512,7 @@ def render(check: bool = typer.Option(False, "--check", help="Write nothing; pri
         return
     written = write_pages(pages)
     for page in written:
-        console.print(f"wrote {page.name}", markup=False)
+        console.print(f"wrote {page.name}", markup=False, soft_wrap=True)
     if not written:
         console.print("every page is up to date")
 

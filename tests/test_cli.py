@@ -789,3 +789,10 @@ def test_help_shows_no_python_type_placeholders():
     for command in ("verify", "record", "build", "run", "sanitize", "render", "doctor", "report merge", "schema report"):
         text = coursectl(*command.split(), "--help").stdout
         assert not re.search(r"<(list|int|str|path|int range|float)\b", text), (command, text)
+
+
+def test_build_help_says_what_its_v_prints():
+    """build's -v was described as verify's: 'every stage and each lesson's claims; -vv: every field'."""
+    help_text = " ".join(coursectl("build", "--help").stdout.split())
+    assert "-v, --verbose Also each nvcc command and ptxas' report of every kernel." in help_text
+    assert "claims; -vv" not in help_text
