@@ -103,7 +103,7 @@ LessonsArg = typer.Argument(None, metavar="LESSON", show_default=False,
 AllOpt = typer.Option(False, "--all", help="Every lesson in the manifest.")
 KeywordOpt = typer.Option(None, "-k", metavar="PATTERN",
                           help="Only lessons whose id or title contains PATTERN, or matches it as a glob (day1*).")
-JobsOpt = typer.Option(None, "--jobs", "-j", metavar="N", help="Parallel builds (default: all cores).")
+JobsOpt = typer.Option(None, "--jobs", "-j", min=1, metavar="N", help="Parallel builds (default: all cores).")
 ArchOpt = typer.Option(None, "--arch", metavar="sm_NN", help="Build for this architecture instead of the GPU's.")
 GpusOpt = typer.Option(None, "--gpus", metavar="IDS", help="GPUs to use: indices or UUIDs, comma-separated.")
 RepeatOpt = typer.Option(1, "--repeat", min=1, metavar="N",
@@ -285,6 +285,9 @@ def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, key
         if result.diagnostics.strip() and not result.cached:
             err_console.print(result.diagnostics.rstrip(), markup=False, soft_wrap=True)
 
+    if not lessons:   # a -k that matches nothing: say so, as verify does, rather than print nothing
+        console.print("no lesson was selected, nothing was built", markup=False)
+        return
     built = build_many(manifest, [(l, a) for l in lessons for a in archs], tc, _jobs(jobs), emit=show)
     failed = [result for _, _, result in built if isinstance(result, CoursectlError)]
     for error in failed:
