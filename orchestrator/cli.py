@@ -94,13 +94,16 @@ def _consoles() -> tuple[Console, Console]:
 
 console, err_console = _consoles()
 
-ManifestOpt = typer.Option(Path("lessons.yaml"), "--manifest", "-m", metavar="FILE", help="The course manifest.")
+# readable=False: click's own check turned an unreadable lessons.yaml into a `Usage:` block, and doctor then
+# printed nothing; coursectl's reader says what is wrong with the file, as for every other file it reads.
+ManifestOpt = typer.Option(Path("lessons.yaml"), "--manifest", "-m", metavar="FILE", readable=False,
+                           help="The course manifest.")
 LessonsArg = typer.Argument(None, metavar="LESSON", show_default=False,
                             help="Lesson ids (see lessons.yaml); none with --all or -k.")
 AllOpt = typer.Option(False, "--all", help="Every lesson in the manifest.")
 KeywordOpt = typer.Option(None, "-k", metavar="PATTERN",
                           help="Only lessons whose id or title contains PATTERN, or matches it as a glob (day1*).")
-JobsOpt = typer.Option(None, "--jobs", "-j", metavar="N", help="Parallel builds (default: all cores).")
+JobsOpt = typer.Option(None, "--jobs", "-j", min=1, metavar="N", help="Parallel builds (default: all cores).")
 ArchOpt = typer.Option(None, "--arch", metavar="sm_NN", help="Build for this architecture instead of the GPU's.")
 GpusOpt = typer.Option(None, "--gpus", metavar="IDS", help="GPUs to use: indices or UUIDs, comma-separated.")
 RepeatOpt = typer.Option(1, "--repeat", min=1, metavar="N",
@@ -221,12 +224,12 @@ def doctor(manifest_path: Path = ManifestOpt) -> None:
                                           f"{gpu.memory_mib} MiB, {gpu.pci_bus_id}, {gpu.uuid}")
     for note in tc.notes:
         table.add_row("note", note)
-    console.print(table)
+    display.print_table(console, table)
     manifest = None
     try:
         manifest = load(manifest_path)
     except CoursectlError as exc:
-        err_console.print(f"coursectl: {exc}", markup=False)
+        err_console.print(f"coursectl: {exc}", markup=False, soft_wrap=True)
     if manifest is not None:
         slugs = sorted({g.slug for g in tc.gpus})
         ev = Table(title="evidence", title_justify="left", show_edge=False)
@@ -237,7 +240,7 @@ def doctor(manifest_path: Path = ManifestOpt) -> None:
         for lesson in manifest.lessons:
             have = list_gpus(manifest.root, lesson.id)
             ev.add_row(lesson.id, ", ".join(have) or "none", *("yes" if s in have else "NO" for s in slugs))
-        console.print(ev)
+        display.print_table(console, ev)
     tc.require_nvcc()
 
 
@@ -245,7 +248,8 @@ def doctor(manifest_path: Path = ManifestOpt) -> None:
 @handle_errors
 def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, keyword: Optional[str] = KeywordOpt,
           jobs: Optional[int] = JobsOpt, arch: Optional[str] = ArchOpt, manifest_path: Path = ManifestOpt,
-          verbose: int = VerboseOpt) -> None:
+          verbose: int = typer.Option(0, "--verbose", "-v", count=True, show_default=False,
+                                      help="Also each nvcc command and ptxas' report of every kernel.")) -> None:
     """Build lessons with nvcc, in parallel, reusing cached binaries; a line per build as it finishes.
 
     With -v, also each nvcc command and ptxas' report of every kernel, as claims read it:
@@ -281,6 +285,9 @@ def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, key
         if result.diagnostics.strip() and not result.cached:
             err_console.print(result.diagnostics.rstrip(), markup=False, soft_wrap=True)
 
+    if not lessons:   # a -k that matches nothing: say so, as verify does, rather than print nothing
+        console.print("no lesson was selected, nothing was built", markup=False)
+        return
     built = build_many(manifest, [(l, a) for l in lessons for a in archs], tc, _jobs(jobs), emit=show)
     failed = [result for _, _, result in built if isinstance(result, CoursectlError)]
     for error in failed:
@@ -311,7 +318,7 @@ def run(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson 
         if command.stderr:
             sys.stderr.write(command.stderr.decode("utf-8", "replace"))
     for reason in result.reasons:
-        err_console.print(f"{lesson.id}: {reason}", markup=False)
+        err_console.print(f"{lesson.id}: {reason}", markup=False, soft_wrap=True)
     if result.status.is_failure:
         raise typer.Exit(1)
 
@@ -400,6 +407,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
                       sanitizer_jobs=sanitizer_jobs, start_gap=start_gap)
     title = "verify --offline" if offline else "verify"
     if offline:
+        tc.require_nvcc()   # before the note below, which would promise checks that never come
         if any(manifest.sanitizers(l) for l in lessons):
             console.print("offline: compute-sanitizer passes skipped (they need a GPU); "
                           "recorded sanitizer reports are checked with the evidence", highlight=False)
@@ -507,7 +515,7 @@ def render(check: bool = typer.Option(False, "--check", help="Write nothing; pri
         return
     written = write_pages(pages)
     for page in written:
-        console.print(f"wrote {page.name}", markup=False)
+        console.print(f"wrote {page.name}", markup=False, soft_wrap=True)
     if not written:
         console.print("every page is up to date")
 

@@ -65,9 +65,10 @@ def new(lesson_id: str = typer.Argument(..., metavar="dayNN-name", help="The new
     made = new_lesson(load(manifest_path), lesson_id, title)
     for name in made.files:
         cli.console.print(f"wrote {name}" + (f" (the entry at line {made.line})" if name.endswith(".yaml") else ""),
-                      markup=False, highlight=False)
+                      markup=False, highlight=False, soft_wrap=True)   # a path whole on its line, never broken
     cli.console.print(f"next: write the lesson, `coursectl build {made.lesson}`, `coursectl check {made.lesson} "
-                  f"TRANSCRIPT`, `coursectl render`; docs/authoring.md walks through it", markup=False, highlight=False)
+                  f"TRANSCRIPT`, `coursectl render`; docs/authoring.md walks through it", markup=False, highlight=False,
+                  soft_wrap=True)
 
 
 @app.command(cls=Command)

@@ -14,8 +14,10 @@ import shlex
 import threading
 import time
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.live import Live
+from rich.segment import Segments
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
@@ -36,6 +38,29 @@ FIELD_STYLE = {
     FieldStatus.other_gpu: "dim", FieldStatus.ambiguous: "yellow", FieldStatus.untrusted: "yellow",
 }
 STATUS_WIDTH = max(len(status.value) for status in Status)
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Print a table whole, however narrow the console or long its cells.
+
+    Narrower than the table's longest words, rich ends cells in '…' and at last squeezes whole columns
+    to nothing: at 40 columns the summary lost every column after the status, and a lesson id of 163
+    characters did that in a 160-column CI log. Each column keeps at least its longest word (all of a
+    cell that does not wrap), uncropped; a table whose words do not fit at all is laid out at its
+    natural width, a row to a line, and the terminal folds its lines instead.
+    """
+    for column in table.columns:
+        texts = [cell.plain if isinstance(cell, Text) else str(cell) for cell in (column.header, *column.cells)]
+        words = texts if column.no_wrap else [word for text in texts for word in text.split()]
+        column.min_width = max((cell_len(word) for word in words), default=0) or None
+        column.overflow = "fold"   # rich's own narrowing may still undershoot a word: fold it, never cut it
+    width = console.measure(table, options=console.options.update_width(1_000_000))
+    if width.minimum <= console.width:
+        console.print(table, crop=False)
+        return
+    for line in console.render_lines(table, console.options.update_width(width.maximum), pad=False,
+                                     new_lines=True):
+        console.print(Segments(line), end="", soft_wrap=True)
 
 
 def finished_line(result: LessonResult) -> Text:
@@ -138,7 +163,7 @@ def print_fields(console: Console, result: LessonResult, rows: list[FieldResult]
             cells.append(f"{result.spread[f.path]:.1%}" if f.path in result.spread else "")
         cells.append(Text(f.status.value, style=FIELD_STYLE[f.status]))
         table.add_row(*cells)
-    console.print(table)
+    print_table(console, table)
 
 
 def print_provenance(console: Console, result: LessonResult) -> None:
@@ -158,7 +183,7 @@ def print_claims(console: Console, result: LessonResult, failed_only: bool = Fal
         held = Text("yes", style="green") if claim.held else Text(
             "NO", style="bold red" if claim.kind == "gate" else "yellow")
         table.add_row(Text(claim.id), claim.kind, str(claim.checked), held)
-    console.print(table)
+    print_table(console, table)
 
 
 def print_details(console: Console, results: list[LessonResult], verbosity: int) -> None:
@@ -184,7 +209,7 @@ def print_summary(console: Console, results: list[LessonResult], title: str) -> 
         status = r.status.value + (" (recorded)" if r.recorded else "")
         table.add_row(Text(r.lesson), Text(status, style=STATUS_STYLE[r.status]), r.gpu or "-",
                       r.evidence or "-", run, passes or "-", total)
-    console.print(table)
+    print_table(console, table)
     for r in results:
         for reason in r.reasons:
             console.print(Text(f"{r.lesson}: {reason}", style="red" if r.status.is_failure else "yellow"),
@@ -313,4 +338,4 @@ def print_comparison(console: Console, a, b, compared: list) -> None:
             ratio = f"{f.ratio:.3f}" if f.ratio is not None else ""
             table.add_row(Text(f.path), f.rule, format_value(f.old), format_value(f.new), ratio,
                           Text(f.status.value, style=FIELD_STYLE[f.status]))
-        console.print(table)
+        print_table(console, table)

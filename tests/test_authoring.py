@@ -295,6 +295,27 @@ def test_new_makes_a_lesson_that_builds_checks_and_renders(copy, tmp_path):
     assert coursectl("render", "--check").exit_code == 0
 
 
+def test_new_prints_each_path_whole_in_a_narrow_terminal(copy):
+    """At 60 columns `wrote lessons/day17-...` broke inside the path, and `next:` inside its commands."""
+    result = coursectl("new", "day17-saxpy-with-a-longer-name", "--title", "SAXPY", columns=60)
+    assert result.exit_code == 0
+    assert lines(result.stdout)[:2] == ["wrote lessons/day17-saxpy-with-a-longer-name/saxpy_with_a_longer_name.cu",
+                                        "wrote lessons/day17-saxpy-with-a-longer-name/prose.md"]
+    assert lines(result.stdout)[3].endswith("docs/authoring.md walks through it")
+
+
+def test_verify_offline_without_nvcc_promises_nothing_first(copy, monkeypatch, tmp_path):
+    """It printed `offline: compute-sanitizer passes skipped ...; recorded sanitizer reports are checked` on
+    stdout, then stopped for want of nvcc, having checked nothing."""
+    from orchestrator import toolchain
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(toolchain, "_cuda_dirs", lambda: [])
+    result = coursectl("verify", "--all", "--offline")
+    assert (result.exit_code, result.stdout) == (3, "")
+    assert result.stderr.startswith("coursectl: error: nvcc not found")
+
+
 def test_new_refuses_an_existing_id_or_day_and_a_bad_id(copy):
     before = (copy / "lessons.yaml").read_text()
     day16 = before.splitlines().index(f"  - {DAY16}: Tiled matrix multiply in shared memory") + 1

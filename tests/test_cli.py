@@ -86,6 +86,19 @@ def test_doctor_without_compute_sanitizer_or_gpu_reports_and_exits_0(course, mon
         f" GPUs via          {H} none: verify --offline, build, check, new, compare and render work here"]
 
 
+def test_doctor_in_a_narrow_terminal_shows_the_path_of_nvcc_whole(course, monkeypatch, nvcc_bin, nvcc_version):
+    """At 40 columns the path was cut to '/tmp/pytest-of-root/pyt…': the one thing doctor is asked for."""
+    from orchestrator import toolchain
+
+    course(["day13-shared-memory"])
+    monkeypatch.setenv("PATH", str(nvcc_bin))
+    monkeypatch.setattr(toolchain, "_cuda_dirs", lambda: [])
+    monkeypatch.setenv("COURSECTL_NO_NVML", "1")
+    result = coursectl("doctor", columns=40)
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert lines(result.stdout)[0] == f" nvcc              {H} {nvcc_bin / 'nvcc'} ({nvcc_version})"
+
+
 def test_doctor_without_nvcc_exits_3(course, monkeypatch, gpu_bin):
     from orchestrator import toolchain
 
@@ -791,3 +804,21 @@ def test_help_shows_no_python_type_placeholders():
     for command in ("verify", "record", "build", "run", "sanitize", "render", "doctor", "report merge", "schema report"):
         text = coursectl(*command.split(), "--help").stdout
         assert not re.search(r"<(list|int|str|path|int range|float)\b", text), (command, text)
+
+
+def test_build_help_says_what_its_v_prints():
+    """build's -v was described as verify's: 'every stage and each lesson's claims; -vv: every field'."""
+    help_text = " ".join(coursectl("build", "--help").stdout.split())
+    assert "-v, --verbose Also each nvcc command and ptxas' report of every kernel." in help_text
+    assert "claims; -vv" not in help_text
+
+
+def test_build_says_when_k_selects_nothing_and_refuses_a_job_count_below_1(course, nvcc_bin, monkeypatch):
+    """`build -k zzz` printed nothing at all and exited 0; `-j -1` and `-j 0` were taken for every core."""
+    course(["day13-shared-memory"])
+    monkeypatch.setenv("PATH", str(nvcc_bin))
+    result = coursectl("build", "-k", "zzz")
+    assert (result.exit_code, result.stdout) == (0, "no lesson was selected, nothing was built\n")
+    for jobs in ("-1", "0"):
+        result = coursectl("build", "--all", "-j", jobs)
+        assert result.exit_code == 2 and "Invalid value for '--jobs'" in result.stderr, jobs

@@ -198,6 +198,20 @@ def test_without_nvcc_exits_3(course, monkeypatch, gpu_bin, command):
                              "hint: install the CUDA toolkit or set CUDA_HOME\n")
 
 
+def test_an_unreadable_manifest_is_coursectls_error_and_doctor_still_reports(course, monkeypatch):
+    """click's own readability check made an unreadable lessons.yaml a `Usage:` block, and doctor, which
+    reports the tools whatever the course, printed nothing. The check is click's, by os.access: told the
+    file is unreadable, it must not be the one that answers (coursectl's reader reads it here, as root)."""
+    course(["day13-shared-memory"])
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, *a, **k: (
+        False if Path(path).name == "lessons.yaml" and mode == os.R_OK else real_access(path, mode, *a, **k)))
+    for command in (["doctor"], ["render", "--check"]):
+        result = coursectl(*command)
+        assert "Usage:" not in result.stderr, command
+    assert coursectl("doctor").stdout.startswith(" nvcc ")
+
+
 @pytest.mark.slow
 def test_a_lesson_nvcc_refuses_fails_and_the_others_still_run(course, fake_gpu, prebuilt, nvcc_version, tmp_path,
                                                               real_nvcc):

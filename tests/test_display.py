@@ -1,0 +1,42 @@
+"""What display prints for a person or a log, however narrow the terminal or long a lesson id."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from orchestrator import display
+from orchestrator.results import LessonResult, Status
+
+LONG_ID = "day18-" + "very-long-lesson-name-" * 7 + "end"   # 163 characters
+
+
+def printed(width: int, results: list[LessonResult]) -> list[str]:
+    out = io.StringIO()
+    display.print_summary(Console(file=out, width=width, highlight=False, color_system=None), results, "verify")
+    return [line.rstrip() for line in out.getvalue().splitlines()]
+
+
+def test_the_summary_keeps_every_column_in_a_narrow_terminal():
+    """At 40 columns rich squeezed every column after the status to nothing: no GPU, evidence or time."""
+    rows = printed(40, [LessonResult(lesson="day14-syncthreads", status=Status.PASS, gpu="nvidia-h200",
+                                     evidence="nvidia-h200", seconds=1.94)])
+    assert [cell.strip() for cell in rows[1].split("┃")] == ["lesson", "status", "gpu", "evidence", "run",
+                                                             "sanitizers", "total"]
+    assert [cell.strip() for cell in rows[3].split("│")] == ["day14-syncthreads", "PASS", "nvidia-h200",
+                                                            "nvidia-h200", "-", "-", "1.94 s"]
+
+
+def test_a_lesson_id_longer_than_a_log_line_keeps_its_row_whole():
+    """A 163-character id in a 160-column log cut the id and the status ('NO_…') and dropped the rest."""
+    rows = printed(160, [LessonResult(lesson=LONG_ID, status=Status.NO_EVIDENCE, seconds=0.01)])
+    assert [cell.strip() for cell in rows[3].split("│")] == [LONG_ID, "NO_EVIDENCE", "-", "-", "-", "-", "0.01 s"]
+
+
+def test_a_table_that_fits_is_printed_as_before():
+    rows = printed(80, [LessonResult(lesson="day14-syncthreads", status=Status.PASS, seconds=1.94)])
+    assert rows[1:] == [
+        " lesson            ┃ status ┃ gpu ┃ evidence ┃ run ┃ sanitizers ┃ total",
+        "━━━━━━━━━━━━━━━━━━━╇━━━━━━━━╇━━━━━╇━━━━━━━━━━╇━━━━━╇━━━━━━━━━━━━╇━━━━━━━━",
+        " day14-syncthreads │ PASS   │ -   │ -        │ -   │ -          │ 1.94 s"]
