@@ -11,12 +11,20 @@ each lesson without evidence. Values are escaped as the workflow-command rules r
 The step summary is Markdown appended to $GITHUB_STEP_SUMMARY: the verdict
 table, each failure's moved fields and failed claims, links to the lesson
 pages. GitHub refuses a summary over 1 MiB; this one is cut well before.
+
+While a workflow runs and prints its results, workflow commands are stopped
+(`::stop-commands::TOKEN`, `commands_stopped`): the lines of a lesson's
+output that a failure quotes are then text, whatever they hold, and only
+coursectl's own annotations, printed after `::TOKEN::`, are commands.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 from pathlib import Path
+from typing import Callable, Iterator
 
 from .files import relative
 from .judging import expectation_of
@@ -184,6 +192,25 @@ def step_summary(manifest: Manifest, results: list[LessonResult], title: str, ta
             return text + "\n… the rest is cut: GitHub keeps step summaries under 1 MiB; see the JSON report.\n"
         text += part
     return text
+
+
+@contextlib.contextmanager
+def commands_stopped(print_line: Callable[[str], None]) -> Iterator[None]:
+    """Under GitHub Actions, nothing printed inside is taken for a workflow command.
+
+    A lesson line quoted in a failure's reason (`::add-mask::...`,
+    `::error::...`, `::stop-commands::...`) would otherwise be carried out by the runner.
+    The token that resumes them is random, so no output can guess it.
+    """
+    if os.environ.get("GITHUB_ACTIONS") != "true":
+        yield
+        return
+    token = secrets.token_hex(16)
+    print_line(f"::stop-commands::{token}")
+    try:
+        yield
+    finally:
+        print_line(f"::{token}::")
 
 
 def publish(manifest: Manifest, results: list[LessonResult], title: str, tally: str, print_line) -> None:

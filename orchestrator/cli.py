@@ -332,31 +332,39 @@ def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, quiet: 
     Exits 1 if any lesson failed (with strict: or was not verified); an
     interrupt still exits 130 once the reports are written.
     """
+    from . import annotations
+
+    def print_line(line: str) -> None:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
     outcome = types.SimpleNamespace(results=[])
     interrupted = None
     started = time.monotonic()
-    try:
-        yield outcome
-    except Interrupted as exc:
-        outcome.results, interrupted = exc.results, exc
-    results = outcome.results
-    with span("report", "coursectl"):
-        from . import annotations
-        from .report import make_report
+    # Lessons' lines are printed inside: no workflow command is taken from them (see annotations).
+    stopped = contextlib.ExitStack()
+    stopped.enter_context(annotations.commands_stopped(print_line))
+    with stopped:
+        try:
+            yield outcome
+        except Interrupted as exc:
+            outcome.results, interrupted = exc.results, exc
+        results = outcome.results
+        with span("report", "coursectl"):
+            from .report import make_report
 
-        if verbosity >= 2:
-            display.print_commands(console, results)
-        if not quiet:
-            display.print_details(console, results, verbosity)
-        display.print_summary(console, results, title)
-        tally = display.print_tally(console, results, time.monotonic() - started, strict)
-        annotations.publish(manifest, results, title, tally,
-                            lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True))
-        if drift_path:
-            from .drift import write_drift_report
-            write_drift_report(drift_path, title, results, tc)
-        report = make_report(title, results, tc, manifest, offline=offline, shard=shard, strict=strict)
-        write_reports(report, json_path, junit_path, raise_on_failure=interrupted is None)
+            if verbosity >= 2:
+                display.print_commands(console, results)
+            if not quiet:
+                display.print_details(console, results, verbosity)
+            display.print_summary(console, results, title)
+            tally = display.print_tally(console, results, time.monotonic() - started, strict)
+            stopped.close()   # workflow commands again, for coursectl's own annotations
+            annotations.publish(manifest, results, title, tally, print_line)
+            if drift_path:
+                from .drift import write_drift_report
+                write_drift_report(drift_path, title, results, tc)
+            report = make_report(title, results, tc, manifest, offline=offline, shard=shard, strict=strict)
+            write_reports(report, json_path, junit_path, raise_on_failure=interrupted is None)
     if interrupted is not None:
         raise interrupted
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import select
 import shlex
 import signal
@@ -71,6 +72,9 @@ def _signal_name(number: int) -> str:
 
 
 LINE_LIMIT = 200   # characters of a program's line that coursectl quotes
+# The control characters of a program's line, but the tab: written as escapes (\x1b), so that what a
+# lesson prints reaches a terminal or CI log as text, never as a colour, a cursor move or a title.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def clip_line(line: str, quote: bool = False, limit: int = LINE_LIMIT) -> str:
@@ -88,7 +92,7 @@ def clip_line(line: str, quote: bool = False, limit: int = LINE_LIMIT) -> str:
             kept = kept[:max(0, len(kept) * (limit + 2) // len(shown) - 1)]
             shown = repr(kept)
     else:
-        shown = kept
+        shown = _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", kept)
     return shown if len(kept) == len(line) else f"{shown}… ({len(line):,} characters)"
 
 

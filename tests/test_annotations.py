@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from conftest import GPU_SLUG, ROOT, coursectl, edit, lines, unverified
-from orchestrator.annotations import SUMMARY_LIMIT, command, step_summary, workflow_commands
+from orchestrator.annotations import SUMMARY_LIMIT, command, commands_stopped, step_summary, workflow_commands
 from orchestrator.claims import ClaimResult
 from orchestrator.comparison import FieldResult, FieldStatus
 from orchestrator.manifest import load_manifest
@@ -125,7 +127,9 @@ def test_under_github_actions_verify_annotates_and_writes_the_summary(course, fa
     assert result.exit_code == 1
     rows = made.manifest.read_text().splitlines()
     day13 = next(n for n, row in enumerate(rows, 1) if "id: day13-shared-memory" in row)
-    assert [line for line in lines(result.stdout) if line.startswith("::")] == [
+    commands = [line for line in lines(result.stdout) if line.startswith("::")]
+    assert commands[0] == f"::stop-commands::{token(commands)}" and commands[1] == f"::{token(commands)}::"
+    assert commands[2:] == [
         f"::warning file=lessons.yaml,line={day13},title=day13-shared-memory%3A no evidence::"
         + unverified("day13-shared-memory").removeprefix("day13-shared-memory: "),
         f"::error file=lessons.yaml,line={next(n for n, row in enumerate(rows, 1) if 'table: cases' in row)},"
@@ -152,10 +156,49 @@ def test_a_course_in_a_folder_of_the_repository_is_annotated_at_its_path_there(m
     result = coursectl("verify", "--all", "-q", "-m", "course/lessons.yaml")
     assert result.exit_code == 1
     rows = made.manifest.read_text().splitlines()
-    assert [line.split(",title=")[0] for line in lines(result.stdout) if line.startswith("::")] == [
+    assert [line.split(",title=")[0] for line in lines(result.stdout) if line.startswith("::")][2:] == [
         f"::error file=course/lessons.yaml,line={next(n for n, row in enumerate(rows, 1) if 'table: cases' in row)}"]
     assert ("| [day16-tiled-matmul](https://github.com/o/course/blob/abc123/course/lessons/day16-tiled-matmul/"
             "README.md) | FAIL |") in (tmp_path / "summary.md").read_text()
+
+
+def token(commands: list[str]) -> str:
+    """The token of the run's `::stop-commands::TOKEN`: 32 hex digits, new each run."""
+    found = re.fullmatch(r"::stop-commands::([0-9a-f]{32})", commands[0])
+    assert found, commands[0]
+    return found[1]
+
+
+def test_a_lessons_lines_quoted_in_a_failure_are_never_taken_for_workflow_commands(course, fake_gpu, prebuilt,
+                                                                                  monkeypatch):
+    """A lesson printing `::add-mask::...` or `::error::...`, quoted in its failure's last lines, would be
+    carried out by the runner: every line of the run up to coursectl's own annotations is printed with
+    workflow commands stopped."""
+    course(["fail"])
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    result = coursectl("verify", "--all", "-q")
+    assert result.exit_code == 1
+    out = lines(result.stdout)
+    run_token = token([line for line in out if line.startswith("::")])
+    stop, resume = out.index(f"::stop-commands::{run_token}"), out.index(f"::{run_token}::")
+    quoted = out.index("stdout (last lines):")
+    first_annotation = next(n for n, line in enumerate(out) if line.startswith("::error "))
+    assert stop < quoted < resume < first_annotation
+
+
+def test_workflow_commands_resume_when_the_run_ends_in_an_error(monkeypatch):
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    printed = []
+    with pytest.raises(RuntimeError):
+        with commands_stopped(printed.append):
+            printed.append("::error::from a lesson")
+            raise RuntimeError
+    assert printed == [printed[0], "::error::from a lesson", f"::{printed[0].removeprefix('::stop-commands::')}::"]
+    monkeypatch.delenv("GITHUB_ACTIONS")
+    with commands_stopped(printed.append):
+        pass
+    assert len(printed) == 3   # nothing printed off GitHub Actions
 
 
 def test_without_github_actions_nothing_is_annotated(course, fake_gpu, prebuilt, monkeypatch):

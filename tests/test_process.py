@@ -214,6 +214,12 @@ def test_clip_line_keeps_a_short_line_whole():
     assert clip_line("it's", quote=True) == '"it\'s"'
 
 
+def test_a_programs_control_characters_are_quoted_as_escapes_not_sent_to_the_terminal():
+    # A lesson printing a colour, a title or a bell: the tail of a failure shows the escapes as text.
+    assert clip_line("\x1b[31mRED\x1b[0m\x07\tok\x9b") == "\\x1b[31mRED\\x1b[0m\\x07\tok\\x9b"
+    assert tail_lines(b"fine\n\x1b]0;title\x07\n") == "fine\n\\x1b]0;title\\x07"
+
+
 def test_clip_line_cuts_a_long_line_and_says_how_long_it_was():
     assert LINE_LIMIT == 200
     assert clip_line("x" * 16_777_216) == "x" * 200 + "… (16,777,216 characters)"
