@@ -416,7 +416,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
     title = "verify --offline" if offline else "verify"
     if offline:
         tc.require_nvcc()   # before the note below, which would promise checks that never come
-        if any(manifest.sanitizers(l) for l in lessons):
+        if any(manifest.sanitizers(l) for l in lessons) and not quiet:   # -q: the summary, not this note
             console.print("offline: compute-sanitizer passes skipped (they need a GPU); "
                           "recorded sanitizer reports are checked with the evidence", highlight=False)
         workflow = verify_offline

@@ -17,6 +17,7 @@ from .cli import (Command, JsonOpt, JunitOpt, ManifestOpt, StrictOpt, app, handl
 from .selection import choose_lessons
 from .errors import UsageError
 from .manifest import select_lessons
+from .words import plural
 
 
 @app.command(cls=Command)
@@ -110,7 +111,7 @@ def report_merge(reports: List[Path] = typer.Argument(..., metavar="REPORT", hel
 
     json_to_stdout(json_path)
     merged = merge_reports([read_json(p) for p in reports], allow_partial=allow_partial, strict=strict)
-    display.print_summary(cli.console, merged.results, f"merged {len(reports)} reports" +
+    display.print_summary(cli.console, merged.results, f"merged {plural(len(reports), 'report')}" +
                           (" (partial: shards missing)" if merged.partial else ""))
     display.print_tally(cli.console, merged.results, 0.0, strict)
     write_reports(merged, json_path, junit_path)

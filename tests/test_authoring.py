@@ -316,6 +316,14 @@ def test_verify_offline_without_nvcc_promises_nothing_first(copy, monkeypatch, t
     assert result.stderr.startswith("coursectl: error: nvcc not found")
 
 
+def test_verify_offline_quiet_prints_the_summary_not_the_note(copy):
+    """-q is the summary, the reasons and the tally: the note on skipped passes is left to the full output."""
+    note = "offline: compute-sanitizer passes skipped"
+    quiet = coursectl("verify", "day14-syncthreads", "--offline", "-q")
+    assert quiet.exit_code == 0 and note not in quiet.stdout
+    assert coursectl("verify", "day14-syncthreads", "--offline").stdout.startswith(note)
+
+
 def test_new_refuses_an_existing_id_or_day_and_a_bad_id(copy):
     before = (copy / "lessons.yaml").read_text()
     day16 = before.splitlines().index(f"  - {DAY16}: Tiled matrix multiply in shared memory") + 1

@@ -704,7 +704,7 @@ def test_merge_refuses_a_missing_shard_unless_allowed(course, fake_gpu, prebuilt
     merged = tmp_path / "merged.json"
     allowed = coursectl("report", "merge", first, "--allow-partial", "--json", merged)
     assert allowed.exit_code == 0
-    assert lines(allowed.stdout)[0] == "merged 1 reports (partial: shards missing)"
+    assert lines(allowed.stdout)[0] == "merged 1 report (partial: shards missing)"
     report = json.loads(merged.read_text())
     assert (report["partial"], report["shards"]) == (True, ["1/2"])
     assert coursectl("report", "merge", first, "--allow-partial", "--strict").exit_code == 1
