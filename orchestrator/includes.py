@@ -72,7 +72,6 @@ def local_headers(source: Path, flags: list[str], root: Path) -> list[Path]:
     return found
 
 
-
 def places_looked(source: Path, headers: list[Path], flags: list[str], root: Path) -> list[Path]:
     """The paths inside the course root where the preprocessor looks for a header that `source` and `headers`
     include, and finds none.
