@@ -497,6 +497,7 @@ def test_editing_a_header_rebuilds_and_says_which_file_changed(multi_course, own
     assert (back.cached, back.binary, back.sources) == (True, first.binary, first.sources)
 
 
+@pytest.mark.slow
 def test_a_header_that_is_gone_is_rebuilt_and_nvcc_says_so(multi_course, own_cache, nvcc_version):
     manifest = multi_course.load()
     lesson = manifest.lesson("day02-sum")
@@ -534,6 +535,7 @@ def test_a_header_that_shadows_the_one_the_build_read_rebuilds(multi_course, own
     assert (back.binary, back.sources) == (first.binary, first.sources)
 
 
+@pytest.mark.slow
 def test_a_header_that_appears_where_the_build_never_reads_rebuilds_once(multi_course, own_cache, nvcc_version):
     """An include in `#if 0` is looked for by the scan, not by nvcc: its header appearing rebuilds once, then not."""
     source = multi_course.root / "lessons/ext/sum.cu"
@@ -550,6 +552,7 @@ def test_a_header_that_appears_where_the_build_never_reads_rebuilds_once(multi_c
     assert (again.cached, again.binary) == (True, rebuilt.binary)
 
 
+@pytest.mark.slow
 def test_a_header_linked_from_outside_the_course_is_an_input_of_the_build(multi_course, own_cache, nvcc_version,
                                                                            tmp_path):
     """A header the course names (a link in lessons/ext/common) is hashed through the link, wherever it points."""

@@ -258,14 +258,14 @@ def test_a_stored_pass_longer_than_the_timeout_now_runs_again(course, fake_sanit
     """Lowering a pass's timeout below what it took: run now it would be killed, so it is run, not taken as ok."""
     lesson = "day13-shared-memory"
     made = course([lesson], sanitizers={lesson: {"memcheck": {"timeout": 30}}})
-    monkeypatch.setenv("FAKE_SANITIZER_MEMCHECK_SLEEP", "1.5")
+    monkeypatch.setenv("FAKE_SANITIZER_MEMCHECK_SLEEP", "0.6")
     assert coursectl("verify", "--all", "-q").exit_code == 0
     write_course(made.root, [lesson], sanitizers={lesson: {"memcheck": {"timeout": 20}}})
     longer = coursectl("verify", "--all", "-q")   # still within it: taken from the cache
     assert (longer.exit_code, summary_row(longer)[5], len(sanitizer_runs(pass_log))) == (
         0, "memcheck ok (cached)", 1)
 
-    write_course(made.root, [lesson], sanitizers={lesson: {"memcheck": {"timeout": 0.5}}})
+    write_course(made.root, [lesson], sanitizers={lesson: {"memcheck": {"timeout": 0.3}}})
     result = coursectl("verify", "--all", "-q")
     assert result.exit_code == 1
     assert (summary_row(result)[1], summary_row(result)[5]) == ("TIMEOUT", "memcheck TIMEOUT T s")
