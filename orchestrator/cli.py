@@ -180,7 +180,12 @@ def load(manifest_path: Path) -> Manifest:
     """load_manifest, then each of its warnings on standard error: `coursectl: warning: lessons.yaml:N: ...`."""
     with span("load the manifest", "coursectl"):
         manifest = load_manifest(manifest_path)
-    for warning in manifest.warnings:
+    from .evidence import evidence_of_no_lesson
+
+    stray = [f"evidence/{name}/: no lesson '{name}' in {manifest.path.name}, so nothing checks this evidence "
+             "(a lesson renamed or removed?): move it to the lesson's id, or delete it"
+             for name in evidence_of_no_lesson(manifest.root, (lesson.id for lesson in manifest.lessons))]
+    for warning in [*manifest.warnings, *stray]:
         err_console.print(f"coursectl: warning: {warning}", markup=False, soft_wrap=True)
     return manifest
 

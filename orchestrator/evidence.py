@@ -7,6 +7,7 @@ import re
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterable
 
 from pydantic import BaseModel, ValidationError, field_validator
 
@@ -188,6 +189,20 @@ def first_error(exc: ValidationError) -> str:
 
 def evidence_root(course_root: Path) -> Path:
     return Path(course_root) / "evidence"
+
+
+def evidence_of_no_lesson(course_root: Path, lesson_ids: Iterable[str]) -> list[str]:
+    """The folders of evidence/ named for no lesson of the manifest: a lesson renamed or removed.
+
+    Nothing reads them, so no verify would ever say they are stale.
+    """
+    known = set(lesson_ids)
+    try:
+        folders = sorted(entry.name for entry in os.scandir(evidence_root(course_root))
+                         if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."))
+    except OSError:   # no evidence/ yet, or not a folder: nothing to say here
+        return []
+    return [name for name in folders if name not in known]
 
 
 def evidence_dir(course_root: Path, lesson_id: str, slug: str) -> Path:

@@ -413,6 +413,20 @@ def test_new_writes_nothing_when_its_entry_would_not_hold(tmp_path, monkeypatch)
 
 
 # -- the manifest's warnings ----------------------------------------------------------------------
+def test_evidence_of_a_renamed_lesson_is_named_not_left_unread(copy):
+    """A lesson renamed in lessons.yaml left its evidence under the old id, which nothing read: a green verify
+    --strict said nothing of it."""
+    (copy / "evidence" / "day16-tiled-matmul").rename(copy / "evidence" / "day15-tiled-matmul")
+    (copy / "evidence" / ".cache").mkdir()   # hidden folders are not evidence
+    warning = ("coursectl: warning: evidence/day15-tiled-matmul/: no lesson 'day15-tiled-matmul' in lessons.yaml, "
+               "so nothing checks this evidence (a lesson renamed or removed?): move it to the lesson's id, "
+               "or delete it\n")
+    for args in (["check", "day14-syncthreads"], ["render", "--check"]):
+        assert coursectl(*args).stderr.startswith(warning), args
+    (copy / "evidence" / "day15-tiled-matmul").rename(copy / "evidence" / "day16-tiled-matmul")
+    assert "warning" not in coursectl("check", "day14-syncthreads").stderr
+
+
 def test_every_command_prints_the_manifests_warnings(tmp_path, monkeypatch):
     (tmp_path / "hello.cpp").write_text("int main() { return 0; }\n")   # a host program: nvcc hands it on
     text = MINIMAL.replace("source: hello.cu", "source: hello.cpp")
