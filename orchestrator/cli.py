@@ -412,6 +412,13 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
     json_to_stdout(json_path)
     if offline and drift_path:
         raise UsageError("--report compares a run on a GPU with the evidence; --offline runs nothing")
+    if offline:   # options for runs that --offline never makes: said, not silently dropped
+        given = [name for name, used in (("--gpus", gpus is not None), ("--repeat", repeat != 1),
+                                         ("--rerun-sanitizers", rerun_sanitizers),
+                                         ("--sanitizer-jobs", sanitizer_jobs is not None),
+                                         ("--start-gap", start_gap is not None)) if used]
+        if given:
+            raise UsageError(f"{', '.join(given)}: for runs on a GPU; --offline runs nothing on one")
     manifest = load(manifest_path)
     lessons = choose_lessons(manifest, lesson_ids, all_, shard, keyword)
     tc = _discover()

@@ -383,6 +383,19 @@ def test_report_is_refused_offline(course, tmp_path):
                              "--offline runs nothing\n")
 
 
+@pytest.mark.parametrize("args, named", [
+    (["--gpus", "7"], "--gpus"),
+    (["--repeat", "3", "--rerun-sanitizers"], "--repeat, --rerun-sanitizers"),
+    (["--sanitizer-jobs", "2", "--start-gap", "0"], "--sanitizer-jobs, --start-gap"),   # 0 is given too
+])
+def test_options_for_gpu_runs_are_refused_offline_not_dropped(course, args, named):
+    """They were taken and silently ignored: `--offline --gpus 7` ran as if they had not been given."""
+    course([DAY16])
+    result = coursectl("verify", "--all", "--offline", *args)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"coursectl: error: {named}: for runs on a GPU; --offline runs nothing on one\n"
+
+
 def field(path: str, old, new, status: FieldStatus = FieldStatus.within) -> FieldResult:
     ratio = new / old if isinstance(old, float) and isinstance(new, float) and old else None
     return FieldResult(path=path, rule="tolerance ±25%", old=old, new=new, ratio=ratio, status=status)
