@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Iterator
 
 from .errors import CoursectlError
 from .files import TEXT_LIMIT, read_text
@@ -42,9 +43,8 @@ def include_dirs(flags: list[str], folder: Path) -> list[Path]:
 def local_headers(source: Path, flags: list[str], root: Path) -> list[Path]:
     """Every header inside the course root that `source` includes, directly or through another, in order found.
 
-    A quoted include is looked for beside the file that includes it, then in
-    each `-I` folder; an angled one in the `-I` folders only. Headers outside
-    the course (the system's, CUDA's) are not followed.
+    Each include is looked for where the preprocessor would (`_searches`).
+    Headers outside the course (the system's, CUDA's) are not followed.
     """
     source = Path(os.path.normpath(source))
     root = Path(root).resolve()
@@ -53,22 +53,12 @@ def local_headers(source: Path, flags: list[str], root: Path) -> list[Path]:
     seen = {source}
     queue = [source]
     while queue:
-        current = queue.pop(0)
-        try:
-            text = read_text(current, TEXT_LIMIT, "a header", errors="replace") or ""
-        except CoursectlError:   # the build, or the page's own read of the source, says what is wrong with it
-            continue
-        for match in _INCLUDE.finditer(text):
-            name = match["quoted"] or match["angled"]
-            places = ([current.parent] if match["quoted"] else []) + dirs
-            for place in places:
-                path = Path(os.path.normpath(place / name))
-                if path.is_file():
-                    if path not in seen and path.resolve().is_relative_to(root):
-                        seen.add(path)
-                        found.append(path)
-                        queue.append(path)
-                    break
+        for searched in _searches(queue.pop(0), dirs, (_INCLUDE,)):
+            path = next((path for path in searched if path.is_file()), None)
+            if path is not None and path not in seen and path.resolve().is_relative_to(root):
+                seen.add(path)
+                found.append(path)
+                queue.append(path)
     return found
 
 
@@ -90,14 +80,8 @@ def places_looked(source: Path, headers: list[Path], flags: list[str], root: Pat
     places: list[Path] = []
     seen: set[Path] = set()
     for current in [source, *(Path(os.path.normpath(header)) for header in headers)]:
-        try:
-            text = read_text(current, TEXT_LIMIT, "a header", errors="replace") or ""
-        except CoursectlError:   # the build read it; what it holds is the build's to judge
-            continue
-        for match in [*_INCLUDE.finditer(text), *_HAS_INCLUDE.finditer(text)]:
-            name = match["quoted"] or match["angled"]
-            for place in ([current.parent] if match["quoted"] else []) + dirs:
-                path = Path(os.path.normpath(place / name))
+        for searched in _searches(current, dirs, (_INCLUDE, _HAS_INCLUDE)):
+            for path in searched:
                 if path.is_file():
                     break
                 if path not in seen and (path.is_relative_to(lexical_root)
@@ -105,3 +89,22 @@ def places_looked(source: Path, headers: list[Path], flags: list[str], root: Pat
                     seen.add(path)
                     places.append(path)
     return places
+
+
+def _searches(current: Path, dirs: list[Path], patterns: tuple[re.Pattern, ...]) -> Iterator[list[Path]]:
+    """For each include of `current` that `patterns` find, the paths the preprocessor tries, in order.
+
+    A quoted include is looked for beside the file that includes it, then in
+    each `-I` folder; an angled one in the `-I` folders only. A file that
+    cannot be read has none: the build, or the page's own read of the source,
+    says what is wrong with it.
+    """
+    try:
+        text = read_text(current, TEXT_LIMIT, "a header", errors="replace") or ""
+    except CoursectlError:
+        return
+    for pattern in patterns:
+        for match in pattern.finditer(text):
+            name = match["quoted"] or match["angled"]
+            places = ([current.parent] if match["quoted"] else []) + dirs
+            yield [Path(os.path.normpath(place / name)) for place in places]
