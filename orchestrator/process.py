@@ -77,6 +77,12 @@ LINE_LIMIT = 200   # characters of a program's line that coursectl quotes
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+def escape_char(match: re.Match) -> str:
+    """The character `match` found, written out as an escape: \\x1b, or \\ud800 past \\xff (for re.sub)."""
+    code = ord(match[0])
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
 def clip_line(line: str, quote: bool = False, limit: int = LINE_LIMIT) -> str:
     """A line a program printed, as coursectl quotes it: cut to about `limit` characters.
 
@@ -92,7 +98,7 @@ def clip_line(line: str, quote: bool = False, limit: int = LINE_LIMIT) -> str:
             kept = kept[:max(0, len(kept) * (limit + 2) // len(shown) - 1)]
             shown = repr(kept)
     else:
-        shown = _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", kept)
+        shown = _CONTROL.sub(escape_char, kept)
     return shown if len(kept) == len(line) else f"{shown}… ({len(line):,} characters)"
 
 

@@ -18,6 +18,7 @@ from .errors import ManifestError, ReportError, UsageError
 from .evidence import first_error
 from .files import atomic_write, parse_json, read_file, sha256_bytes
 from .manifest import Manifest
+from .process import escape_char
 from .results import LessonResult, Status, is_unverified
 from .toolchain import Toolchain
 from .yamlfile import MAX_BYTES
@@ -180,7 +181,7 @@ _NOT_XML = re.compile(r"[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 def _xml_text(text: str) -> str:
     """`text` with every character XML 1.0 forbids written out as \\xNN (or \\uNNNN)."""
-    return _NOT_XML.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
+    return _NOT_XML.sub(escape_char, text)
 
 
 def _first_line(text: str) -> str:
