@@ -17,6 +17,7 @@ beside the source.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 from pathlib import Path
@@ -152,8 +153,14 @@ def risonify(value: dict) -> str:
 _BASE64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
 
 
+@functools.lru_cache(maxsize=64)
 def compress_to_base64(text: str) -> str:
-    """lz-string's compressToBase64, over UTF-16 code units as JavaScript strings hold them."""
+    """lz-string's compressToBase64, over UTF-16 code units as JavaScript strings hold them.
+
+    Remembered for the process: pure, and slow in Python (a lesson's link is
+    tens of milliseconds), while `render` and `render --check` in one process
+    pack the same source again.
+    """
     units = text.encode("utf-16-le", "surrogatepass")
     chars = "".join(chr(units[i] | units[i + 1] << 8) for i in range(0, len(units), 2))
     out = _compress(chars, 6, _BASE64.__getitem__)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import enum
 import types
+from collections import OrderedDict
 from typing import Any, Callable, Iterable
 
 import jinja2
@@ -123,6 +124,43 @@ class Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
     def bound_filters(self) -> None:
         """Bound every filter (call once the filters are all there)."""
         self.filters = {name: bounded_filter(name, function) for name, function in self.filters.items()}
+
+    # The Python code of the templates compiled in this process, by the settings that shape it and the source.
+    _generated: OrderedDict[tuple, str] = OrderedDict()
+    GENERATED_KEPT = 64
+
+    def compile(self, source: Any, name: str | None = None, filename: str | None = None, raw: bool = False,
+                defer_init: bool = False) -> Any:
+        """jinja2's compile, with the Python code generated from a template's text remembered for the process.
+
+        Parsing a template and generating its code is most of what loading it
+        costs; the code depends on the text, the template's name and the
+        environment's settings, never on the file it was read from, so the same
+        template read again (another page, another copy of the course) reuses
+        it. Python's compile still runs each time, with the template's own
+        file name, which is what a rendering error names. A template that fails
+        to compile is never remembered.
+        """
+        if not isinstance(source, str):
+            return super().compile(source, name, filename, raw, defer_init)
+        key = (self._settings(), source, name, defer_init)
+        code = self._generated.get(key)
+        if code is None:
+            code = super().compile(source, name, filename, raw=True, defer_init=defer_init)
+            self._generated[key] = code
+            while len(self._generated) > self.GENERATED_KEPT:
+                self._generated.popitem(last=False)
+        else:
+            self._generated.move_to_end(key)
+        return code if raw else self._compile(code, filename or "<template>")
+
+    def _settings(self) -> tuple:
+        """What, besides a template's text and name, the code generated from it depends on."""
+        return (type(self), self.code_generator_class, self.block_start_string, self.block_end_string,
+                self.variable_start_string, self.variable_end_string, self.comment_start_string,
+                self.comment_end_string, self.line_statement_prefix, self.line_comment_prefix, self.trim_blocks,
+                self.lstrip_blocks, self.newline_sequence, self.keep_trailing_newline, self.autoescape,
+                self.optimized, self.finalize, self.is_async, tuple(sorted(self.extensions)))
 
     def get_template(self, name: Any, *args: Any, **kwargs: Any) -> jinja2.Template:
         check_inclusion([name])     # {% include %}, {% extends %} or {% import %} in a template

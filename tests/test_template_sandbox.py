@@ -236,3 +236,27 @@ def test_a_template_still_rendering_after_its_time_is_stopped_where_it_stands(tm
     text = "\n{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
     assert template_error(tmp_path, text) == ("templates/page.md.j2:2: still rendering after 0.3 s, the most a "
                                               "template may take")
+
+
+# -- the code generated from a template, remembered for the process ----------------------------------------------
+def test_a_template_read_again_from_another_folder_reuses_its_code_yet_names_its_own_file(tmp_path, monkeypatch):
+    """The code generated from a template's text is kept for the process; an error still names the file read."""
+    import jinja2
+
+    parsed: list[str] = []
+    parse = jinja2.Environment._parse
+    monkeypatch.setattr(jinja2.Environment, "_parse",
+                        lambda self, source, name, filename: parsed.append(filename) or parse(self, source, name,
+                                                                                              filename))
+    text = "{% set unique = 'reuse-test-7f3a' %}first line\n{{ undefined_here }}\n"
+    first, second = tmp_path / "a", tmp_path / "b"
+    for course in (first, second):
+        course.mkdir()
+        assert template_error(course, text) == f"templates/page.md.j2:2: 'undefined_here' is undefined"
+        with pytest.raises(TemplateError) as caught:
+            render_text(course, text)
+        assert caught.value.path == "templates/page.md.j2" and caught.value.line == 2
+    assert parsed == [str(first / "templates" / "page.md.j2")]
+    # Another text, or the same text under other settings, is generated anew.
+    assert render_text(second, text.replace("{{ undefined_here }}", "{{ 1 + 1 }}")) == "first line\n2\n"
+    assert len(parsed) == 2
