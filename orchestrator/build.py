@@ -1,10 +1,12 @@
-"""nvcc builds, cached by every local file they read, flags, architecture, nvcc version and environment.
+"""nvcc builds, cached by every local file they read, flags, architecture, nvcc, host compiler and environment.
 
 The cache is content-addressed: an entry is
 `$COURSECTL_CACHE/<arch>-<variant>/<key>/<headers>/`, where `key` hashes the
 lesson's source, its flags, the architecture, the variant, the binary's name,
-nvcc's version and the variables of the environment that nvcc reads
-(NVCC_APPEND_FLAGS, ...), and `headers` the local files the compilation read
+nvcc's version, the host programs nvcc runs (the host compiler, the
+assembler and the linker: resolved path and sha256) and the variables of the
+environment that nvcc and the host compiler read (NVCC_APPEND_FLAGS, CPATH,
+...), and `headers` the local files the compilation read
 besides the source (nvcc's own dependency list, `-MD -MF`), each relative
 to the source's folder. No lesson id is part of it: lessons, and copies of
 a course, that build the same inputs share one entry. The headers of an
@@ -38,14 +40,22 @@ from .process import run_command
 from .resources import KernelResources, parse_resources
 from .trace import span
 
-CACHE_FORMAT = 5  # 2: ptxas' resource report; 3: the binary's sha256; 4: content-addressed, with the files read;
-#                   5: nvcc's variables of the environment
+CACHE_FORMAT = 6  # 2: ptxas' resource report; 3: the binary's sha256; 4: content-addressed, with the files read;
+#                   5: nvcc's variables of the environment; 6: the host compiler and the variables it reads
 STAMP = "build.json"
 # The most a stamp may hold: nvcc's diagnostics, captured up to 16 MiB, and the command and digests.
 STAMP_LIMIT = 64 * 2**20
-# The variables nvcc reads that change what it builds: flags it puts before and after every command's own,
-# and the host compiler. A binary built with NVCC_APPEND_FLAGS=-G is not the lesson's binary.
-NVCC_ENVIRONMENT = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN")
+# The variables of the environment that change what a build makes: nvcc's (the flags it puts before and
+# after every command's own, the host compiler it runs) and the host compiler's, which nvcc runs in the same
+# environment (the places gcc looks for headers, libraries and its own programs). A binary built with
+# NVCC_APPEND_FLAGS=-G, or with CPATH naming another folder of headers, is not the lesson's binary.
+BUILD_ENVIRONMENT = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN", "CPATH", "C_INCLUDE_PATH",
+                     "CPLUS_INCLUDE_PATH", "LIBRARY_PATH", "GCC_EXEC_PREFIX", "COMPILER_PATH")
+# The programs nvcc runs on Linux besides its own: the host compilers it finds on PATH (where neither
+# -ccbin nor NVCC_CCBIN names one) and the assembler and linker they run.
+HOST_PROGRAMS = ("gcc", "g++")
+HOST_TOOLS = ("as", "ld")
+_CCBIN = ("-ccbin", "--compiler-bindir")
 
 
 class BuildResult(BaseModel):
@@ -101,22 +111,79 @@ def display_command(manifest: Manifest, lesson: Lesson, arch: str, variant: str 
             "-o", lesson.binary_name, lesson.source.name]
 
 
-def nvcc_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The variables of NVCC_ENVIRONMENT that `environ` (default: this process's, which nvcc inherits) sets."""
+def build_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables of BUILD_ENVIRONMENT that `environ` (default: this process's, which nvcc inherits) sets."""
     environ = os.environ if environ is None else environ
-    return {name: environ[name] for name in NVCC_ENVIRONMENT if name in environ}
+    return {name: environ[name] for name in BUILD_ENVIRONMENT if name in environ}
+
+
+def host_programs(flags: Sequence[str], folder: Path | None = None,
+                  environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """The host programs a build with `flags` runs, each as its resolved path and sha256 (None: not found).
+
+    The host compiler is the one `-ccbin` (or `--compiler-bindir`) names in
+    the flags, else NVCC_CCBIN, else gcc and g++ on PATH; a folder named
+    there stands for the gcc and g++ in it, and a relative path is taken from
+    `folder`, where nvcc runs. The assembler and linker are the ones on PATH.
+    A compiler upgraded in place, or another one first on PATH, is another
+    build. Each program is read once a process while its size and time stay the same.
+    """
+    environ = os.environ if environ is None else environ
+    search = environ.get("PATH", os.defpath)
+    chosen = _ccbin(flags) or environ.get("NVCC_CCBIN")
+    if not chosen:
+        compilers = list(HOST_PROGRAMS)
+    elif "/" not in chosen:
+        compilers = [chosen]        # a bare name, looked up on PATH as nvcc does
+    else:
+        named = Path(chosen) if os.path.isabs(chosen) or folder is None else Path(folder) / chosen
+        compilers = [str(named / name) for name in HOST_PROGRAMS] if named.is_dir() else [str(named)]
+    return {name: _program(shutil.which(name, path=search)) for name in [*compilers, *HOST_TOOLS]}
+
+
+def _ccbin(flags: Sequence[str]) -> str | None:
+    """The host compiler the flags name, the last one winning as in nvcc, or None."""
+    chosen = None
+    for index, flag in enumerate(flags):
+        if flag in _CCBIN and index + 1 < len(flags):
+            chosen = flags[index + 1]
+        elif flag.startswith(tuple(f"{name}=" for name in _CCBIN)):
+            chosen = flag.split("=", 1)[1]
+    return chosen
+
+
+_PROGRAMS: dict[tuple, str | None] = {}
+
+
+def _program(path: str | None) -> str | None:
+    """`path` resolved, with the sha256 of the program there, remembered by its size and modification time."""
+    if path is None:
+        return None
+    real = os.path.realpath(path)
+    try:
+        status = os.stat(real)
+    except OSError:
+        return None
+    seen = (real, status.st_size, status.st_mtime_ns, status.st_ino)
+    if seen not in _PROGRAMS:
+        digest = sha256_file(Path(real))
+        _PROGRAMS[seen] = None if digest is None else f"{real} {digest}"
+    return _PROGRAMS[seen]
 
 
 def cache_key(source: bytes, flags: list[str], arch: str, nvcc_version: str | None, variant: str,
-              binary_name: str, environment: Mapping[str, str] | None = None) -> str:
+              binary_name: str, environment: Mapping[str, str] | None = None,
+              host: Mapping[str, str | None] | None = None) -> str:
     """The first level of a cache entry: everything known before nvcc runs, and no lesson id.
 
-    `environment`: nvcc's variables (default: nvcc_environment() of this process).
+    `environment`: the variables the build reads (default: build_environment() of this process);
+    `host`: the host programs it runs (default: host_programs(flags) from this process's folder).
     """
-    environment = nvcc_environment() if environment is None else dict(environment)
+    environment = build_environment() if environment is None else dict(environment)
+    host = host_programs(flags) if host is None else dict(host)
     material = json.dumps({"format": CACHE_FORMAT, "source": sha256_bytes(source), "flags": flags,
                            "arch": arch, "nvcc": nvcc_version, "variant": variant, "binary": binary_name,
-                           "environment": environment}, sort_keys=True)
+                           "environment": environment, "host": host}, sort_keys=True)
     return sha256_bytes(material.encode())[:20]
 
 
@@ -202,7 +269,8 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
     if source is None:
         raise BuildError("cannot read source: No such file or directory", path=source_path)
     flags = manifest.flags(lesson) + variant_flags(variant)
-    key = cache_key(source, flags, arch, nvcc_version, variant, lesson.binary_name)
+    key = cache_key(source, flags, arch, nvcc_version, variant, lesson.binary_name,
+                    host=host_programs(flags, folder))
     group = cache_root(manifest) / f"{arch}-{variant}" / key
     entry, info, misses = _lookup(group, lesson.binary_name, folder, manifest.root)
     if entry is not None:

@@ -270,11 +270,14 @@ def sanitizer_bin(session_dir) -> Path:
 
 @pytest.fixture(scope="session")
 def nvcc_bin(session_dir) -> Path:
-    """A folder holding only nvcc (a link to the real one, not the memo), for a PATH without any GPU tool."""
+    """A folder holding only nvcc (a link to the real one, not the memo) and the host programs it runs (gcc,
+    g++, as, ld: links to this machine's), for a PATH without any GPU tool."""
     assert REAL_NVCC is not None, "nvcc must be on PATH to run the tests"
     folder = session_dir / "bin-nvcc"
     folder.mkdir()
     (folder / "nvcc").symlink_to(REAL_NVCC)
+    for name in ("gcc", "g++", "as", "ld"):
+        (folder / name).symlink_to(shutil.which(name))
     return folder
 
 

@@ -6,6 +6,7 @@ import hashlib
 import json
 import re
 import shlex
+import os
 import shutil
 import threading
 import time
@@ -19,8 +20,8 @@ from orchestrator.errors import ManifestError
 
 from conftest import FLAGS, SEEDS, STANDINS, write_course
 from orchestrator import process
-from orchestrator.build import (build_lesson, cache_key, check_arch, headers_key, local_files, nvcc_command,
-                                parse_dependencies)
+from orchestrator.build import (build_lesson, cache_key, check_arch, headers_key, host_programs, local_files,
+                                nvcc_command, parse_dependencies)
 from orchestrator.pipeline import build_many
 from orchestrator.errors import BuildError, UsageError
 from orchestrator.process import run_command
@@ -576,10 +577,16 @@ def test_a_header_linked_from_outside_the_course_is_an_input_of_the_build(multi_
 
 
 @pytest.mark.parametrize("name, value", [("NVCC_APPEND_FLAGS", "-DTILE_DIM=64"), ("NVCC_PREPEND_FLAGS", "-G"),
-                                         ("NVCC_CCBIN", "/usr/bin/g++-12")])
-def test_the_nvcc_variables_of_the_environment_are_inputs_of_the_build(tmp_path, own_cache_built, nvcc_version,
-                                                                       monkeypatch, name, value):
-    """nvcc adds NVCC_PREPEND_FLAGS and NVCC_APPEND_FLAGS to every command and builds host code with NVCC_CCBIN."""
+                                         ("NVCC_CCBIN", "/usr/bin/g++-12"), ("CPATH", "/opt/other/include"),
+                                         ("C_INCLUDE_PATH", "/opt/other/include"),
+                                         ("CPLUS_INCLUDE_PATH", "/opt/other/include"),
+                                         ("LIBRARY_PATH", "/opt/other/lib"), ("GCC_EXEC_PREFIX", "/opt/gcc/"),
+                                         ("COMPILER_PATH", "/opt/gcc/bin")])
+def test_the_variables_nvcc_and_the_host_compiler_read_are_inputs_of_the_build(tmp_path, own_cache_built,
+                                                                               nvcc_version, monkeypatch, name,
+                                                                               value):
+    """nvcc adds NVCC_PREPEND_FLAGS and NVCC_APPEND_FLAGS to every command and builds host code with NVCC_CCBIN;
+    the host compiler, run in the same environment, finds headers through CPATH and the like."""
     monkeypatch.delenv(name, raising=False)
     manifest, lesson = load(tmp_path / "course")
     built = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run)
@@ -588,6 +595,67 @@ def test_the_nvcc_variables_of_the_environment_are_inputs_of_the_build(tmp_path,
         build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run)
     monkeypatch.delenv(name)
     assert build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run).binary == built.binary
+
+
+HOST_COMPILERS = {name: shutil.which(name) for name in ("gcc", "g++")}
+
+
+def _host_compilers(folder: Path, says: str) -> Path:
+    """A folder holding a gcc and a g++ that run the real ones; `says` makes their programs differ."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, real in HOST_COMPILERS.items():
+        program = folder / name
+        program.write_text(f"#!/bin/sh\n# {says}\nexec {real} \"$@\"\n")
+        program.chmod(0o755)
+    return folder
+
+
+def test_another_host_compiler_first_on_path_is_another_build(tmp_path, own_cache_built, nvcc_version,
+                                                              monkeypatch):
+    """nvcc runs the gcc and g++ it finds on PATH: another one there builds another binary."""
+    manifest, lesson = load(tmp_path / "course")
+    built = build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run)
+    other = _host_compilers(tmp_path / "other-gcc", "version 1")
+    path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", f"{other}{os.pathsep}{path}")
+    with pytest.raises(Ran):
+        build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run)
+    monkeypatch.setenv("PATH", path)
+    assert build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_would_run).binary == built.binary
+
+
+def test_a_host_compiler_changed_in_place_is_another_build(tmp_path, nvcc_version, monkeypatch):
+    """The key holds each host program's sha256, not only its path: an upgrade in place rebuilds."""
+    compilers = _host_compilers(tmp_path / "gcc", "version 1")
+    monkeypatch.setenv("PATH", f"{compilers}{os.pathsep}{os.environ['PATH']}")
+    before = cache_key(b"source", FLAGS, "sm_90", nvcc_version, "plain", "replay")
+    size = (compilers / "g++").stat().st_size
+    assert cache_key(b"source", FLAGS, "sm_90", nvcc_version, "plain", "replay") == before
+    _host_compilers(compilers, "version 2")      # the same size as before
+    os.utime(compilers / "g++", ns=(1, 1))
+    assert (compilers / "g++").stat().st_size == size
+    assert cache_key(b"source", FLAGS, "sm_90", nvcc_version, "plain", "replay") != before
+
+
+def test_the_host_compiler_is_the_one_ccbin_names(tmp_path, monkeypatch):
+    """-ccbin (or --compiler-bindir, or NVCC_CCBIN) chooses the host compiler: a folder's gcc and g++, a file
+    (relative to where nvcc runs), or a name on PATH."""
+    compilers = _host_compilers(tmp_path / "course" / "tools", "version 1")
+    monkeypatch.delenv("NVCC_CCBIN", raising=False)
+    folder = tmp_path / "course" / "lessons"
+    folder.mkdir()
+    on_path = host_programs(["-O3"], folder)
+    assert {"gcc", "g++", "as", "ld"} == set(on_path) and on_path["g++"].startswith(os.path.realpath(shutil.which("g++")))
+    by_folder = host_programs(["-ccbin", str(compilers)], folder)
+    assert by_folder[str(compilers / "g++")].startswith(f"{compilers / 'g++'} ")
+    assert set(by_folder) == {str(compilers / "gcc"), str(compilers / "g++"), "as", "ld"}
+    relative_file = host_programs(["--compiler-bindir=../tools/g++"], folder)
+    assert relative_file[str(folder / "../tools/g++")].startswith(f"{compilers / 'g++'} ")
+    assert host_programs(["-ccbin", "nosuchcompiler-1"], folder)["nosuchcompiler-1"] is None
+    monkeypatch.setenv("NVCC_CCBIN", str(compilers))
+    assert host_programs(["-O3"], folder) == by_folder
+    assert host_programs(["-ccbin", "g++", "-O3"], folder) == {"g++": on_path["g++"], "as": on_path["as"],
+                                                            "ld": on_path["ld"]}
 
 
 def test_two_lessons_sharing_a_source_and_flags_build_once(multi_course, own_cache, nvcc_version, fake_gpu):
