@@ -2,7 +2,8 @@
 
 A pass is a pure function of its inputs as far as coursectl can see them: the
 -lineinfo binary, the tool and its arguments, the program's arguments, the
-tool's version, the driver, the GPU model and the CUDA_* environment. When
+tool's version, the driver, the GPU model, the CUDA_* environment and the
+dynamic loader's variables (LD_PRELOAD, LD_LIBRARY_PATH). When
 none of those changed, `verify` reuses what the tool wrote last time (the log
 and XML bytes, the exit status, the program's stdout, the seconds it took)
 instead of running it again, as Bazel reuses a test result.
@@ -34,7 +35,7 @@ from .files import atomic_write, parse_json, read_file, sha256_bytes
 from .process import CommandResult
 from .sanitizer import DEFAULT_ERROR_EXITCODE, Tool, sanitizer_command
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: the dynamic loader's variables
 FOLDER = "sanitizer_passes"   # under the build cache's root; not a valid lesson id, so never one's folder
 # The most an entry may hold: in base64, a run's stdout and stderr (16 MiB each at most) and a log and XML
 # (64 MiB each at most, as evidence files).
@@ -45,8 +46,11 @@ ENTRY_LIMIT = 256 * 2**20
 # CUDA_DEVICE_MAX_CONNECTIONS, ... change how the program runs), except these:
 # coursectl sets the first two to pick the GPU, whose model is in the key, and
 # the last two only say where the toolkit is, whose tool version is in the key.
+# Then the dynamic loader's: which libraries the program and the tool load (another
+# libcuda, a library put in front of them) changes what they do.
 ENV_PREFIXES = ("CUDA_",)
 ENV_LEFT_OUT = frozenset({"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME", "CUDA_PATH"})
+ENV_NAMES = frozenset({"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT"})
 
 
 class PassKey(BaseModel):
@@ -103,7 +107,7 @@ def key_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment variables that belong in the key, from `environ` (default: this process's)."""
     environ = os.environ if environ is None else environ
     return {name: value for name, value in sorted(environ.items())
-            if name.startswith(ENV_PREFIXES) and name not in ENV_LEFT_OUT}
+            if name.startswith(ENV_PREFIXES) and name not in ENV_LEFT_OUT or name in ENV_NAMES}
 
 
 def pass_key(binary: Path, tool: str, tool_args: Sequence[str], program_args: Sequence[str],

@@ -48,7 +48,7 @@ def test_the_key_holds_every_input_and_not_the_gpu_a_pass_ran_on(binary, monkeyp
     monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
     key = key_of(binary)
     assert key.model_dump() == {
-        "format": 1, "binary_sha256": hashlib.sha256(binary.read_bytes()).hexdigest(),
+        "format": 2, "binary_sha256": hashlib.sha256(binary.read_bytes()).hexdigest(),
         "tool": "memcheck", "tool_args": ["--leak-check", "full"],
         "program_args": ["--check-only"],
         "command": ["compute-sanitizer", "--tool", "memcheck", "--log-file", "LOG", "--xml", "--save", "XML",
@@ -62,10 +62,11 @@ def test_the_key_holds_every_input_and_not_the_gpu_a_pass_ran_on(binary, monkeyp
 
 
 @pytest.mark.parametrize("change", ["binary", "tool", "tool_args", "program_args", "sanitizer_version",
-                                    "driver_version", "gpu_name", "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING"])
+                                    "driver_version", "gpu_name", "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING",
+                                    "LD_PRELOAD", "LD_LIBRARY_PATH"])
 def test_a_change_of_any_input_changes_the_key(binary, monkeypatch, change):
-    monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
-    monkeypatch.delenv("CUDA_MODULE_LOADING", raising=False)
+    for name in ("CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING", "LD_PRELOAD", "LD_LIBRARY_PATH"):
+        monkeypatch.delenv(name, raising=False)
     before = key_of(binary).digest()
     changes = {"tool": dict(tool="racecheck"), "tool_args": dict(tool_args=["--leak-check", "no"]),
                "program_args": dict(program_args=[]), "sanitizer_version": dict(sanitizer_version="2025.4.0.0"),
@@ -76,6 +77,10 @@ def test_a_change_of_any_input_changes_the_key(binary, monkeypatch, change):
         monkeypatch.setenv("CUDA_LAUNCH_BLOCKING", "1")   # inherited
     elif change == "CUDA_MODULE_LOADING":
         changes[change] = dict(env={"CUDA_MODULE_LOADING": "EAGER"})   # set for the run
+    elif change == "LD_PRELOAD":
+        monkeypatch.setenv("LD_PRELOAD", "/opt/intercept/libhook.so")   # a library loaded before the program's
+    elif change == "LD_LIBRARY_PATH":
+        monkeypatch.setenv("LD_LIBRARY_PATH", "/opt/other-driver/lib64")   # another libcuda
     assert key_of(binary, **changes.get(change, {})).digest() != before
 
 
