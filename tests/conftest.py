@@ -51,6 +51,9 @@ SEEDS = DATA / "seeds"
 SANITIZER_DATA = DATA / "sanitizer"
 MULTI = DATA / "multi"
 
+# libyaml's emitter where PyYAML has it: a test course's lessons.yaml is written some 200 times a run.
+DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
 GPU_UUID = "GPU-00000000-test"
 SECOND_GPU_UUID = "GPU-00000001-test"   # with FAKE_GPU_COUNT=2
 GPU_SLUG = "nvidia-h200"
@@ -417,7 +420,7 @@ def write_course(root: Path, lesson_ids: list[str], architectures: list[str] = (
                 "defaults": {"flags": FLAGS, "timeout": 30, "sanitizers": {}}, "lessons": entries}
     if edit is not None:
         edit(manifest)
-    course.manifest.write_text(yaml.safe_dump(manifest, sort_keys=False, width=1000), encoding="utf-8")
+    course.manifest.write_text(yaml.dump(manifest, Dumper=DUMPER, sort_keys=False, width=1000), encoding="utf-8")
     return course
 
 
@@ -541,13 +544,21 @@ H = "\u2502"   # the column rule of a table row
 HH = "\u2503"  # the column rule of a table header
 
 
-def coursectl(*args, columns: int = 200):
-    """Run coursectl in this process through typer's CliRunner, at a fixed terminal width."""
-    from typer.testing import CliRunner
+@functools.cache
+def _command():
+    """The click command typer makes of coursectl's app, made once (typer's CliRunner makes it for every call)."""
+    import typer.main
 
     from orchestrator.cli import app
 
-    result = CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": str(columns)})
+    return typer.main.get_command(app)
+
+
+def coursectl(*args, columns: int = 200):
+    """Run coursectl in this process through click's CliRunner, as typer's does, at a fixed terminal width."""
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(_command(), [str(a) for a in args], env={"COLUMNS": str(columns)})
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return result
