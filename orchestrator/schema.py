@@ -28,7 +28,31 @@ from .shorthand import first_field, key_of_keys, line_long_form, table_long_form
 
 
 class Strict(BaseModel):
+    """What lessons.yaml is read into: no key it does not know, and `true` or `false` only where a truth value goes.
+
+    pydantic takes `true` for 1 in a number (`timeout: true` ran with a
+    one-second timeout, `rel: true` was a tolerance of 100%) and in a
+    Literal[1]; here every field that takes no bool refuses one, naming it.
+    """
+
     model_config = ConfigDict(extra="forbid", frozen=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_truth_value_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool):
+            types = _types(cls.model_fields[info.field_name].annotation)
+            if not types & {bool, Any}:
+                wanted = "a number" if types & {int, float} else "what this key takes"
+                raise ValueError(f"{str(value).lower()} is a truth value, not {wanted}")
+        return value
+
+
+def _types(annotation: Any) -> set:
+    """The types a field's annotation is made of (`float | None` is float and NoneType), Literal values left out."""
+    arguments = [argument for argument in get_args(annotation) if isinstance(argument, type) or get_args(argument)
+                 or argument is Any]
+    return {annotation} | set().union(*map(_types, arguments)) if arguments else {annotation}
 
 
 class Compare(str, Enum):

@@ -194,6 +194,30 @@ def test_version_true_is_not_version_1(tmp_path):
     assert str(error) == f"{path}:1: version: unknown value True; expected 1"
 
 
+@pytest.mark.parametrize("old, new, message", [
+    ("    day: 1\n", "    day: 1\n    timeout: true\n", "5: lesson 'hello': timeout: true is a truth value, not a number"),
+    ("rel: 0.25}", "rel: true}",
+     "14: lesson 'hello': output.items[1].columns.gbps.rel: true is a truth value, not a number"),
+    ("rel: 0.25}", "rel: 0.25, abs: false}",
+     "14: lesson 'hello': output.items[1].columns.gbps.abs: false is a truth value, not a number"),
+    ("    day: 1\n", "    day: true\n", "4: lesson 'hello': day: true is a truth value, not a number"),
+    ("    title: Hello\n", "    title: true\n",
+     "5: lesson 'hello': title: true is a truth value, not what this key takes"),
+    ("version: 1\n", "version: 1\ndefaults:\n  timeout: false\n",
+     "3: defaults.timeout: false is a truth value, not a number"),
+])
+def test_a_truth_value_where_a_number_goes_is_refused(tmp_path, old, new, message):
+    """pydantic takes `true` for 1 in a number: `timeout: true` ran with a one-second timeout, `rel: true` was a
+    tolerance of 100%."""
+    path, error = manifest_error(tmp_path, edited(old, new))
+    assert str(error) == f"{path}:{message}"
+
+
+def test_a_truth_value_where_one_goes_is_taken(tmp_path):
+    manifest = load_manifest(write(tmp_path, edited("    title: Hello\n", "    title: Hello\n    source_header: false\n")))
+    assert manifest.lessons[0].source_header is False
+
+
 def test_duplicate_lesson_id(tmp_path):
     path, error = manifest_error(tmp_path, MINIMAL + edited("id: world", "id: hello", SECOND_LESSON))
     assert str(error) == f"{path}:18: lesson 'hello': id: duplicate lesson id (also lessons[0])"
@@ -327,7 +351,7 @@ REFUSED_VALUES = {
                            "output.items[1].rows: min 10 is more than max 2, so no count would do; give a min of "
                            "at most the max"),
     "rows-true": (edited(TABLE_KEY, TABLE_KEY + "          rows: true\n"), 12,
-                  "output.items[1].rows: Input should be a valid integer (got True)"),
+                  "output.items[1].rows: true is a truth value, not a number"),
     "rows-unknown-key": (edited(TABLE_KEY, TABLE_KEY + "          rows: {least: 2}\n"), 12,
                          "output.items[1].rows.least: unknown key 'least'"),
     "keys-twice": (edited(TABLE_KEY, TABLE_KEY + "          keys: [copyRowMajor, copyRowMajor]\n"), 12,
