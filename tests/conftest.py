@@ -51,6 +51,10 @@ SEEDS = DATA / "seeds"
 SANITIZER_DATA = DATA / "sanitizer"
 MULTI = DATA / "multi"
 
+# How long a test watches for something that must not happen (a pass starting beside a timed run, a
+# holder let in beside another): a thread let through wrongly is through within milliseconds.
+QUIET = 0.1
+
 # libyaml's emitter where PyYAML has it: a test course's lessons.yaml is written some 200 times a run.
 DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 

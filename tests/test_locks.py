@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from conftest import QUIET
 from orchestrator.locks import gpu_lock
 
 
@@ -30,7 +31,7 @@ def test_a_holder_of_the_other_kind_waits_and_is_told_who_holds_it(held_shared, 
 
         thread = threading.Thread(target=other, daemon=True)
         thread.start()
-        assert not inside.wait(0.2), "a holder came in beside one of the other kind"
+        assert not inside.wait(QUIET), "a holder came in beside one of the other kind"
         assert said == [f"waiting for GPU GPU-locks-test: held by coursectl pid {os.getpid()}{named}"]
     assert inside.wait(5)
     thread.join(5)

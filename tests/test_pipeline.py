@@ -22,8 +22,8 @@ import time
 
 import pytest
 
-from conftest import (GPU_SLUG, GPU_UUID, SECOND_GPU_UUID, H, after, coursectl, edit, lines, overlap, sanitizer_runs,
-                      standin_runs, statuses, table, tally_line, unverified, wait_for, write_course)
+from conftest import (GPU_SLUG, GPU_UUID, QUIET, SECOND_GPU_UUID, H, after, coursectl, edit, lines, overlap,
+                      sanitizer_runs, standin_runs, statuses, table, tally_line, unverified, wait_for, write_course)
 from orchestrator.selection import shard_lessons
 from orchestrator.pipeline import verify
 from orchestrator.sharing import PASS_MEMORY_MIB, GpuShare, pass_slots
@@ -123,7 +123,7 @@ def test_a_pass_waits_while_a_lesson_holds_its_gpu():
             inside.set()
 
     thread, inside = in_thread(one_pass)
-    assert not inside.wait(0.2), "a pass started while a lesson held the GPU"
+    assert not inside.wait(QUIET), "a pass started while a lesson held the GPU"
     claim.release()
     assert inside.wait(5)
     thread.join(5)
@@ -156,14 +156,14 @@ def test_timed_runs_wait_for_the_passes_running_and_hold_back_new_ones():
 
     timed_thread, timed_in = in_thread(timed)
     second, second_in = in_thread(second_pass)
-    assert not timed_in.wait(0.2), "a timed run started beside a pass"
+    assert not timed_in.wait(QUIET), "a timed run started beside a pass"
     assert said == ["waiting for GPU 0: 1 sanitizer pass running"]
     done_with_first.set()
     assert timed_in.wait(5)
-    assert not second_in.wait(0.2), "a pass started beside a timed run"
+    assert not second_in.wait(QUIET), "a pass started beside a timed run"
     done_with_timed.set()
     timed_thread.join(5)
-    assert not second_in.wait(0.2), "a pass started while a lesson still held the GPU"
+    assert not second_in.wait(QUIET), "a pass started while a lesson still held the GPU"
     claim.release()
     assert second_in.wait(5)
     for thread in (first, second):

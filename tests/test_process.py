@@ -294,9 +294,10 @@ def test_readers_slower_than_the_grace_are_not_taken_for_a_child(standin, monkey
 
     def slow_drain(*args):
         drain(*args)
-        time.sleep(2 * CHILD_GRACE)   # a reader thread the scheduler leaves waiting
+        time.sleep(2 * process.CHILD_GRACE)   # a reader thread the scheduler leaves waiting
 
     monkeypatch.setattr(process, "_drain", slow_drain)
+    monkeypatch.setattr(process, "CHILD_GRACE", 0.1)
     seed = SEEDS / "shared_memory.txt"
     result = run_command([standin["replay"], seed], timeout=30)
     assert (result.returncode, result.notes, result.stdout) == (0, [], seed.read_bytes())

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import GPU_UUID, SECOND_GPU_UUID, coursectl, overlap, sanitizer_runs, standin_runs
+from conftest import GPU_UUID, QUIET, SECOND_GPU_UUID, coursectl, overlap, sanitizer_runs, standin_runs
 from orchestrator.sharing import START_GAP, GpuShare, StartGap
 from orchestrator.toolchain import Gpu
 
@@ -78,11 +78,11 @@ def test_no_pass_starts_while_a_lesson_holds_or_waits_for_any_gpu():
     ticket = share.queue_passes("day13", G0, {"memcheck": 2.0})["memcheck"]
     first.release()                       # GPU 0 is free, but day14's timed runs go on on GPU 1
     memcheck = Pass(share, G0, ticket=ticket)
-    assert not memcheck.started.wait(0.3), "a pass started beside a timed run on the other GPU"
+    assert not memcheck.started.wait(QUIET), "a pass started beside a timed run on the other GPU"
     day16 = Waiter(share, "day16")
     assert day16.claimed.wait(5) and day16.claim.gpu == G0
     second.release()
-    assert not memcheck.started.wait(0.3), "a pass started while a lesson held a GPU"
+    assert not memcheck.started.wait(QUIET), "a pass started while a lesson held a GPU"
     day16.claim.release()
     assert memcheck.started.wait(5)
     memcheck.end()
@@ -92,9 +92,9 @@ def test_no_pass_starts_while_a_lesson_still_building_has_yet_to_ask_for_a_gpu()
     share = GpuShare([G0, G1], jobs=8, free_memory=lambda gpu: None, coming=["day13", "day71"])
     share.claim("day13").release()
     memcheck = Pass(share, G0)
-    assert not memcheck.started.wait(0.3), "a pass started while day 71 was still building"
+    assert not memcheck.started.wait(QUIET), "a pass started while day 71 was still building"
     day71 = share.claim("day71")          # built: it asks, and gets a GPU at once
-    assert day71 is not None and not memcheck.started.wait(0.3)
+    assert day71 is not None and not memcheck.started.wait(QUIET)
     day71.release()
     assert memcheck.started.wait(5)
     memcheck.end()
@@ -103,7 +103,7 @@ def test_no_pass_starts_while_a_lesson_still_building_has_yet_to_ask_for_a_gpu()
 def test_closing_lets_passes_go_though_a_lesson_never_asked():
     share = GpuShare([G0], jobs=8, free_memory=lambda gpu: None, coming=["day71"])
     memcheck = Pass(share, G0)
-    assert not memcheck.started.wait(0.3)
+    assert not memcheck.started.wait(QUIET)
     share.close()                         # Ctrl-C: the waiting pass starts, to be stopped at once
     assert memcheck.started.wait(5)
     memcheck.end()
@@ -124,10 +124,10 @@ def test_timed_runs_wait_for_the_passes_on_every_gpu_and_hold_back_new_ones():
 
     thread = threading.Thread(target=timed, daemon=True)
     thread.start()
-    assert not inside.wait(0.3), "a timed run started while a pass ran on the other GPU"
+    assert not inside.wait(QUIET), "a timed run started while a pass ran on the other GPU"
     assert said == [f"waiting for GPU {claim.gpu.index}: 1 sanitizer pass running"]
     late = Pass(share, G0)
-    assert not late.started.wait(0.2), "a pass started while a lesson held a GPU"
+    assert not late.started.wait(QUIET), "a pass started while a lesson held a GPU"
     on_one.end()
     assert inside.wait(5)
     thread.join(5)
@@ -150,7 +150,7 @@ def test_a_pass_never_goes_to_a_gpu_of_another_model():
     first = Pass(share, G0)
     assert first.started.wait(5) and first.ran_on == G0
     second = Pass(share, G0)
-    assert not second.started.wait(0.3), "an H200 build's pass ran on the T4"
+    assert not second.started.wait(QUIET), "an H200 build's pass ran on the T4"
     first.end()
     assert second.started.wait(5) and second.ran_on == G0
     second.end()
@@ -160,7 +160,7 @@ def test_a_withdrawn_ticket_holds_back_no_other_pass():
     share = GpuShare([G0], jobs=1, free_memory=lambda gpu: None)
     ticket = share.queue_passes("day16", G0, {"memcheck": 9.0})["memcheck"]   # the head of the queue
     other = Pass(share, G0, priority=1.0)
-    assert not other.started.wait(0.2), "a shorter pass started before the longest"
+    assert not other.started.wait(QUIET), "a shorter pass started before the longest"
     share.withdraw(ticket)                # day16's pass came from the cache
     assert other.started.wait(5)
     share.queue_passes("day71", G0, {"memcheck": 1.0, "racecheck": 2.0})
@@ -192,7 +192,7 @@ def test_with_one_gpu_the_waiting_lessons_run_before_any_pass():
     memcheck = Pass(share, G0)
     held.release()
     assert day14.claimed.wait(5)
-    assert not memcheck.started.wait(0.2), "a pass started while a lesson waited and no other GPU served it"
+    assert not memcheck.started.wait(QUIET), "a pass started while a lesson waited and no other GPU served it"
     day14.claim.release()
     assert memcheck.started.wait(5)
     memcheck.end()
@@ -230,7 +230,7 @@ def test_passes_waiting_start_longest_first():
         threading.Event().wait(0.01)
     running.end()
     assert long.started.wait(5)
-    assert not short.started.wait(0.2)
+    assert not short.started.wait(QUIET)
     long.end()
     assert short.started.wait(5)
     short.end()
@@ -269,7 +269,7 @@ def test_a_program_that_ends_during_the_gap_lets_the_next_start_at_once():
     first = Inside(gap.start)
     assert first.started.wait(5)
     second = Inside(gap.start)
-    assert not second.started.wait(0.2)
+    assert not second.started.wait(QUIET)
     first.end()
     assert second.started.wait(5)
     second.end()
@@ -280,7 +280,7 @@ def test_closing_the_share_lets_a_start_waiting_for_the_gap_go_at_once():
     first = Inside(share.starts.start)
     assert first.started.wait(5)
     second = Inside(share.starts.start)
-    assert not second.started.wait(0.2)
+    assert not second.started.wait(QUIET)
     share.close()   # as on Ctrl-C: the program it starts is stopped at once
     assert second.started.wait(5)
     first.end(), second.end()
