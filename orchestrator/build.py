@@ -141,6 +141,21 @@ def host_programs(flags: Sequence[str], folder: Path | None = None,
     return {name: _program(shutil.which(name, path=search)) for name in [*compilers, *HOST_TOOLS]}
 
 
+def describe_host_compiler(runner=run_command) -> str:
+    """What doctor says of the host compiler nvcc runs (NVCC_CCBIN's, else g++ on PATH): where, and which."""
+    programs = host_programs([])
+    name, found = [(name, found) for name, found in programs.items() if name not in HOST_TOOLS][-1]
+    if found is None:
+        return f"{name}: NOT FOUND on PATH: nvcc builds host code with it"
+    path = found.rsplit(" ", 1)[0]
+    try:
+        result = runner([path, "--version"], timeout=30)
+    except OSError as exc:
+        return f"{path}: CANNOT RUN: {exc.strerror or exc}"
+    first = result.stdout.decode(errors="replace").strip().splitlines()[:1]
+    return f"{path} ({first[0].strip()})" if result.ok and first else f"{path}: CANNOT RUN: {result.describe()}"
+
+
 def _ccbin(flags: Sequence[str]) -> str | None:
     """The host compiler the flags name, the last one winning as in nvcc, or None."""
     chosen = None

@@ -210,16 +210,18 @@ def json_to_stdout(json_path: Optional[Path]) -> None:
 @app.command(cls=Command)
 @handle_errors
 def doctor(manifest_path: Path = ManifestOpt) -> None:
-    """Show nvcc, the GPUs, driver, CUDA, compute-sanitizer, and which lessons have evidence.
+    """Show nvcc, the host compiler, the GPUs, driver, CUDA, compute-sanitizer, and which lessons have evidence.
 
     Exits 0 when nvcc is usable, even without a GPU (verify --offline needs
     none); 3 when nvcc, which every build needs, is missing.
     """
+    from .build import describe_host_compiler
     from .evidence import list_gpus
 
     tc = _discover()
     table = Table(show_header=False, show_edge=False)
     table.add_row("nvcc", tc.describe("nvcc"))
+    table.add_row("host compiler", describe_host_compiler())
     table.add_row("compute-sanitizer", tc.describe("compute-sanitizer"))
     table.add_row("driver", tc.driver_version or "-")
     table.add_row("CUDA (driver)", tc.cuda_version or "-")

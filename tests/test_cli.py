@@ -14,12 +14,13 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-from conftest import (tally_line, unverified, GPU_SLUG, GPU_UUID, HH, SANITIZER_DATA, SEEDS, H, after, coursectl, edit, is_gone, lines,
+from conftest import (tally_line, unverified, GPU_SLUG, GPU_UUID, HH, REAL_NVCC, SANITIZER_DATA, SEEDS, H, after, coursectl, edit, is_gone, lines,
                       real_lessons, seconds_masked, snapshot, statuses, table)
 from orchestrator import __version__
 from orchestrator.toolchain import NO_GPU_HINT
@@ -48,6 +49,13 @@ def test_help_lists_the_commands():
     assert [c for c in commands if c in expected] == expected  # later commands may join them
 
 
+def host_compiler_row() -> str:
+    """doctor's row for this machine's g++: its resolved path and the first line of its --version."""
+    path = os.path.realpath(shutil.which("g++"))
+    version = subprocess.run([path, "--version"], capture_output=True, text=True, check=True).stdout.splitlines()[0]
+    return f" host compiler     {H} {path} ({version})"
+
+
 def test_doctor_shows_the_gpu_and_the_evidence(course, fake_sanitizer, sanitizer_bin, nvcc_version, prebuilt):
     course(["day13-shared-memory", "day16-tiled-matmul"])
     assert coursectl("record", "day13-shared-memory", "-q").exit_code == 0
@@ -55,6 +63,7 @@ def test_doctor_shows_the_gpu_and_the_evidence(course, fake_sanitizer, sanitizer
     assert (result.exit_code, result.stderr) == (0, "")
     assert lines(result.stdout) == [
         f" nvcc              {H} {shutil.which('nvcc')} ({nvcc_version})",
+        host_compiler_row(),
         f" compute-sanitizer {H} {sanitizer_bin / 'compute-sanitizer'} (2025.3.1.0)",
         f" driver            {H} 580.159.04",
         f" CUDA (driver)     {H} 13.0",
@@ -78,8 +87,9 @@ def test_doctor_without_compute_sanitizer_or_gpu_reports_and_exits_0(course, mon
     monkeypatch.setenv("COURSECTL_NO_NVML", "1")
     result = coursectl("doctor")
     assert (result.exit_code, result.stderr) == (0, "")
-    assert lines(result.stdout)[:5] == [
+    assert lines(result.stdout)[:6] == [
         f" nvcc              {H} {nvcc_bin / 'nvcc'} ({nvcc_version})",
+        host_compiler_row(),
         f" compute-sanitizer {H} NOT FOUND: verify and record need --no-sanitize",
         f" driver            {H} -",
         f" CUDA (driver)     {H} -",
@@ -97,6 +107,26 @@ def test_doctor_in_a_narrow_terminal_shows_the_path_of_nvcc_whole(course, monkey
     result = coursectl("doctor", columns=40)
     assert (result.exit_code, result.stderr) == (0, "")
     assert lines(result.stdout)[0] == f" nvcc              {H} {nvcc_bin / 'nvcc'} ({nvcc_version})"
+
+
+def test_doctor_without_a_host_compiler_says_so_and_exits_0(course, monkeypatch, tmp_path, nvcc_version):
+    """nvcc builds host code with g++ (or NVCC_CCBIN's compiler): doctor names the one a build would use."""
+    from orchestrator import toolchain
+
+    course(["day13-shared-memory"])
+    alone = tmp_path / "bin"
+    alone.mkdir()
+    (alone / "nvcc").symlink_to(REAL_NVCC)
+    monkeypatch.setenv("PATH", str(alone))
+    monkeypatch.delenv("NVCC_CCBIN", raising=False)
+    monkeypatch.setattr(toolchain, "_cuda_dirs", lambda: [])
+    monkeypatch.setenv("COURSECTL_NO_NVML", "1")
+    result = coursectl("doctor")
+    assert result.exit_code == 0
+    assert lines(result.stdout)[1] == f" host compiler     {H} g++: NOT FOUND on PATH: nvcc builds host code with it"
+    monkeypatch.setenv("NVCC_CCBIN", shutil.which("gcc", path=os.defpath))
+    gcc = os.path.realpath(shutil.which("gcc", path=os.defpath))
+    assert lines(coursectl("doctor").stdout)[1].startswith(f" host compiler     {H} {gcc} (")
 
 
 def test_doctor_without_nvcc_exits_3(course, monkeypatch, gpu_bin):

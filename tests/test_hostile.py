@@ -214,9 +214,10 @@ def test_doctor_marks_an_nvcc_that_cannot_start_and_still_prints_its_table(cours
     course(["day16-tiled-matmul"])
     result = coursectl("doctor")
     assert result.exit_code == 3
-    assert lines(result.stdout)[:3] == [
+    assert lines(result.stdout)[:4] == [
         f" nvcc              {H} {nvcc_that_cannot_start}: CANNOT RUN: No such file or directory (its interpreter "
         "/nonexistent/python is missing)",
+        f" host compiler     {H} g++: NOT FOUND on PATH: nvcc builds host code with it",
         f" compute-sanitizer {H} {sanitizer_bin / 'compute-sanitizer'} (2025.3.1.0)",
         f" driver            {H} 580.159.04"]
     assert lines(result.stdout)[-1] == f" day16-tiled-matmul {H} none        {H} NO"
