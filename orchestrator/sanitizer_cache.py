@@ -2,8 +2,9 @@
 
 A pass is a pure function of its inputs as far as coursectl can see them: the
 -lineinfo binary, the tool and its arguments, the program's arguments, the
-tool's version, the driver, the GPU model, the CUDA_* environment and the
-dynamic loader's variables (LD_PRELOAD, LD_LIBRARY_PATH). When
+tool's version, the driver, the GPU model, the CUDA_* environment, the
+dynamic loader's variables (LD_PRELOAD, LD_LIBRARY_PATH) and the content of
+every file an argument names (a lesson's data, a suppressions file). When
 none of those changed, `verify` reuses what the tool wrote last time (the log
 and XML bytes, the exit status, the program's stdout, the seconds it took)
 instead of running it again, as Bazel reuses a test result.
@@ -31,11 +32,11 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from .errors import CoursectlError
-from .files import atomic_write, parse_json, read_file, sha256_bytes
+from .files import atomic_write, parse_json, read_file, sha256_bytes, sha256_file
 from .process import CommandResult
 from .sanitizer import DEFAULT_ERROR_EXITCODE, Tool, sanitizer_command
 
-CACHE_FORMAT = 2  # 2: the dynamic loader's variables
+CACHE_FORMAT = 3  # 2: the dynamic loader's variables; 3: the files the arguments name
 FOLDER = "sanitizer_passes"   # under the build cache's root; not a valid lesson id, so never one's folder
 # The most an entry may hold: in base64, a run's stdout and stderr (16 MiB each at most) and a log and XML
 # (64 MiB each at most, as evidence files).
@@ -66,6 +67,7 @@ class PassKey(BaseModel):
     driver_version: str | None
     gpu: str                      # the GPU model's name
     environment: dict[str, str]   # see ENV_PREFIXES
+    files: dict[str, str | None] = {}   # each argument that names a file (where the pass runs), and its sha256
 
     def digest(self) -> str:
         return sha256_bytes(self.model_dump_json().encode())[:24]
@@ -110,16 +112,43 @@ def key_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
             if name.startswith(ENV_PREFIXES) and name not in ENV_LEFT_OUT or name in ENV_NAMES}
 
 
+def argument_files(arguments: Sequence[str], folder: Path | None) -> dict[str, str | None]:
+    """The files the arguments name, read from `folder` (where the program runs), each with its sha256.
+
+    A program given a file reads it (the replaying stand-in its transcript, a
+    lesson its data, compute-sanitizer `--suppressions FILE`): what it holds
+    is an input of the pass as much as the binary is. An argument names a
+    file when it, or what follows its `=` (`--input=data.bin`), is the path of
+    a regular file; one that names none is in the key as written, as before.
+    """
+    named: dict[str, str | None] = {}
+    base = Path(folder) if folder is not None else Path.cwd()
+    for argument in arguments:
+        for candidate in (argument, argument.partition("=")[2]):
+            if candidate and candidate not in named and _is_file(base / candidate):
+                named[candidate] = sha256_file(base / candidate)
+    return named
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):   # a name too long for a path, a NUL in it: no file
+        return False
+
+
 def pass_key(binary: Path, tool: str, tool_args: Sequence[str], program_args: Sequence[str],
              sanitizer_version: str | None, driver_version: str | None, gpu_name: str,
-             env: Mapping[str, str] | None = None) -> PassKey:
-    """The key of one pass; `env` is what the pass runs with on top of this process's environment."""
+             env: Mapping[str, str] | None = None, folder: Path | None = None) -> PassKey:
+    """The key of one pass; `env` is what the pass runs with on top of this process's environment,
+    `folder` where it runs (a relative path among the arguments is read from there)."""
     command = sanitizer_command("compute-sanitizer", Tool(tool), ["PROGRAM", *program_args],
                                 Path("LOG"), Path("XML"), DEFAULT_ERROR_EXITCODE, extra=tool_args)
     return PassKey(binary_sha256=sha256_bytes(Path(binary).read_bytes()), tool=tool, tool_args=list(tool_args),
                    program_args=list(program_args), command=command, sanitizer_version=sanitizer_version,
                    driver_version=driver_version, gpu=gpu_name,
-                   environment=key_environment({**os.environ, **(env or {})}))
+                   environment=key_environment({**os.environ, **(env or {})}),
+                   files=argument_files([*tool_args, *program_args], folder))
 
 
 def entry_path(root: Path, lesson_id: str, key: PassKey) -> Path:

@@ -134,7 +134,7 @@ class Turn:
         timeout = spec.timeout or self.manifest.timeout(self.lesson) * 10
         program_args = [*self.lesson.args, *spec.program_args]
         key = pass_key(build.binary, tool, spec.args, program_args, self.toolchain.sanitizer_version,
-                       self.toolchain.driver_version, self.gpu.name, self.env)
+                       self.toolchain.driver_version, self.gpu.name, self.env, self.folder)
         root = cache_root(self.manifest)
         stored = None if self.options.rerun_sanitizers else load_pass(root, self.lesson.id, key)
         if stored is not None and stored.seconds > timeout:

@@ -48,13 +48,13 @@ def test_the_key_holds_every_input_and_not_the_gpu_a_pass_ran_on(binary, monkeyp
     monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
     key = key_of(binary)
     assert key.model_dump() == {
-        "format": 2, "binary_sha256": hashlib.sha256(binary.read_bytes()).hexdigest(),
+        "format": 3, "binary_sha256": hashlib.sha256(binary.read_bytes()).hexdigest(),
         "tool": "memcheck", "tool_args": ["--leak-check", "full"],
         "program_args": ["--check-only"],
         "command": ["compute-sanitizer", "--tool", "memcheck", "--log-file", "LOG", "--xml", "--save", "XML",
                     "--error-exitcode", "86", "--leak-check", "full", "PROGRAM", "--check-only"],
         "sanitizer_version": "2025.3.1.0", "driver_version": "580.159.04", "gpu": "NVIDIA H200",
-        "environment": key_environment()}
+        "environment": key_environment(), "files": {}}
     # Which of the GPUs of one model, and where the toolkit lies, change nothing.
     assert key_of(binary, env={"CUDA_VISIBLE_DEVICES": "GPU-00000001-test"}).digest() == key.digest()
     monkeypatch.setenv("CUDA_HOME", "/opt/cuda-elsewhere")
@@ -82,6 +82,44 @@ def test_a_change_of_any_input_changes_the_key(binary, monkeypatch, change):
     elif change == "LD_LIBRARY_PATH":
         monkeypatch.setenv("LD_LIBRARY_PATH", "/opt/other-driver/lib64")   # another libcuda
     assert key_of(binary, **changes.get(change, {})).digest() != before
+
+
+def test_the_files_the_arguments_name_are_in_the_key_by_their_content(tmp_path, binary):
+    """A program given a file reads it: another content is another pass, wherever the argument puts the name."""
+    folder = tmp_path / "lesson"
+    (folder / "data").mkdir(parents=True)
+    data, suppressions = folder / "data" / "numbers.txt", tmp_path / "known.xml"
+    data.write_text("1 2 3\n")
+    suppressions.write_text("<suppressions/>\n")
+    args = dict(tool_args=["--suppressions", str(suppressions)], program_args=["--input=data/numbers.txt", "-v"],
+                folder=folder)
+    key = key_of(binary, **args)
+    assert key.files == {str(suppressions): hashlib.sha256(b"<suppressions/>\n").hexdigest(),
+                         "data/numbers.txt": hashlib.sha256(b"1 2 3\n").hexdigest()}
+    assert key_of(binary, **args).digest() == key.digest()
+    data.write_text("1 2 4\n")
+    changed = key_of(binary, **args)
+    assert changed.digest() != key.digest()
+    suppressions.write_text("<suppressions></suppressions>\n")
+    assert key_of(binary, **args).digest() != changed.digest()
+    # Read from where the program runs: from another folder the same words name no file.
+    assert key_of(binary, **{**args, "folder": tmp_path}).files == {str(suppressions): key_of(binary, **args).files[
+        str(suppressions)]}
+    # Words that cannot be paths are no files, never an error.
+    assert key_of(binary, program_args=["x" * 5000, "a\0b", ""], folder=folder).files == {}
+
+
+def test_a_changed_data_file_runs_the_pass_again(course, fake_sanitizer, prebuilt, pass_log):
+    """The replaying stand-in prints the transcript its argument names: changed, the pass is not taken as before."""
+    lesson = "day13-shared-memory"
+    made = course([lesson], sanitizers={lesson: {"memcheck": {}}})
+    assert coursectl("verify", "--all", "-q").exit_code == 0
+    assert summary_row(coursectl("verify", "--all", "-q"))[5] == "memcheck ok (cached)"
+    transcript = made.transcript(lesson)
+    transcript.write_text(transcript.read_text() + "\n")
+    result = coursectl("verify", "--all", "-q")
+    assert (result.exit_code, summary_row(result)[5], len(sanitizer_runs(pass_log))) == (0, "memcheck ok T s", 2)
+    assert summary_row(coursectl("verify", "--all", "-q"))[5] == "memcheck ok (cached)"
 
 
 def test_stored_then_loaded_as_it_ran(tmp_path, binary):
