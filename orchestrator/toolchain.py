@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -279,25 +280,34 @@ def why_it_cannot_run(path: str, exc: OSError) -> str:
 
 
 def discover(runner=run_command, use_nvml: bool = True) -> Toolchain:
-    """Look for every tool; record what is missing or cannot run instead of failing."""
+    """Look for every tool; record what is missing or cannot run instead of failing.
+
+    nvcc's version, compute-sanitizer's and NVML's GPUs are asked at once, each
+    on a thread of its own: none needs another's answer, and each takes tens of
+    milliseconds that every command would otherwise wait for one after another.
+    """
     tc = Toolchain()
     tc.nvcc = find_tool("nvcc")
-    if tc.nvcc:
-        try:
-            tc.nvcc_version = nvcc_version(tc.nvcc, runner)
-        except OSError as exc:
-            tc.broken["nvcc"] = why_it_cannot_run(tc.nvcc, exc)
     tc.sanitizer = find_tool("compute-sanitizer", beside=tc.nvcc)
-    if tc.sanitizer:
-        try:
-            tc.sanitizer_version = sanitizer_version(tc.sanitizer, runner)
-        except OSError as exc:
-            tc.broken["compute-sanitizer"] = why_it_cannot_run(tc.sanitizer, exc)
     if os.environ.get("COURSECTL_NO_NVML"):
         use_nvml = False
-    if use_nvml:
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="coursectl-tools") as pool:
+        asked_nvcc = pool.submit(nvcc_version, tc.nvcc, runner) if tc.nvcc else None
+        asked_sanitizer = pool.submit(sanitizer_version, tc.sanitizer, runner) if tc.sanitizer else None
+        asked_nvml = pool.submit(_gpus_from_nvml) if use_nvml else None
+    if asked_nvcc is not None:
         try:
-            tc.gpus, tc.driver_version, tc.cuda_version = _gpus_from_nvml()
+            tc.nvcc_version = asked_nvcc.result()
+        except OSError as exc:
+            tc.broken["nvcc"] = why_it_cannot_run(tc.nvcc, exc)
+    if asked_sanitizer is not None:
+        try:
+            tc.sanitizer_version = asked_sanitizer.result()
+        except OSError as exc:
+            tc.broken["compute-sanitizer"] = why_it_cannot_run(tc.sanitizer, exc)
+    if asked_nvml is not None:
+        try:
+            tc.gpus, tc.driver_version, tc.cuda_version = asked_nvml.result()
             tc.gpu_source = "nvml"
         except ImportError:
             tc.notes.append("NVML bindings (pynvml) not installed")
