@@ -186,20 +186,81 @@ def _program(path: str | None) -> str | None:
     return _PROGRAMS[seen]
 
 
-def cache_key(source: bytes, flags: list[str], arch: str, nvcc_version: str | None, variant: str,
-              binary_name: str, environment: Mapping[str, str] | None = None,
-              host: Mapping[str, str | None] | None = None) -> str:
-    """The first level of a cache entry: everything known before nvcc runs, and no lesson id.
+def key_material(source: bytes, flags: list[str], arch: str, nvcc_version: str | None, variant: str,
+                 binary_name: str, environment: Mapping[str, str] | None = None,
+                 host: Mapping[str, str | None] | None = None) -> dict:
+    """Everything a build's first-level key is made of: what is known before nvcc runs, and no lesson id.
 
     `environment`: the variables the build reads (default: build_environment() of this process);
     `host`: the host programs it runs (default: host_programs(flags) from this process's folder).
     """
     environment = build_environment() if environment is None else dict(environment)
     host = host_programs(flags) if host is None else dict(host)
-    material = json.dumps({"format": CACHE_FORMAT, "source": sha256_bytes(source), "flags": flags,
-                           "arch": arch, "nvcc": nvcc_version, "variant": variant, "binary": binary_name,
-                           "environment": environment, "host": host}, sort_keys=True)
-    return sha256_bytes(material.encode())[:20]
+    return {"format": CACHE_FORMAT, "source": sha256_bytes(source), "flags": list(flags), "arch": arch,
+            "nvcc": nvcc_version, "variant": variant, "binary": binary_name, "environment": environment,
+            "host": host}
+
+
+def cache_key(*args, **kwargs) -> str:
+    """The first level of a cache entry: the sha256 of key_material(*args, **kwargs)."""
+    return _key_of(key_material(*args, **kwargs))
+
+
+def _key_of(material: dict) -> str:
+    return sha256_bytes(json.dumps(material, sort_keys=True).encode())[:20]
+
+
+# -- what changed since the last build of a source -----------------------------------------------
+# The cache holds no lesson id, so a first-level miss cannot find the entry it replaces. For that,
+# the key material of each lesson's last build (by lesson, architecture, variant and the source's
+# path) is kept beside the entries, and a miss names what differs from it.
+LAST_BUILDS = "last_builds"   # under the cache root; not an architecture, so never an entry's folder
+
+
+def _last_build(manifest: Manifest, lesson: Lesson, arch: str, variant: str) -> Path:
+    where = sha256_bytes(str(manifest.source_path(lesson).absolute()).encode())[:12]
+    return cache_root(manifest) / LAST_BUILDS / f"{lesson.id}-{arch}-{variant}-{where}.json"
+
+
+def _remember(path: Path, material: dict) -> None:
+    """Keep `material` as the last build of its source, where it is not that already; a failure only costs the
+    next miss its explanation."""
+    text = json.dumps(material, sort_keys=True)
+    try:
+        if read_file(path, STAMP_LIMIT, "a record of the last build") == text.encode():
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, text)
+    except (OSError, CoursectlError):
+        pass
+
+
+def what_changed(before: dict, now: dict, source_name: str) -> list[str]:
+    """The inputs of a build that differ between two key materials, in words."""
+    said: list[str] = []
+    if before.get("source") != now["source"]:
+        said.append(f"{source_name} changed")
+    if before.get("flags") != now["flags"]:
+        said.append(f"the flags changed ({' '.join(before.get('flags') or []) or 'none'} -> "
+                    f"{' '.join(now['flags']) or 'none'})")
+    if before.get("nvcc") != now["nvcc"]:
+        said.append(f"nvcc changed ({before.get('nvcc')} -> {now['nvcc']})")
+    old_env, new_env = before.get("environment") or {}, now["environment"]
+    for name in sorted(set(old_env) | set(new_env)):
+        if old_env.get(name) != new_env.get(name):
+            said.append(f"{name} was unset" if name not in new_env else
+                        f"{name} was set to {new_env[name]!r}" if name not in old_env else
+                        f"{name} changed ({old_env[name]!r} -> {new_env[name]!r})")
+    old_host, new_host = before.get("host") or {}, now["host"]
+    for name in sorted(set(old_host) | set(new_host)):
+        old, new = old_host.get(name), new_host.get(name)
+        if old != new:
+            old_path, new_path = (value.rsplit(" ", 1)[0] if value else "none" for value in (old, new))
+            said.append(f"the host program {name} changed in place ({new_path})" if old_path == new_path else
+                        f"the host program {name} changed ({old_path} -> {new_path})")
+    if not said and before != now:
+        said.append("the build cache's format changed")
+    return said
 
 
 def headers_key(headers: dict[str, str], absent: Sequence[str] = ()) -> str:
@@ -284,11 +345,14 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
     if source is None:
         raise BuildError("cannot read source: No such file or directory", path=source_path)
     flags = manifest.flags(lesson) + variant_flags(variant)
-    key = cache_key(source, flags, arch, nvcc_version, variant, lesson.binary_name,
-                    host=host_programs(flags, folder))
+    material = key_material(source, flags, arch, nvcc_version, variant, lesson.binary_name,
+                            host=host_programs(flags, folder))
+    key = _key_of(material)
     group = cache_root(manifest) / f"{arch}-{variant}" / key
     entry, info, misses = _lookup(group, lesson.binary_name, folder, manifest.root)
+    last = _last_build(manifest, lesson, arch, variant)
     if entry is not None:
+        _remember(last, material)
         binary = entry / lesson.binary_name
         stderr = info["diagnostics"]
         return BuildResult(lesson=lesson.id, arch=arch, variant=variant, binary=binary, cached=True,
@@ -324,6 +388,9 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
         _publish(work, entry, lesson.binary_name)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if not misses:
+        misses = _changed_since(last, material, course_path(source_path, manifest.root))
+    _remember(last, material)
     return BuildResult(lesson=lesson.id, arch=arch, variant=variant, binary=binary, cached=False,
                        seconds=result.seconds, command=display, diagnostics=_without_ptxas(diagnostics),
                        resources=parse_resources(diagnostics), notes=misses,
@@ -355,6 +422,22 @@ def _sources(manifest: Manifest, source: Path, digest: str, folder: Path, header
     for name, sha in headers.items():
         out[course_path(folder / name, manifest.root)] = sha
     return out
+
+
+def _changed_since(last: Path, material: dict, source_name: str) -> list[str]:
+    """Why the last build of this source does not serve now: `[... since the last build; rebuilt]`, or []
+    where there was none (or its record cannot be read)."""
+    try:
+        before = parse_json(read_file(last, STAMP_LIMIT, "a record of the last build") or b"")
+    except (OSError, CoursectlError, ValueError):
+        return []
+    if not isinstance(before, dict) or before == material:
+        return []
+    try:
+        said = what_changed(before, material, source_name)
+    except (TypeError, AttributeError):   # a record edited by hand into other shapes says nothing
+        return []
+    return [f"{_listed(said)} since the last build; rebuilt"] if said else []
 
 
 def _lookup(group: Path, binary_name: str, folder: Path, root: Path) -> tuple[Path | None, dict | None, list[str]]:

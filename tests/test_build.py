@@ -20,11 +20,11 @@ from orchestrator.errors import ManifestError
 
 from conftest import FLAGS, SEEDS, STANDINS, write_course
 from orchestrator import process
-from orchestrator.build import (build_lesson, cache_key, check_arch, headers_key, host_programs, local_files,
-                                nvcc_command, parse_dependencies)
+from orchestrator.build import (build_lesson, cache_key, check_arch, headers_key, host_programs, key_material,
+                                local_files, nvcc_command, parse_dependencies, what_changed)
 from orchestrator.pipeline import build_many
 from orchestrator.errors import BuildError, UsageError
-from orchestrator.process import run_command
+from orchestrator.process import CommandResult, run_command
 
 NVCC = shutil.which("nvcc")
 LESSON = "day13-shared-memory"
@@ -84,6 +84,13 @@ def files_under(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
 
 
+def entries_and_records(cache: Path) -> tuple[list[str], list[str]]:
+    """The files of a cache's entries, and the names of its records of each lesson's last build."""
+    files = files_under(cache)
+    return ([name for name in files if not name.startswith("last_builds/")],
+            [name.removeprefix("last_builds/") for name in files if name.startswith("last_builds/")])
+
+
 def load(root: Path, **kwargs):
     manifest = write_course(root, [LESSON], **kwargs).load()
     return manifest, manifest.lesson(LESSON)
@@ -131,7 +138,9 @@ def test_build_then_cached(tmp_path, own_cache, nvcc_version):
     assert first.diagnostics == ""
     assert first.sources == {"standins/replay.cpp": hashlib.sha256(source.read_bytes()).hexdigest()}
     where = entry.relative_to(own_cache).as_posix()
-    assert files_under(own_cache) == [f"{where}/build.json", f"{where}/replay", f"{where}/replay.d"]
+    entries, records = entries_and_records(own_cache)
+    assert entries == [f"{where}/build.json", f"{where}/replay", f"{where}/replay.d"]
+    assert len(records) == 1 and re.fullmatch(rf"{LESSON}-sm_90-plain-[0-9a-f]{{12}}\.json", records[0])
     seed = SEEDS / "shared_memory.txt"
     assert run_command([binary, seed], timeout=30).stdout == seed.read_bytes()
 
@@ -324,7 +333,8 @@ def test_builds_of_one_entry_at_once_each_write_their_own_files(tmp_path, own_ca
     assert len(set(outputs)) == 3
     [binary] = {build.binary for build in builds}
     where = binary.parent.relative_to(own_cache).as_posix()
-    assert files_under(own_cache) == [f"{where}/build.json", f"{where}/replay", f"{where}/replay.d"]
+    entries, records = entries_and_records(own_cache)
+    assert (entries, len(records)) == ([f"{where}/build.json", f"{where}/replay", f"{where}/replay.d"], 1)
     assert sorted(p.name for p in binary.parent.parent.iterdir()) == [binary.parent.name]
     seed = SEEDS / "shared_memory.txt"
     assert run_command([binary, seed], timeout=30).stdout == seed.read_bytes()
@@ -658,6 +668,62 @@ def test_the_host_compiler_is_the_one_ccbin_names(tmp_path, monkeypatch):
                                                             "ld": on_path["ld"]}
 
 
+def nvcc_standing_in(argv, **kwargs) -> CommandResult:
+    """What nvcc leaves for a build, without nvcc: a binary, and a dependency list naming the source alone."""
+    output, dependencies, source = Path(argv[argv.index("-o") + 1]), Path(argv[argv.index("-MF") + 1]), argv[-1]
+    output.write_bytes(b"\x7fELF a stand-in for nvcc's binary")
+    dependencies.write_text(f"{output}: {source}\n")
+    return CommandResult(argv=[str(a) for a in argv], returncode=0, seconds=0.01, stdout=b"", stderr=b"")
+
+
+def test_a_rebuild_says_what_changed_since_the_last_build(tmp_path, own_cache, nvcc_version, monkeypatch):
+    """The cache holds no lesson id, so the entry a build replaces cannot be found; the last build's inputs are
+    kept per lesson to say what changed: an edited source, a variable, another compiler."""
+    for name in ("CPATH", "NVCC_APPEND_FLAGS"):
+        monkeypatch.delenv(name, raising=False)
+    manifest, lesson = load(tmp_path / "course")
+
+    def build():
+        return build_lesson(manifest, lesson, "sm_90", NVCC, nvcc_version, runner=nvcc_standing_in)
+
+    first = build()
+    assert (first.cached, first.notes) == (False, [])      # no build before it: nothing to say
+    assert build().cached
+    monkeypatch.setenv("CPATH", "/opt/other/include")
+    assert build().notes == ["CPATH was set to '/opt/other/include' since the last build; rebuilt"]
+    source = manifest.source_path(lesson)
+    source.write_text(source.read_text() + "\n// edited\n")
+    monkeypatch.delenv("CPATH")
+    assert build().notes == [f"{manifest.source_path(lesson).relative_to(manifest.root)} changed, CPATH was unset "
+                             "since the last build; rebuilt"]
+    other = _host_compilers(tmp_path / "other-gcc", "version 1")
+    monkeypatch.setenv("PATH", f"{other}{os.pathsep}{os.environ['PATH']}")
+    gcc = os.path.realpath(shutil.which("gcc", path=os.defpath))
+    gxx = os.path.realpath(shutil.which("g++", path=os.defpath))
+    assert build().notes == [f"the host program g++ changed ({gxx} -> {other / 'g++'}), the host program gcc "
+                             f"changed ({gcc} -> {other / 'gcc'}) since the last build; rebuilt"]
+    assert build().cached                                  # nothing changed since: nothing said
+    # A record that cannot be read, or holds something else, says nothing, and the build goes on.
+    [record] = (own_cache / "last_builds").iterdir()
+    for damaged in ('{"flags": 5, "host": 7, "environment": []}', "[]", "{", "\0" * 10):
+        record.write_text(damaged)
+        monkeypatch.setenv("LIBRARY_PATH", f"/opt/{len(damaged)}")
+        assert build().notes == []
+
+
+def test_what_changed_names_each_input_in_words():
+    before = key_material(b"one", ["-O3"], "sm_90", "13.0.88", "plain", "replay", environment={"CPATH": "/a"},
+                          host={"g++": "/usr/bin/g++-12 aaa", "as": "/usr/bin/as bbb"})
+    now = key_material(b"two", ["-O2"], "sm_90", "13.1.10", "plain", "replay", environment={"LIBRARY_PATH": "/l"},
+                       host={"g++": "/usr/bin/g++-12 ccc", "as": None})
+    assert what_changed(before, now, "lessons/a.cu") == [
+        "lessons/a.cu changed", "the flags changed (-O3 -> -O2)", "nvcc changed (13.0.88 -> 13.1.10)",
+        "CPATH was unset", "LIBRARY_PATH was set to '/l'", "the host program as changed (/usr/bin/as -> none)",
+        "the host program g++ changed in place (/usr/bin/g++-12)"]
+    assert what_changed(before, before, "lessons/a.cu") == []
+    assert what_changed({**before, "format": 5}, before, "lessons/a.cu") == ["the build cache's format changed"]
+
+
 def test_two_lessons_sharing_a_source_and_flags_build_once(multi_course, own_cache, nvcc_version, fake_gpu):
     """The cache is content-addressed and the scheduler builds shared inputs once, whichever lessons share them."""
     def twice(manifest: dict) -> None:
@@ -681,4 +747,4 @@ def test_two_lessons_sharing_a_source_and_flags_build_once(multi_course, own_cac
     alone = build_lesson(manifest, manifest.lesson("day03-sum-again"), "sm_90", NVCC, nvcc_version,
                          runner=nvcc_would_run)
     assert (alone.cached, alone.binary) == (True, first.binary)
-    assert [p.name for p in own_cache.iterdir()] == ["sm_90-plain"]
+    assert sorted(p.name for p in own_cache.iterdir()) == ["last_builds", "sm_90-plain"]
