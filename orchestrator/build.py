@@ -137,7 +137,7 @@ def host_programs(flags: Sequence[str], folder: Path | None = None,
         compilers = [chosen]        # a bare name, looked up on PATH as nvcc does
     else:
         named = Path(chosen) if os.path.isabs(chosen) or folder is None else Path(folder) / chosen
-        compilers = [str(named / name) for name in HOST_PROGRAMS] if named.is_dir() else [str(named)]
+        compilers = [str(named / name) for name in HOST_PROGRAMS] if _is_dir(named) else [str(named)]
     return {name: _program(shutil.which(name, path=search)) for name in [*compilers, *HOST_TOOLS]}
 
 
@@ -154,6 +154,13 @@ def describe_host_compiler(runner=run_command) -> str:
         return f"{path}: CANNOT RUN: {exc.strerror or exc}"
     first = result.stdout.decode(errors="replace").strip().splitlines()[:1]
     return f"{path} ({first[0].strip()})" if result.ok and first else f"{path}: CANNOT RUN: {result.describe()}"
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):   # a name too long for a path, a NUL in it: no folder
+        return False
 
 
 def _ccbin(flags: Sequence[str]) -> str | None:

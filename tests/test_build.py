@@ -662,6 +662,9 @@ def test_the_host_compiler_is_the_one_ccbin_names(tmp_path, monkeypatch):
     relative_file = host_programs(["--compiler-bindir=../tools/g++"], folder)
     assert relative_file[str(folder / "../tools/g++")].startswith(f"{compilers / 'g++'} ")
     assert host_programs(["-ccbin", "nosuchcompiler-1"], folder)["nosuchcompiler-1"] is None
+    for hostile in ("x" * 5000 + "/g++", "tools/\0/g++", "x" * 5000):   # no such compiler: nvcc will say so
+        assert host_programs(["-ccbin", hostile], folder)[hostile if "/" not in hostile else
+                                                          str(folder / hostile)] is None
     monkeypatch.setenv("NVCC_CCBIN", str(compilers))
     assert host_programs(["-O3"], folder) == by_folder
     assert host_programs(["-ccbin", "g++", "-O3"], folder) == {"g++": on_path["g++"], "as": on_path["as"],
