@@ -33,11 +33,12 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from .errors import BuildError, CoursectlError, UsageError
-from .files import TEXT_LIMIT, atomic_write, parse_json, read_file, sha256_bytes, sha256_file
+from .files import TEXT_LIMIT, atomic_write, is_dir, parse_json, read_file, sha256_bytes, sha256_file
 from .includes import places_looked
 from .manifest import ARCH, Lesson, Manifest
 from .process import run_command
 from .resources import KernelResources, parse_resources
+from .toolchain import why_it_cannot_run
 from .trace import span
 
 CACHE_FORMAT = 6  # 2: ptxas' resource report; 3: the binary's sha256; 4: content-addressed, with the files read;
@@ -137,7 +138,7 @@ def host_programs(flags: Sequence[str], folder: Path | None = None,
         compilers = [chosen]        # a bare name, looked up on PATH as nvcc does
     else:
         named = Path(chosen) if os.path.isabs(chosen) or folder is None else Path(folder) / chosen
-        compilers = [str(named / name) for name in HOST_PROGRAMS] if _is_dir(named) else [str(named)]
+        compilers = [str(named / name) for name in HOST_PROGRAMS] if is_dir(named) else [str(named)]
     return {name: _program(shutil.which(name, path=search)) for name in [*compilers, *HOST_TOOLS]}
 
 
@@ -151,16 +152,9 @@ def describe_host_compiler(runner=run_command) -> str:
     try:
         result = runner([path, "--version"], timeout=30)
     except OSError as exc:
-        return f"{path}: CANNOT RUN: {exc.strerror or exc}"
+        return f"{path}: CANNOT RUN: {why_it_cannot_run(path, exc)}"
     first = result.stdout.decode(errors="replace").strip().splitlines()[:1]
     return f"{path} ({first[0].strip()})" if result.ok and first else f"{path}: CANNOT RUN: {result.describe()}"
-
-
-def _is_dir(path: Path) -> bool:
-    try:
-        return path.is_dir()
-    except (OSError, ValueError):   # a name too long for a path, a NUL in it: no folder
-        return False
 
 
 def _ccbin(flags: Sequence[str]) -> str | None:
@@ -229,13 +223,21 @@ def _last_build(manifest: Manifest, lesson: Lesson, arch: str, variant: str) -> 
     return cache_root(manifest) / LAST_BUILDS / f"{lesson.id}-{arch}-{variant}-{where}.json"
 
 
-def _remember(path: Path, material: dict) -> None:
-    """Keep `material` as the last build of its source, where it is not that already; a failure only costs the
-    next miss its explanation."""
-    text = json.dumps(material, sort_keys=True)
+def _record(path: Path) -> bytes | None:
+    """The record of a lesson's last build as stored, or None: never written, or it cannot be read."""
     try:
-        if read_file(path, STAMP_LIMIT, "a record of the last build") == text.encode():
-            return
+        return read_file(path, STAMP_LIMIT, "a record of the last build")
+    except (OSError, CoursectlError):
+        return None
+
+
+def _remember(path: Path, material: dict, previous: bytes | None) -> None:
+    """Keep `material` as the last build of its lesson, where `previous` (the record read) is not that already;
+    a failure only costs the next miss its explanation."""
+    text = json.dumps(material, sort_keys=True)
+    if previous == text.encode():
+        return
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, text)
     except (OSError, CoursectlError):
@@ -358,8 +360,9 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
     group = cache_root(manifest) / f"{arch}-{variant}" / key
     entry, info, misses = _lookup(group, lesson.binary_name, folder, manifest.root)
     last = _last_build(manifest, lesson, arch, variant)
+    previous = _record(last)
     if entry is not None:
-        _remember(last, material)
+        _remember(last, material, previous)
         binary = entry / lesson.binary_name
         stderr = info["diagnostics"]
         return BuildResult(lesson=lesson.id, arch=arch, variant=variant, binary=binary, cached=True,
@@ -396,8 +399,8 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if not misses:
-        misses = _changed_since(last, material, course_path(source_path, manifest.root))
-    _remember(last, material)
+        misses = _changed_since(previous, material, course_path(source_path, manifest.root))
+    _remember(last, material, previous)
     return BuildResult(lesson=lesson.id, arch=arch, variant=variant, binary=binary, cached=False,
                        seconds=result.seconds, command=display, diagnostics=_without_ptxas(diagnostics),
                        resources=parse_resources(diagnostics), notes=misses,
@@ -431,12 +434,14 @@ def _sources(manifest: Manifest, source: Path, digest: str, folder: Path, header
     return out
 
 
-def _changed_since(last: Path, material: dict, source_name: str) -> list[str]:
-    """Why the last build of this source does not serve now: `[... since the last build; rebuilt]`, or []
-    where there was none (or its record cannot be read)."""
+def _changed_since(previous: bytes | None, material: dict, source_name: str) -> list[str]:
+    """Why the lesson's last build (its record, `previous`) does not serve now: `[... since the last build;
+    rebuilt]`, or [] where there was none (or its record cannot be read)."""
+    if previous is None:
+        return []
     try:
-        before = parse_json(read_file(last, STAMP_LIMIT, "a record of the last build") or b"")
-    except (OSError, CoursectlError, ValueError):
+        before = parse_json(previous)
+    except ValueError:
         return []
     if not isinstance(before, dict) or before == material:
         return []

@@ -154,6 +154,22 @@ def sha256_file(path: Path) -> str | None:
         os.close(fd)
 
 
+def is_file(path: Path) -> bool:
+    """Path.is_file(), where a name that cannot be a path (too long for the system, a NUL in it) names no file."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def is_dir(path: Path) -> bool:
+    """Path.is_dir(), where a name that cannot be a path (too long for the system, a NUL in it) names no folder."""
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def too_large(limit: int, what: str) -> str:
     most = f"{limit >> 20} MiB" if limit % (1 << 20) == 0 else f"{limit:,} bytes"
     return f"larger than {most}, the most {what} may hold"

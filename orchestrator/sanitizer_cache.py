@@ -32,7 +32,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from .errors import CoursectlError
-from .files import atomic_write, parse_json, read_file, sha256_bytes, sha256_file
+from .files import atomic_write, is_file, parse_json, read_file, sha256_bytes, sha256_file
 from .process import CommandResult
 from .sanitizer import DEFAULT_ERROR_EXITCODE, Tool, sanitizer_command
 
@@ -125,16 +125,9 @@ def argument_files(arguments: Sequence[str], folder: Path | None) -> dict[str, s
     base = Path(folder) if folder is not None else Path.cwd()
     for argument in arguments:
         for candidate in (argument, argument.partition("=")[2]):
-            if candidate and candidate not in named and _is_file(base / candidate):
+            if candidate and candidate not in named and is_file(base / candidate):
                 named[candidate] = sha256_file(base / candidate)
     return named
-
-
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except (OSError, ValueError):   # a name too long for a path, a NUL in it: no file
-        return False
 
 
 def pass_key(binary: Path, tool: str, tool_args: Sequence[str], program_args: Sequence[str],
