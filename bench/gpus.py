@@ -43,8 +43,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.shorthand import written_out  # noqa: E402
-from orchestrator.toolchain import discover  # noqa: E402
+from orchestrator.manifest.shorthand import written_out  # noqa: E402
+from orchestrator.cuda.toolchain import discover  # noqa: E402
 from output import emit, now  # noqa: E402  (bench/output.py, beside this script)
 from timeline import summarise  # noqa: E402  (bench/timeline.py, beside this script)
 

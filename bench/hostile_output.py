@@ -65,9 +65,9 @@ def peak_mib() -> float:
 def measure(case: str, size: int) -> dict:
     """One case, in this process: decode, parse, describe, as judging a failed run does."""
     from orchestrator.errors import TranscriptError
-    from orchestrator.manifest import load_manifest
+    from orchestrator.manifest.model import load_manifest
     from orchestrator.process import CommandResult, tail_lines
-    from orchestrator.transcript import decode_output, parse_transcript
+    from orchestrator.transcript.parse import decode_output, parse_transcript
 
     schema = load_manifest(ROOT / "lessons.yaml").lesson(LESSON).output
     data = make_input(case, size)

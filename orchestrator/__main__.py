@@ -27,7 +27,7 @@ def main() -> None:
         # command goes on). Held, it is raised here, at once once they are in.
         signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
         try:
-            from .cli import app
+            from .cli.commands import app
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
         app(prog_name="coursectl")

@@ -3,7 +3,7 @@
     python background_builds.py JOBS.json RESULTS [THREADS]
 
 JOBS.json is a list of [name, manifest, lesson id, arch, variant]; each is
-built, in that order, with orchestrator.build.build_lesson, THREADS at a time
+built, in that order, with orchestrator.cuda.build.build_lesson, THREADS at a time
 (default: one per core) and at a lower priority than the tests running
 meanwhile, into the cache that
 $COURSECTL_CACHE names (the session's: a process of its own keeps that fixed
@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from orchestrator.build import build_lesson  # noqa: E402
+from orchestrator.cuda.build import build_lesson  # noqa: E402
 from orchestrator.files import atomic_write  # noqa: E402
-from orchestrator.manifest import load_manifest  # noqa: E402
-from orchestrator.toolchain import nvcc_version  # noqa: E402
+from orchestrator.manifest.model import load_manifest  # noqa: E402
+from orchestrator.cuda.toolchain import nvcc_version  # noqa: E402
 
 
 def main(jobs_path: str, results: str, threads: str | None = None) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from orchestrator.shorthand import written_out
+from orchestrator.manifest.shorthand import written_out
 
 ROOT = Path(__file__).resolve().parent.parent
 BUGS = Path(__file__).resolve().parent / "fixtures" / "bugs"

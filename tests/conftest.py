@@ -347,7 +347,7 @@ def real_lessons() -> dict[str, dict]:
 
 @functools.lru_cache(maxsize=4)
 def _written_out_lessons(text: str) -> dict[str, dict]:
-    from orchestrator.shorthand import written_out
+    from orchestrator.manifest.shorthand import written_out
 
     data = written_out(yaml.safe_load(text), ROOT)
     return {lesson["id"]: lesson for lesson in data["lessons"]}
@@ -369,7 +369,7 @@ class Course:
         return self.root / "evidence" / lesson_id / slug
 
     def load(self):
-        from orchestrator.manifest import load_manifest
+        from orchestrator.manifest.model import load_manifest
         return load_manifest(self.manifest)
 
 
@@ -553,7 +553,7 @@ def _command():
     """The click command typer makes of coursectl's app, made once (typer's CliRunner makes it for every call)."""
     import typer.main
 
-    from orchestrator.cli import app
+    from orchestrator.cli.commands import app
 
     return typer.main.get_command(app)
 
@@ -675,7 +675,7 @@ class Background(dict):
         self.manifests = {job[0]: Path(job[1]) for job in jobs}   # build name -> the manifest of its course
 
     def __missing__(self, name: str):
-        from orchestrator.build import BuildResult
+        from orchestrator.cuda.build import BuildResult
 
         if name not in self.index:
             raise KeyError(f"{name!r} was not asked for, or no selected test uses the fixture it names as "
@@ -758,7 +758,7 @@ for _lesson, _arch, _variant in PREBUILT:
 # -- built stand-ins -------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def nvcc_version() -> str:
-    from orchestrator.toolchain import nvcc_version as version_of
+    from orchestrator.cuda.toolchain import nvcc_version as version_of
     version = version_of(shutil.which("nvcc"))
     assert version is not None
     return version

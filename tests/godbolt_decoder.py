@@ -1,5 +1,5 @@
 """Reads a Compiler Explorer link back the way Compiler Explorer does, written apart from
-orchestrator/godbolt.py so that a test of one is not a test of itself.
+orchestrator/render/godbolt.py so that a test of one is not a test of itself.
 
 The steps are compiler-explorer's `deserialiseState` (shared/url-serialization.ts):
 rison-decode the fragment, lz-string `decompressFromBase64` its `z`, rison-decode

@@ -182,7 +182,7 @@ def _escape(path: str) -> str:
 
 def _dependencies(text: str) -> tuple[str, list[str]] | None:
     """(target, [dependency as nvcc wrote it]) of the make rule nvcc writes (`target : a.cu \\` ...)."""
-    # orchestrator.build.parse_dependencies reads the same rule, but this script runs with
+    # orchestrator.cuda.build.parse_dependencies reads the same rule, but this script runs with
     # `-I -S` for every nvcc call, to start fast, and so cannot import the package; it also
     # needs the target and the tokens as written, to write the rule back on a replay.
     head, sep, rest = text.partition(" : ")

@@ -1,4 +1,4 @@
-"""orchestrator.authoring, `coursectl check` and `coursectl new`: writing a lesson without a GPU.
+"""orchestrator.workflows.authoring, `coursectl check` and `coursectl new`: writing a lesson without a GPU.
 
 `check` runs on the real course and its recorded H200 evidence; `new` on a
 copy of the real course in tmp_path. Builds are real (nvcc), into the
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIRST_LESSONS, ROOT, coursectl, first_lessons_only, lines
-from orchestrator.authoring import FORMATS, N, THREADS, sample_transcript
+from orchestrator.workflows.authoring import FORMATS, N, THREADS, sample_transcript
 
 DAY16 = "day16-tiled-matmul"
 EVIDENCE = ROOT / "evidence" / DAY16 / "nvidia-h200" / "transcript.txt"
@@ -106,7 +106,7 @@ def test_check_a_transcript_with_a_gate_broken(in_repo, tmp_path):
 def test_check_reads_standard_input(in_repo):
     from typer.testing import CliRunner
 
-    from orchestrator.cli import app
+    from orchestrator.cli.commands import app
 
     result = CliRunner().invoke(app, ["check", DAY16, "-"], input=EVIDENCE.read_text(), env={"COLUMNS": "200"})
     assert result.exit_code == 0
@@ -308,7 +308,7 @@ def test_new_prints_each_path_whole_in_a_narrow_terminal(copy):
 def test_verify_offline_without_nvcc_promises_nothing_first(copy, monkeypatch, tmp_path):
     """It printed `offline: compute-sanitizer passes skipped ...; recorded sanitizer reports are checked` on
     stdout, then stopped for want of nvcc, having checked nothing."""
-    from orchestrator import toolchain
+    from orchestrator.cuda import toolchain
 
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(toolchain, "_cuda_dirs", lambda: [])

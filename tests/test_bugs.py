@@ -6,10 +6,10 @@ import pytest
 
 from bugs import ROOT, load_mutations, make_bug_course
 from conftest import build_in_background
-from orchestrator.manifest import load_manifest
-from orchestrator.pipeline import verify
-from orchestrator.results import Options, Status
-from orchestrator.toolchain import discover
+from orchestrator.manifest.model import load_manifest
+from orchestrator.workflows.pipeline import verify
+from orchestrator.judge.results import Options, Status
+from orchestrator.cuda.toolchain import discover
 
 MUTATIONS = load_mutations()
 IDS = [f"{m['lesson']}:{m['name']}" for m in MUTATIONS]

@@ -1,4 +1,4 @@
-"""orchestrator.build: real nvcc builds of the stand-ins, and the cache that spares rebuilding them."""
+"""orchestrator.cuda.build: real nvcc builds of the stand-ins, and the cache that spares rebuilding them."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from orchestrator.errors import ManifestError
 
 from conftest import FLAGS, SEEDS, STANDINS, write_course
 from orchestrator import process
-from orchestrator.build import (build_lesson, cache_key, check_arch, headers_key, host_programs, key_material,
+from orchestrator.cuda.build import (build_lesson, cache_key, check_arch, headers_key, host_programs, key_material,
                                 local_files, nvcc_command, parse_dependencies, what_changed)
-from orchestrator.pipeline import build_many
+from orchestrator.workflows.pipeline import build_many
 from orchestrator.errors import BuildError, UsageError
 from orchestrator.process import CommandResult, run_command
 
@@ -736,7 +736,7 @@ def test_two_lessons_sharing_a_source_and_flags_build_once(multi_course, own_cac
     twice(data)
     multi_course.manifest.write_text(yaml.safe_dump(data, sort_keys=False))
     manifest = multi_course.load()
-    from orchestrator.toolchain import discover
+    from orchestrator.cuda.toolchain import discover
     toolchain = discover()
     runner = CountingRunner()
     jobs = [(manifest.lesson("day02-sum"), "sm_90"), (manifest.lesson("day03-sum-again"), "sm_90")]

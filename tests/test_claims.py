@@ -1,4 +1,4 @@
-"""orchestrator.claims: lessons.yaml's claims evaluated on the real H200 transcripts.
+"""orchestrator.transcript.claims: lessons.yaml's claims evaluated on the real H200 transcripts.
 
 tests/data/seeds/README.md says where each transcript came from.
 """
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.claims import ClaimResult, check_claims, evaluate_claim, evaluate_claims
-from orchestrator.manifest import Claim, Lesson, load_manifest
-from orchestrator.transcript import Transcript, parse_transcript
+from orchestrator.transcript.claims import ClaimResult, check_claims, evaluate_claim, evaluate_claims
+from orchestrator.manifest.model import Claim, Lesson, load_manifest
+from orchestrator.transcript.parse import Transcript, parse_transcript
 
 REPO = Path(__file__).resolve().parent.parent
 SEEDS = Path(__file__).parent / "data" / "seeds"
@@ -443,7 +443,7 @@ def test_a_claim_past_a_bound_fails_naming_it(lessons, expression, reason):
 
 
 def test_the_step_bound_covers_every_row_of_a_claim_and_stops_it(lessons, monkeypatch):
-    import orchestrator.expressions as claims
+    import orchestrator.transcript.expressions as claims
 
     monkeypatch.setattr(claims, "MAX_STEPS", 40)   # 7 steps a row: the sixth row goes past 40
     result = evaluate(lessons[DAY14], "syncthreads.txt", each="blocks", gate="mismatches >= 0 and block > 0")
@@ -453,7 +453,7 @@ def test_the_step_bound_covers_every_row_of_a_claim_and_stops_it(lessons, monkey
 
 
 def test_the_time_bound_stops_a_claim(lessons, monkeypatch):
-    import orchestrator.expressions as claims
+    import orchestrator.transcript.expressions as claims
 
     monkeypatch.setattr(claims, "CLAIM_SECONDS", -1.0)
     result = evaluate(lessons[DAY13], "shared_memory.txt", gate="all(k.ms > 0 for k in kernels for j in 'x' * 300)")
@@ -462,7 +462,7 @@ def test_the_time_bound_stops_a_claim(lessons, monkeypatch):
 
 
 def test_the_real_limits_are_the_documented_ones():
-    import orchestrator.expressions as claims
+    import orchestrator.transcript.expressions as claims
 
     docs = (REPO / "docs" / "schema.md").read_text(encoding="utf-8")
     for line in ["| expression length | 1000 characters |", "| expression depth | 50 levels |",
@@ -511,7 +511,7 @@ def test_a_failed_all_names_the_first_row_that_broke_it(lessons):
 
 
 def test_a_failed_all_over_build_resources_names_the_kernel(lessons):
-    from orchestrator.resources import KernelResources
+    from orchestrator.cuda.resources import KernelResources
 
     resources = {name: KernelResources(kernel=name, mangled=f"_Z{name}", registers=32, spill_stores=spills,
                                        spill_loads=spills)

@@ -23,7 +23,7 @@ import pytest
 from conftest import (tally_line, unverified, GPU_SLUG, GPU_UUID, HH, REAL_NVCC, SANITIZER_DATA, SEEDS, H, after, coursectl, edit, is_gone, lines,
                       real_lessons, seconds_masked, snapshot, statuses, table)
 from orchestrator import __version__
-from orchestrator.toolchain import NO_GPU_HINT
+from orchestrator.cuda.toolchain import NO_GPU_HINT
 
 
 def claim(lesson: str, claim_id: str) -> dict:
@@ -79,7 +79,7 @@ def test_doctor_shows_the_gpu_and_the_evidence(course, fake_sanitizer, sanitizer
 
 def test_doctor_without_compute_sanitizer_or_gpu_reports_and_exits_0(course, monkeypatch, nvcc_bin, nvcc_version):
     """Without a GPU or compute-sanitizer there is still work for this machine: verify --offline, render."""
-    from orchestrator import toolchain
+    from orchestrator.cuda import toolchain
 
     course(["day13-shared-memory"])
     monkeypatch.setenv("PATH", str(nvcc_bin))
@@ -98,7 +98,7 @@ def test_doctor_without_compute_sanitizer_or_gpu_reports_and_exits_0(course, mon
 
 def test_doctor_in_a_narrow_terminal_shows_the_path_of_nvcc_whole(course, monkeypatch, nvcc_bin, nvcc_version):
     """At 40 columns the path was cut to '/tmp/pytest-of-root/pyt…': the one thing doctor is asked for."""
-    from orchestrator import toolchain
+    from orchestrator.cuda import toolchain
 
     course(["day13-shared-memory"])
     monkeypatch.setenv("PATH", str(nvcc_bin))
@@ -111,7 +111,7 @@ def test_doctor_in_a_narrow_terminal_shows_the_path_of_nvcc_whole(course, monkey
 
 def test_doctor_without_a_host_compiler_says_so_and_exits_0(course, monkeypatch, tmp_path, nvcc_version):
     """nvcc builds host code with g++ (or NVCC_CCBIN's compiler): doctor names the one a build would use."""
-    from orchestrator import toolchain
+    from orchestrator.cuda import toolchain
 
     course(["day13-shared-memory"])
     alone = tmp_path / "bin"
@@ -130,7 +130,7 @@ def test_doctor_without_a_host_compiler_says_so_and_exits_0(course, monkeypatch,
 
 
 def test_doctor_without_nvcc_exits_3(course, monkeypatch, gpu_bin):
-    from orchestrator import toolchain
+    from orchestrator.cuda import toolchain
 
     course(["day13-shared-memory"])
     monkeypatch.setenv("PATH", str(gpu_bin))

@@ -1,4 +1,4 @@
-"""orchestrator.compare and `coursectl compare`: two GPUs' evidence, or two revisions of it, side by side.
+"""orchestrator.workflows.compare and `coursectl compare`: two GPUs' evidence, or two revisions of it, side by side.
 
 Each test writes fixture evidence (evidence.write_evidence) into a course tree in
 tmp_path: the H200 transcripts recorded on the GPU machine, and a Tesla T4 one
@@ -13,9 +13,9 @@ import subprocess
 import pytest
 
 from conftest import SEEDS, coursectl, lines, table
-from orchestrator.compare import resolve_sides
+from orchestrator.workflows.compare import resolve_sides
 from orchestrator.errors import UsageError
-from orchestrator.evidence import EvidenceMeta, write_evidence
+from orchestrator.judge.evidence import EvidenceMeta, write_evidence
 from orchestrator.process import run_command
 
 DAY16 = "day16-tiled-matmul"

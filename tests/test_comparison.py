@@ -1,4 +1,4 @@
-"""orchestrator.comparison: each field judged against evidence under its rule.
+"""orchestrator.judge.comparison: each field judged against evidence under its rule.
 
 The first tests compare real H200 runs with each other (tests/data/seeds/README.md);
 the rest pin each rule's edges on single fields.
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.comparison import FieldResult, FieldStatus, compare_fields, describe_rule, within
-from orchestrator.manifest import Lesson, load_manifest
-from orchestrator.schema import Compare, FieldSpec
-from orchestrator.transcript import Flat, flatten, parse_transcript
+from orchestrator.judge.comparison import FieldResult, FieldStatus, compare_fields, describe_rule, within
+from orchestrator.manifest.model import Lesson, load_manifest
+from orchestrator.transcript.schema import Compare, FieldSpec
+from orchestrator.transcript.parse import Flat, flatten, parse_transcript
 
 REPO = Path(__file__).resolve().parent.parent
 SEEDS = Path(__file__).parent / "data" / "seeds"

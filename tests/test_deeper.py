@@ -9,11 +9,11 @@ import pytest
 
 from bugs import ROOT, make_bug_course
 from conftest import build_in_background
-from orchestrator.evidence import load_evidence, write_evidence
-from orchestrator.manifest import load_manifest
-from orchestrator.pipeline import verify_offline
-from orchestrator.results import Options, Status
-from orchestrator.toolchain import discover
+from orchestrator.judge.evidence import load_evidence, write_evidence
+from orchestrator.manifest.model import load_manifest
+from orchestrator.workflows.pipeline import verify_offline
+from orchestrator.judge.results import Options, Status
+from orchestrator.cuda.toolchain import discover
 
 DAY16 = "day16-tiled-matmul"
 DAY13 = "day13-shared-memory"
@@ -85,9 +85,9 @@ def test_a_figure_above_the_recorded_peak_fails_plausibility(tmp_path, real_buil
 
 @pytest.mark.parametrize("lesson_id", ["day13-shared-memory", "day14-syncthreads", DAY16, "day71-matmul-fp16"])
 def test_every_recorded_transcript_parses_and_holds_its_gates(lesson_id):
-    from orchestrator.claims import evaluate_claims
-    from orchestrator.resources import BuildEvidence
-    from orchestrator.transcript import parse_transcript
+    from orchestrator.transcript.claims import evaluate_claims
+    from orchestrator.cuda.resources import BuildEvidence
+    from orchestrator.transcript.parse import parse_transcript
 
     manifest = load_manifest(ROOT / "lessons.yaml")
     lesson = manifest.lesson(lesson_id)

@@ -6,8 +6,8 @@ import io
 
 from rich.console import Console
 
-from orchestrator import display
-from orchestrator.results import LessonResult, Status
+from orchestrator.cli import display
+from orchestrator.judge.results import LessonResult, Status
 
 LONG_ID = "day18-" + "very-long-lesson-name-" * 7 + "end"   # 163 characters
 

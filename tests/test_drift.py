@@ -1,4 +1,4 @@
-"""orchestrator.drift: what changed since the evidence (provenance, claims, sanitizer findings), shown
+"""orchestrator.judge.drift: what changed since the evidence (provenance, claims, sanitizer findings), shown
 by verify and record, `record --dry-run`, and the Markdown drift report of `--report`.
 
 The upgrade is simulated with fixture evidence written (evidence.write_evidence)
@@ -14,15 +14,15 @@ import pytest
 
 from conftest import (FLAGS, GPU_SLUG, SANITIZER_DATA, after, coursectl, lines, snapshot, statuses, table)
 from orchestrator import __version__
-from orchestrator.claims import ClaimResult
-from orchestrator.comparison import FieldResult, FieldStatus
-from orchestrator.drift import (Provenance, claim_changes, drift_report, finding_changes, moved_fields,
+from orchestrator.transcript.claims import ClaimResult
+from orchestrator.judge.comparison import FieldResult, FieldStatus
+from orchestrator.judge.drift import (Provenance, claim_changes, drift_report, finding_changes, moved_fields,
                                 provenance_changes)
-from orchestrator.evidence import EvidenceMeta, lesson_digest, load_evidence, write_evidence
-from orchestrator.results import ClaimChange, FindingChange, LessonResult, ProvenanceChange, Status
-from orchestrator.sanitizer import Tool
-from orchestrator.sanitizer_output import build_report
-from orchestrator.toolchain import Toolchain
+from orchestrator.judge.evidence import EvidenceMeta, lesson_digest, load_evidence, write_evidence
+from orchestrator.judge.results import ClaimChange, FindingChange, LessonResult, ProvenanceChange, Status
+from orchestrator.cuda.sanitizer import Tool
+from orchestrator.cuda.sanitizer_output import build_report
+from orchestrator.cuda.toolchain import Toolchain
 
 DAY16 = "day16-tiled-matmul"
 DAY14 = "day14-syncthreads"

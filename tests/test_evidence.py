@@ -1,4 +1,4 @@
-"""orchestrator.evidence: the store under evidence/<lesson>/<gpu>/, its checks and its atomic replace."""
+"""orchestrator.judge.evidence: the store under evidence/<lesson>/<gpu>/, its checks and its atomic replace."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from conftest import SANITIZER_DATA, SEEDS, named
-from orchestrator import evidence as evidence_module
+from orchestrator.judge import evidence as evidence_module
 from orchestrator.errors import EvidenceError
-from orchestrator.evidence import (
+from orchestrator.judge.evidence import (
     Evidence,
     EvidenceMeta,
     evidence_dir,

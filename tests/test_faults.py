@@ -26,11 +26,11 @@ import pytest
 
 from conftest import (named, unverified, GPU_SLUG, GPU_UUID, ROOT, SEEDS, after, coursectl, edit, is_gone, lines, snapshot,
                       standin_runs, statuses, wait_for)
-from orchestrator import evidence as evidence_module
+from orchestrator.judge import evidence as evidence_module
 from orchestrator import files
-from orchestrator import report as report_module
-from orchestrator.build import cache_key
-from orchestrator.evidence import EvidenceMeta, write_evidence
+from orchestrator.cli import report as report_module
+from orchestrator.cuda.build import cache_key
+from orchestrator.judge.evidence import EvidenceMeta, write_evidence
 
 INTERRUPTED = "coursectl: error: interrupted: running programs were stopped; nothing was recorded\n"
 BUILD_INTERRUPTED = "coursectl: error: interrupted: builds were stopped; no cache entry is half-written\n"
@@ -185,7 +185,7 @@ def test_a_flag_a_shell_would_expand_is_refused_before_anything_runs(course, fak
 @pytest.mark.parametrize("command", [["verify", "--all"], ["verify", "--all", "--offline"], ["build", "--all"]],
                          ids=["verify", "offline", "build"])
 def test_without_nvcc_exits_3(course, monkeypatch, gpu_bin, command):
-    from orchestrator import toolchain
+    from orchestrator.cuda import toolchain
 
     course(["day13-shared-memory"])
     monkeypatch.setenv("PATH", str(gpu_bin))
@@ -273,7 +273,7 @@ def test_a_lesson_needing_a_newer_gpu_is_unsupported_and_not_run(course, fake_gp
 
 
 def test_sanitizer_passes_without_compute_sanitizer_exit_3(course, monkeypatch, nvcc_bin, gpu_bin, prebuilt):
-    from orchestrator import toolchain
+    from orchestrator.cuda import toolchain
 
     course(["day14-syncthreads", "day16-tiled-matmul"], sanitizers={"day14-syncthreads": {"memcheck": {}}})
     monkeypatch.setenv("PATH", os.pathsep.join([str(nvcc_bin), str(gpu_bin)]))

@@ -1,4 +1,4 @@
-"""orchestrator.godbolt: Compiler Explorer links, read back as Compiler Explorer reads them."""
+"""orchestrator.render.godbolt: Compiler Explorer links, read back as Compiler Explorer reads them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from godbolt_decoder import decode_godbolt, decompress_from_base64
-from orchestrator.godbolt import compress_to_base64, godbolt_url, minify, rison, risonify
+from orchestrator.render.godbolt import compress_to_base64, godbolt_url, minify, rison, risonify
 
 REPO = Path(__file__).resolve().parent.parent
 NODE_MODULES = REPO / "tools" / "browser-check" / "node_modules"

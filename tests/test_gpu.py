@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from bugs import ROOT
-from orchestrator.manifest import load_manifest
-from orchestrator.pipeline import verify
-from orchestrator.results import Options, Status
-from orchestrator.toolchain import discover
+from orchestrator.manifest.model import load_manifest
+from orchestrator.workflows.pipeline import verify
+from orchestrator.judge.results import Options, Status
+from orchestrator.cuda.toolchain import discover
 
 
 @pytest.mark.gpu

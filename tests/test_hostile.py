@@ -182,7 +182,7 @@ def test_record_puts_back_a_set_left_aside_and_says_so(course, fake_gpu, prebuil
 @pytest.fixture
 def nvcc_that_cannot_start(tmp_path, monkeypatch, gpu_bin, sanitizer_bin) -> Path:
     """PATH: an nvcc script whose interpreter is missing, then the fake GPU tools."""
-    from orchestrator import toolchain
+    from orchestrator.cuda import toolchain
 
     folder = tmp_path / "broken-bin"
     folder.mkdir()
@@ -225,7 +225,7 @@ def test_doctor_marks_an_nvcc_that_cannot_start_and_still_prints_its_table(cours
 
 
 def test_a_tool_that_is_not_a_program_is_said_so(tmp_path):
-    from orchestrator.toolchain import why_it_cannot_run
+    from orchestrator.cuda.toolchain import why_it_cannot_run
 
     binary = tmp_path / "nvcc"
     binary.write_bytes(b"\x7fELF not really")
@@ -334,10 +334,10 @@ def test_a_signal_another_thread_takes_still_stops_the_run(make_course, prebuilt
     """The kernel may hand Ctrl-C or SIGTERM to any thread: here the GPU worker's own. The main thread,
     waiting for the lessons, still stops the run at once, not when the lesson ends 30 s later."""
     from orchestrator.errors import Interrupted
-    from orchestrator.pipeline import verify
+    from orchestrator.workflows.pipeline import verify
     from orchestrator.process import run_command
-    from orchestrator.results import Options
-    from orchestrator.toolchain import Gpu, Toolchain
+    from orchestrator.judge.results import Options
+    from orchestrator.cuda.toolchain import Gpu, Toolchain
 
     manifest = make_course(["day13-shared-memory"]).load()
     toolchain = Toolchain(nvcc=shutil.which("nvcc"), nvcc_version=nvcc_version,
@@ -359,9 +359,9 @@ def test_a_signal_another_thread_takes_during_builds_keeps_nvcc_from_the_cache(m
                                                                                tmp_path, monkeypatch, real_nvcc):
     """Here the thread that runs nvcc takes the Ctrl-C: nvcc is still stopped before it can finish."""
     from orchestrator.errors import Interrupted
-    from orchestrator.pipeline import build_many
+    from orchestrator.workflows.pipeline import build_many
     from orchestrator.process import run_command
-    from orchestrator.toolchain import Toolchain
+    from orchestrator.cuda.toolchain import Toolchain
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("COURSECTL_CACHE", str(cache))   # so that nvcc really runs
@@ -446,7 +446,7 @@ def ignore_backtracking(made) -> int:
 def test_a_pattern_that_backtracks_without_end_fails_its_lesson_and_the_others_stand(course, fake_sanitizer, prebuilt,
                                                                                       tmp_path, monkeypatch):
     """verify --offline, render --check and check hung on day 16's first line; now each match has 1 s (0.2 here)."""
-    from orchestrator import schema
+    from orchestrator.transcript import schema
 
     monkeypatch.setattr(schema, "LINE_SECONDS", 0.2)
     # Day 16 first (as day 1), so that render --check parses its evidence before it makes any page.

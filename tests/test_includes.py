@@ -1,10 +1,10 @@
-"""orchestrator.includes: the local headers a source includes, found as nvcc's preprocessor finds them."""
+"""orchestrator.cuda.includes: the local headers a source includes, found as nvcc's preprocessor finds them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.includes import include_dirs, local_headers, places_looked
+from orchestrator.cuda.includes import include_dirs, local_headers, places_looked
 
 
 def test_include_dirs_read_every_spelling_relative_to_the_sources_folder(tmp_path):

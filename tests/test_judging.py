@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 
 from bugs import ROOT
-from orchestrator.comparison import FieldStatus, check_plausibility, fraction_of_peak
-from orchestrator.evidence import EvidenceMeta, write_evidence
-from orchestrator.manifest import load_manifest
-from orchestrator.claims import ClaimResult
-from orchestrator.judging import (claim_reason, describe_environment, judge_recorded_pass, judge_runs,
+from orchestrator.judge.comparison import FieldStatus, check_plausibility, fraction_of_peak
+from orchestrator.judge.evidence import EvidenceMeta, write_evidence
+from orchestrator.manifest.model import load_manifest
+from orchestrator.transcript.claims import ClaimResult
+from orchestrator.judge.judging import (claim_reason, describe_environment, judge_recorded_pass, judge_runs,
                                   parse_evidence, resolve_snippets)
-from orchestrator.results import Status
+from orchestrator.judge.results import Status
 from orchestrator.process import CommandResult
-from orchestrator.toolchain import Gpu, GpuState, peak_fp32
-from orchestrator.transcript import flatten, parse_transcript
+from orchestrator.cuda.toolchain import Gpu, GpuState, peak_fp32
+from orchestrator.transcript.parse import flatten, parse_transcript
 
 SEEDS = Path(__file__).parent / "data" / "seeds"
 DAY16 = "day16-tiled-matmul"
@@ -176,8 +176,8 @@ def test_a_failed_claim_has_one_text_whatever_judged_it():
 
 
 def test_a_snippet_expectation_becomes_the_snippets_lines_in_the_source():
-    from orchestrator.sanitizer import ExpectedFinding
-    from orchestrator.snippets import Snippet
+    from orchestrator.cuda.sanitizer import ExpectedFinding
+    from orchestrator.manifest.snippets import Snippet
 
     snippets = {"racy": Snippet(name="racy", path="x.cu", first_line=145, last_line=159, text="")}
     wanted = [ExpectedFinding(kernel="reverseTileRacy", snippet="racy"), ExpectedFinding(kind="api", text="oops")]

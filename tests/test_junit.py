@@ -1,4 +1,4 @@
-"""orchestrator.report.junit_xml: every report is valid against junit-10.xsd and says what really ran.
+"""orchestrator.cli.report.junit_xml: every report is valid against junit-10.xsd and says what really ran.
 
 The schema is the one pytest validates its own JUnit XML with (tests/data/junit-10.xsd).
 Most tests build results by hand, one per status; three go through coursectl itself:
@@ -17,9 +17,9 @@ import yaml
 
 from conftest import DATA, GPU_SLUG, GPU_UUID, coursectl
 from orchestrator import __version__
-from orchestrator.results import LessonResult, PassResult, RunInfo, Status
-from orchestrator.report import VerifyReport, junit_xml, write_junit
-from orchestrator.toolchain import Gpu, Toolchain
+from orchestrator.judge.results import LessonResult, PassResult, RunInfo, Status
+from orchestrator.cli.report import VerifyReport, junit_xml, write_junit
+from orchestrator.cuda.toolchain import Gpu, Toolchain
 
 etree = pytest.importorskip("lxml.etree")
 

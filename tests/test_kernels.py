@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from orchestrator.kernels import demangle_all, short_name, split_kernel_name
+from orchestrator.cuda.kernels import demangle_all, short_name, split_kernel_name
 
 RACY_SIGNATURE = "reverseTileRacy(const float *, float *, unsigned long)"
 

@@ -1,4 +1,4 @@
-"""orchestrator.locks: a GPU's lock, held exclusively by timed runs and shared by sanitizer passes."""
+"""orchestrator.workflows.locks: a GPU's lock, held exclusively by timed runs and shared by sanitizer passes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from conftest import QUIET
-from orchestrator.locks import gpu_lock
+from orchestrator.workflows.locks import gpu_lock
 
 
 def test_shared_holders_hold_together():

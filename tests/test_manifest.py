@@ -1,4 +1,4 @@
-"""orchestrator.manifest and orchestrator.yamlfile: lessons.yaml, and every error it can raise.
+"""orchestrator.manifest.model and orchestrator.manifest.yamlfile: lessons.yaml, and every error it can raise.
 
 Each broken manifest is the minimal valid one below with one edit; every error
 is asserted whole, `path:line: lesson 'id': field.path: message`.
@@ -12,9 +12,9 @@ import pytest
 
 from conftest import FIRST_LESSONS, first_lessons_only
 from orchestrator.errors import ManifestError, TemplateError, UsageError
-from orchestrator.manifest import Manifest, load_manifest, select_lessons
+from orchestrator.manifest.model import Manifest, load_manifest, select_lessons
 from orchestrator.names import ARCH, GPU_SLUG, IDENTIFIER, LESSON_ID, SNIPPET_NAME
-from orchestrator.schema import Compare
+from orchestrator.transcript.schema import Compare
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -780,7 +780,7 @@ def test_a_billion_laughs_is_refused_at_once(tmp_path):
 
 
 def test_the_alias_cap_counts_expanded_values(tmp_path, monkeypatch):
-    import orchestrator.yamlfile as yamlfile
+    import orchestrator.manifest.yamlfile as yamlfile
 
     text = "version: 1\nx: &x [1, 2, 3]\ny: [*x, *x]\n"   # the root, 1, x, y and y's two x: 1 + 1 + 4 + 1 + 2 * 4
     path = write(tmp_path, text)
@@ -1001,7 +1001,7 @@ SAME_AS_PYYAML = [
 def test_load_yaml_builds_what_pyyaml_builds(tmp_path, text):
     import yaml
 
-    from orchestrator.yamlfile import load_yaml
+    from orchestrator.manifest.yamlfile import load_yaml
 
     if text.endswith(".yaml"):
         text = (REPO / text).read_text(encoding="utf-8")
@@ -1016,7 +1016,7 @@ def test_load_yaml_builds_what_pyyaml_builds(tmp_path, text):
 def test_merge_keys_follow_the_spec(tmp_path):
     """Own keys win and keep the merged key's place; in a list the first mapping wins (PyYAML 6.0.2+
     lets the last win for some keys, so the keys here are long enough to show the difference)."""
-    from orchestrator.yamlfile import load_yaml
+    from orchestrator.manifest.yamlfile import load_yaml
 
     path = write(tmp_path, "first: &first {shared_key: 1, only_first: 2}\n"
                            "second: &second {shared_key: 3, only_second: 4}\n"

@@ -1,4 +1,4 @@
-"""orchestrator.manifest_schema: the JSON Schema editors use for lessons.yaml, kept in step with the models."""
+"""orchestrator.manifest.jsonschema: the JSON Schema editors use for lessons.yaml, kept in step with the models."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 import yaml
 
-from orchestrator.manifest_schema import SHIPPED, manifest_schema, schema_text, write_manifest_schema
+from orchestrator.manifest.jsonschema import SHIPPED, manifest_schema, schema_text, write_manifest_schema
 
 REPO = Path(__file__).resolve().parent.parent
 COMMITTED = REPO / "orchestrator" / "schemas" / "lessons.schema.json"
@@ -30,7 +30,7 @@ def test_the_committed_schema_is_what_the_models_generate():
     # Compared as JSON: pydantic 2.10 writes a bound as 0.0 where later ones write 0.
     assert json.loads(COMMITTED.read_text(encoding="utf-8")) == manifest_schema(), (
         "orchestrator/schemas/lessons.schema.json is stale: regenerate it with "
-        "python -c 'from orchestrator.manifest_schema import write_manifest_schema; write_manifest_schema()'")
+        "python -c 'from orchestrator.manifest.jsonschema import write_manifest_schema; write_manifest_schema()'")
     assert SHIPPED == COMMITTED
 
 

@@ -17,10 +17,10 @@ import yaml
 
 from conftest import after, coursectl, lines, statuses
 from godbolt_decoder import decode_godbolt
-from orchestrator.build import build_lesson
-from orchestrator.evidence import lesson_digest
-from orchestrator.includes import local_headers
-from orchestrator.render import render_all, write_pages
+from orchestrator.cuda.build import build_lesson
+from orchestrator.judge.evidence import lesson_digest
+from orchestrator.cuda.includes import local_headers
+from orchestrator.render.course import render_all, write_pages
 
 LINK = re.compile(r"!?\[[^\]]*\]\((?P<inline>[^)\s]+)[^)]*\)|^\[[^\]]+\]:\s*(?P<reference>\S+)", re.MULTILINE)
 FENCE = re.compile(r"^(```+|~~~+)[^\n]*\n.*?^\1[ \t]*$", re.MULTILINE | re.DOTALL)

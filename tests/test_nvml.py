@@ -7,8 +7,8 @@ import types
 
 import pytest
 
-from orchestrator import toolchain
-from orchestrator.toolchain import Gpu, NvmlSession, discover, free_memory_mib, gpu_state
+from orchestrator.cuda import toolchain
+from orchestrator.cuda.toolchain import Gpu, NvmlSession, discover, free_memory_mib, gpu_state
 
 H200 = Gpu(index=0, name="NVIDIA H200", uuid="GPU-fake", compute_capability="9.0")
 

@@ -24,12 +24,12 @@ import pytest
 
 from conftest import (GPU_SLUG, GPU_UUID, QUIET, SECOND_GPU_UUID, H, after, coursectl, edit, lines, overlap,
                       sanitizer_runs, standin_runs, statuses, table, tally_line, unverified, wait_for, write_course)
-from orchestrator.selection import shard_lessons
-from orchestrator.pipeline import verify
-from orchestrator.sharing import PASS_MEMORY_MIB, GpuShare, pass_slots
-from orchestrator.results import Options, Status, quiet
+from orchestrator.manifest.selection import shard_lessons
+from orchestrator.workflows.pipeline import verify
+from orchestrator.workflows.sharing import PASS_MEMORY_MIB, GpuShare, pass_slots
+from orchestrator.judge.results import Options, Status, quiet
 from orchestrator.process import CommandResult, run_command
-from orchestrator.toolchain import Gpu, Toolchain, free_memory_mib
+from orchestrator.cuda.toolchain import Gpu, Toolchain, free_memory_mib
 
 FOUR = ["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul", "day71-matmul-fp16"]
 CLOCK = re.compile(r"^\[ *\d+\.\d s\] ")

@@ -1,4 +1,4 @@
-"""orchestrator.render: lesson pages, the README's lessons table and the sources' header lines.
+"""orchestrator.render.course: lesson pages, the README's lessons table and the sources' header lines.
 
 Each test renders a small course of its own in tmp_path with the repository's
 templates: day01-scale has evidence recorded on an H200, day02-sum has none.
@@ -16,11 +16,11 @@ import pytest
 
 from godbolt_decoder import decode_godbolt
 from orchestrator.errors import EvidenceError, ManifestError, TemplateError
-from orchestrator.evidence import EvidenceMeta, lesson_digest, write_evidence
-from orchestrator.figures import nice_ceiling_above
-from orchestrator.judging import parse_evidence
-from orchestrator.manifest import load_manifest
-from orchestrator.render import (
+from orchestrator.judge.evidence import EvidenceMeta, lesson_digest, write_evidence
+from orchestrator.render.figures import nice_ceiling_above
+from orchestrator.judge.judging import parse_evidence
+from orchestrator.manifest.model import load_manifest
+from orchestrator.render.course import (
     Page,
     diff_pages,
     format_number,
@@ -693,7 +693,7 @@ def test_a_bad_snippet_marker(course, edit, message):
 
 def test_a_missing_variable_is_an_error(course):
     set_template(course, "lesson.md.j2", "# Day {{ lesson.day }}\n\n{{ lesson.summary }}\n")
-    assert str(render_error(course)) == ("templates/lesson.md.j2:3: 'orchestrator.manifest.Lesson object' "
+    assert str(render_error(course)) == ("templates/lesson.md.j2:3: 'orchestrator.manifest.model.Lesson object' "
                                         "has no attribute 'summary'")
     set_template(course, "lesson.md.j2", "# Day {{ lesson.day }}\n\n{{ summary }}\n")
     assert str(render_error(course)) == "templates/lesson.md.j2:3: 'summary' is undefined"

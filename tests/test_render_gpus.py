@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.evidence import load_evidence, write_evidence
-from orchestrator.manifest import load_manifest
-from orchestrator.render import render_all
+from orchestrator.judge.evidence import load_evidence, write_evidence
+from orchestrator.manifest.model import load_manifest
+from orchestrator.render.course import render_all
 
 ROOT = Path(__file__).resolve().parent.parent
 DAY16 = "day16-tiled-matmul"

@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 from conftest import ROOT, coursectl
-from orchestrator.report import REPORT_FORMAT, report_schema
+from orchestrator.cli.report import REPORT_FORMAT, report_schema
 
 SHIPPED = ROOT / "orchestrator" / "schemas" / "report.schema.json"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.results import LessonResult, PassResult, RunInfo, Status, settle, stopped
+from orchestrator.judge.results import LessonResult, PassResult, RunInfo, Status, settle, stopped
 
 
 def run(**kwargs) -> RunInfo:

@@ -1,4 +1,4 @@
-"""orchestrator.sanitizer against compute-sanitizer output recorded on an H200.
+"""orchestrator.cuda.sanitizer against compute-sanitizer output recorded on an H200.
 
 tests/data/sanitizer/README.md says where each file came from.
 """
@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from orchestrator.errors import EvidenceError
-from orchestrator.sanitizer import (
+from orchestrator.cuda.sanitizer import (
     Access,
     Expectation,
     ExpectedFinding,
@@ -22,7 +22,7 @@ from orchestrator.sanitizer import (
     judge,
     sanitizer_command,
 )
-from orchestrator.sanitizer_output import (
+from orchestrator.cuda.sanitizer_output import (
     build_report,
     has_program_failed,
     parse_log,

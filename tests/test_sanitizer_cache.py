@@ -1,4 +1,4 @@
-"""orchestrator.sanitizer_cache: the key of a pass, storing it, and damaged entries read as misses."""
+"""orchestrator.cuda.sanitizer_cache: the key of a pass, storing it, and damaged entries read as misses."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from conftest import (GPU_SLUG, SANITIZER_DATA, after, coursectl, sanitizer_runs, seconds_masked, table,
                       unverified, write_course)
 from orchestrator.process import CommandResult
-from orchestrator.sanitizer_cache import (FOLDER, entry_path, is_cacheable, key_environment, load_pass, pass_key,
+from orchestrator.cuda.sanitizer_cache import (FOLDER, entry_path, is_cacheable, key_environment, load_pass, pass_key,
                                           store_pass)
 
 LOG = b"========= ERROR SUMMARY: 0 errors\n"
@@ -369,14 +369,14 @@ def test_a_crashed_pass_is_not_stored(course, fake_sanitizer, prebuilt, pass_log
 
 
 def test_a_result_that_cannot_be_stored_is_a_note(course, fake_sanitizer, prebuilt, monkeypatch, tmp_path):
-    import orchestrator.turn
+    import orchestrator.workflows.turn
 
     full = tmp_path / "cache" / "memcheck.json"
 
     def no_space(*args, **kwargs):
         raise OSError(28, "No space left on device", str(full))
 
-    monkeypatch.setattr(orchestrator.turn, "store_pass", no_space)
+    monkeypatch.setattr(orchestrator.workflows.turn, "store_pass", no_space)
     course(["day13-shared-memory"], sanitizers={"day13-shared-memory": {"memcheck": {}}})
     result = coursectl("verify", "--all", "-q")
     assert (result.exit_code, result.stderr) == (0, "")

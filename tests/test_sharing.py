@@ -8,8 +8,8 @@ import time
 import pytest
 
 from conftest import GPU_UUID, QUIET, SECOND_GPU_UUID, coursectl, overlap, sanitizer_runs, standin_runs
-from orchestrator.sharing import START_GAP, GpuShare, StartGap
-from orchestrator.toolchain import Gpu
+from orchestrator.workflows.sharing import START_GAP, GpuShare, StartGap
+from orchestrator.cuda.toolchain import Gpu
 
 G0 = Gpu(index=0, name="NVIDIA H200", uuid=GPU_UUID, compute_capability="9.0")
 G1 = Gpu(index=1, name="NVIDIA H200", uuid=SECOND_GPU_UUID, compute_capability="9.0")
@@ -237,7 +237,7 @@ def test_passes_waiting_start_longest_first():
 
 
 def test_passes_per_gpu_default_to_a_handful_unless_sanitizer_jobs_says():
-    from orchestrator.sharing import PASSES_PER_GPU
+    from orchestrator.workflows.sharing import PASSES_PER_GPU
     assert GpuShare([G0], free_memory=lambda gpu: None)._slots(G0) == PASSES_PER_GPU
     assert GpuShare([G0], jobs=16, free_memory=lambda gpu: None)._slots(G0) == 16
 

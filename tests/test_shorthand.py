@@ -1,4 +1,4 @@
-"""orchestrator.shorthand and the short forms of the output schema: what each says in the long form, and
+"""orchestrator.manifest.shorthand and the short forms of the output schema: what each says in the long form, and
 the errors they raise, at the line they were written on.
 
 Each short course below is the same lesson as its LONG form; loading both must
@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from orchestrator.errors import ManifestError
-from orchestrator.manifest import load_manifest
-from orchestrator.schema import LineItem, SectionItem, TableItem
-from orchestrator.shorthand import claim_order, long_entry, split_rules, written_out
+from orchestrator.manifest.model import load_manifest
+from orchestrator.transcript.schema import LineItem, SectionItem, TableItem
+from orchestrator.manifest.shorthand import claim_order, long_entry, split_rules, written_out
 
 LONG = """\
 version: 1

@@ -1,4 +1,4 @@
-"""orchestrator.snippets: `// snippet: NAME` ... `// end snippet[: NAME]` in lesson sources."""
+"""orchestrator.manifest.snippets: `// snippet: NAME` ... `// end snippet[: NAME]` in lesson sources."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import TemplateError
-from orchestrator.snippets import MARKER_HINT, Snippet, extract_snippets
+from orchestrator.manifest.snippets import MARKER_HINT, Snippet, extract_snippets
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""The sandbox templates render in (orchestrator/sandbox.py, orchestrator/limits.py): a template reads the data it
+"""The sandbox templates render in (orchestrator/render/sandbox.py, orchestrator/render/limits.py): a template reads the data it
 is given and computes within bounds; anything else is one TemplateError naming the template's file and line, exit 2,
 nothing written.
 
@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, coursectl, snapshot
-from orchestrator import limits
-from orchestrator.claims import ClaimResult
+from orchestrator.render import limits
+from orchestrator.transcript.claims import ClaimResult
 from orchestrator.errors import TemplateError
-from orchestrator.manifest import load_manifest
-from orchestrator.markup import environment, render_template
-from orchestrator.navigation import NavLink
-from orchestrator.render import ClaimRow
-from orchestrator.schema import Compare
+from orchestrator.manifest.model import load_manifest
+from orchestrator.render.markup import environment, render_template
+from orchestrator.render.navigation import NavLink
+from orchestrator.render.course import ClaimRow
+from orchestrator.transcript.schema import Compare
 
 
 def render_text(tmp_path: Path, text: str, **context) -> str:

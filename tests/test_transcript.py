@@ -1,4 +1,4 @@
-"""orchestrator.transcript: the real H200 transcripts parsed with lessons.yaml's own schemas.
+"""orchestrator.transcript.parse: the real H200 transcripts parsed with lessons.yaml's own schemas.
 
 tests/data/seeds/README.md says where each transcript came from. Broken
 transcripts are a seed with one edit, each asserted to the message and line.
@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from conftest import real_lessons
-from orchestrator import schema as schema_module
-from orchestrator import transcript as transcript_module
+from orchestrator.transcript import schema as schema_module
+from orchestrator.transcript import parse as transcript_module
 from orchestrator.errors import TranscriptError
-from orchestrator.manifest import load_manifest
-from orchestrator.schema import Compare, OutputSchema
-from orchestrator.transcript import Scope, Transcript, decode_output, flatten, parse_transcript
+from orchestrator.manifest.model import load_manifest
+from orchestrator.transcript.schema import Compare, OutputSchema
+from orchestrator.transcript.parse import Scope, Transcript, decode_output, flatten, parse_transcript
 
 REPO = Path(__file__).resolve().parent.parent
 SEEDS = Path(__file__).parent / "data" / "seeds"

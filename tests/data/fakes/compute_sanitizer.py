@@ -1,6 +1,6 @@
 """Stand-in for compute-sanitizer on a machine without a GPU.
 
-It takes the argument list coursectl builds (orchestrator.sanitizer.sanitizer_command):
+It takes the argument list coursectl builds (orchestrator.cuda.sanitizer.sanitizer_command):
 
     --tool T --log-file L --xml --save X --error-exitcode N
     [--racecheck-report analysis] [EXTRA...] PROGRAM ARGS...

@@ -1,0 +1,138 @@
+"""The commands that run no lesson: check, new, compare, report merge, schema.
+
+They register on cli.app, use its options and its one error handler, and
+print through cli.console, which each command's handler sets when it starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from . import commands as cli
+from . import display
+from .commands import (Command, JsonOpt, JunitOpt, ManifestOpt, StrictOpt, app, handle_errors, json_to_stdout, load,
+                  report_app, schema_app, write_reports)
+from ..manifest.selection import choose_lessons
+from ..errors import UsageError
+from ..manifest.model import select_lessons
+from ..words import plural
+
+
+@app.command(cls=Command)
+@handle_errors
+def check(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson whose schema and claims judge it."),
+          transcript: Optional[str] = typer.Argument(None, metavar="[TRANSCRIPT | -]", show_default=False,
+                                                     help="A transcript file, or - for standard input "
+                                                          "(default: the recorded evidence)."),
+          gpu: Optional[str] = typer.Option(None, "--gpu", metavar="SLUG",
+                                            help="Check the evidence recorded on this GPU (default: the first)."),
+          arch: Optional[str] = typer.Option(None, "--arch", metavar="sm_NN",
+                                             help="Judge the claims over ptxas' report on a build for this "
+                                                  "architecture (default: lessons.yaml's first)."),
+          manifest_path: Path = ManifestOpt) -> None:
+    """Check a transcript against a lesson's output schema and claims, without a GPU.
+
+    Prints the fields it parses into as a tree, then each claim's outcome.
+    Exits 0 when every gate holds, 1 when one fails, 2 when the transcript
+    does not match the schema.
+    """
+    from ..workflows.authoring import STDIN, check_lesson, read_transcript
+
+    manifest = load(manifest_path)
+    lesson = choose_lessons(manifest, [lesson_id], False)[0]
+    if transcript is not None and gpu is not None:
+        raise UsageError("--gpu picks recorded evidence to check; leave it out when giving a TRANSCRIPT")
+    text = None if transcript is None else read_transcript(transcript)
+    checked = check_lesson(manifest, lesson, text, STDIN if transcript == "-" else transcript or "", gpu, arch)
+    display.print_check(cli.console, checked)
+    if not checked.gates_held:
+        raise typer.Exit(1)
+
+
+@app.command(cls=Command)
+@handle_errors
+def new(lesson_id: str = typer.Argument(..., metavar="dayNN-name", help="The new lesson's id, such as day17-saxpy."),
+        title: str = typer.Option(..., "--title", metavar="TEXT", help="The lesson's page title."),
+        manifest_path: Path = ManifestOpt) -> None:
+    """Scaffold a lesson: lessons/<id>/ with a program that builds and its prose, and its entry in lessons.yaml.
+
+    The entry goes in day order, and its output schema and claims describe
+    what the program prints. docs/authoring.md says what comes next.
+    """
+    from ..workflows.authoring import new_lesson
+
+    made = new_lesson(load(manifest_path), lesson_id, title)
+    for name in made.files:
+        cli.console.print(f"wrote {name}" + (f" (the entry at line {made.line})" if name.endswith(".yaml") else ""),
+                      markup=False, highlight=False, soft_wrap=True)   # a path whole on its line, never broken
+    cli.console.print(f"next: write the lesson, `coursectl build {made.lesson}`, `coursectl check {made.lesson} "
+                  f"TRANSCRIPT`, `coursectl render`; docs/authoring.md walks through it", markup=False, highlight=False,
+                  soft_wrap=True)
+
+
+@app.command(cls=Command)
+@handle_errors
+def compare(a: str = typer.Argument(..., metavar="A", help="One side: a GPU with evidence here (nvidia-h200), REV:SLUG "
+                                    "(main:nvidia-h200) or a git revision (HEAD~3) of the other side's GPU."),
+            b: str = typer.Argument(..., metavar="B", help="The other side, in the same forms."),
+            lesson_ids: Optional[List[str]] = typer.Argument(None, metavar="LESSON", show_default=False,
+                                                             help="Lesson ids (default: every lesson)."),
+            report_path: Optional[Path] = typer.Option(None, "--report", metavar="FILE.md",
+                                                       help="Also write the comparison as Markdown here."),
+            manifest_path: Path = ManifestOpt) -> None:
+    """Set two GPUs' evidence, or two revisions of it, side by side: every field and its ratio."""
+    from ..workflows.compare import compare_evidence, resolve_sides, write_comparison
+
+    manifest = load(manifest_path)
+    lessons = select_lessons(manifest, lesson_ids or [], not lesson_ids)
+    side_a, side_b = resolve_sides(manifest, a, b)
+    compared = compare_evidence(manifest, lessons, side_a, side_b)
+    display.print_comparison(cli.console, side_a, side_b, compared)
+    if report_path:
+        write_comparison(report_path, side_a, side_b, compared)
+
+
+@report_app.command("merge", cls=Command)
+@handle_errors
+def report_merge(reports: List[Path] = typer.Argument(..., metavar="REPORT", help="JSON reports of the shards."),
+                 allow_partial: bool = typer.Option(False, "--allow-partial",
+                                                    help="Merge even with shards missing; the result says partial."),
+                 strict: bool = StrictOpt, json_path: Optional[Path] = JsonOpt,
+                 junit_path: Optional[Path] = JunitOpt) -> None:
+    """Merge the JSON reports of every shard of one verify run into one report.
+
+    Refuses (exit 1) when a shard of 1..N is missing, a lesson on a GPU is in
+    two reports, or the reports come from different manifests; a file that is
+    no coursectl JSON report is a usage error (exit 2).
+    """
+    from .report import merge_reports, read_json
+
+    json_to_stdout(json_path)
+    merged = merge_reports([read_json(p) for p in reports], allow_partial=allow_partial, strict=strict)
+    display.print_summary(cli.console, merged.results, f"merged {plural(len(reports), 'report')}" +
+                          (" (partial: shards missing)" if merged.partial else ""))
+    display.print_tally(cli.console, merged.results, 0.0, strict)
+    write_reports(merged, json_path, junit_path)
+
+
+@schema_app.command("report", cls=Command)
+@handle_errors
+def schema_report() -> None:
+    """The JSON Schema of `--json` reports."""
+    import json
+
+    from .report import report_schema
+
+    typer.echo(json.dumps(report_schema(), indent=2))
+
+
+@schema_app.command("manifest", cls=Command)
+@handle_errors
+def schema_manifest() -> None:
+    """The JSON Schema of lessons.yaml (orchestrator/schemas/lessons.schema.json)."""
+    from ..manifest.jsonschema import schema_text
+
+    typer.echo(schema_text(), nl=False)

@@ -1,0 +1,324 @@
+"""Machine-readable reports: JSON (which shards merge) and JUnit XML."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
+
+from .. import __version__
+from ..cuda.build import cache_root
+from ..errors import ManifestError, ReportError, UsageError
+from ..judge.evidence import first_error
+from ..files import atomic_write, parse_json, read_file, sha256_bytes
+from ..manifest.model import Manifest
+from ..process import escape_char
+from ..judge.results import LessonResult, Status, is_unverified
+from ..cuda.toolchain import Toolchain
+from ..manifest.yamlfile import MAX_BYTES
+
+
+REPORT_FORMAT = 1
+# The most `report merge` reads of one report: the course's report of its 4 lessons is 32 KiB.
+REPORT_LIMIT = 64 * 2**20
+# The most of a lesson's transcript a report keeps, in characters: the course's longest is 2 KiB. A flood
+# kept whole (16 MiB, the capture limit) made a JUnit <system-out> that libxml2's readers refuse (10 MB
+# a text node) and, as NUL bytes written \u0000, a JSON report larger than `report merge` reads.
+TRANSCRIPT_LIMIT = 256 * 1024
+
+_SHARD = r"([1-9][0-9]*)/([1-9][0-9]*)"
+
+
+def _shard(value: str) -> str:
+    """K/N with 1 <= K <= N, as `verify --shard` takes it: `report merge` counts the shards of a split by it."""
+    match = re.fullmatch(_SHARD, value)
+    if match is None or int(match[1]) > int(match[2]):
+        raise ValueError(f"{value!r} is not a shard K/N of a split, with 1 <= K <= N")
+    return value
+
+
+# The pattern is for the JSON Schema; _shard checks it, and K <= N, with a message of its own.
+Shard = Annotated[str, AfterValidator(_shard), Field(json_schema_extra={"pattern": f"^{_SHARD}$"})]
+
+
+class VerifyReport(BaseModel):
+    """What one `coursectl verify` (or record, sanitize, report merge) did, for CI.
+
+    `format` changes whenever a field changes meaning or goes away;
+    `coursectl schema report` prints the JSON Schema of this format.
+    Paths of the machine that ran it are not kept: files in the course are
+    relative to its root, cache entries start with `$COURSECTL_CACHE`, and
+    tools and temporary files are named by their file name alone.
+    """
+
+    format: Literal[1] = REPORT_FORMAT
+    command: str
+    coursectl_version: str = __version__
+    date: str
+    offline: bool = False
+    strict: bool = False
+    manifest_sha256: str | None = None   # lessons.yaml's bytes: shards of one run share it
+    shard: Shard | None = None           # K/N of a sharded verify
+    shards: list[Shard] = []             # a merged report: the shards it holds
+    partial: bool = False                # merged with --allow-partial while shards were missing
+    toolchain: Toolchain | None = None
+    results: list[LessonResult]
+
+    def has_failed(self) -> bool:
+        """Any failure; with strict, also anything not verified, an empty run, or a partial merge."""
+        if any(r.status.is_failure for r in self.results):
+            return True
+        return self.strict and (not self.results or self.partial or any(is_unverified(r.status) for r in self.results))
+
+
+def manifest_digest(manifest: Manifest) -> str:
+    """sha256 of lessons.yaml as it is now: the shards of one run share it."""
+    path = manifest.root / manifest.path.name
+    data = read_file(path, MAX_BYTES, "a manifest", ManifestError)
+    if data is None:
+        raise ManifestError("no such file", path=path)
+    return sha256_bytes(data)
+
+
+def make_report(command: str, results: list[LessonResult], toolchain: Toolchain | None, manifest: Manifest,
+                offline: bool = False, shard: str | None = None, strict: bool = False) -> VerifyReport:
+    paths = _Portable(manifest.root, cache_root(manifest))
+    return VerifyReport(command=command, date=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+                        offline=offline, strict=strict, manifest_sha256=manifest_digest(manifest), shard=shard,
+                        shards=[shard] if shard else [], toolchain=paths.toolchain(toolchain),
+                        results=[_kept(paths.result(r)) for r in results])
+
+
+def _kept(result: LessonResult) -> LessonResult:
+    """The result with its transcript cut to TRANSCRIPT_LIMIT characters, saying so where it was cut."""
+    text = result.transcript
+    if text is None or len(text) <= TRANSCRIPT_LIMIT:
+        return result
+    return result.model_copy(update={"transcript": f"{text[:TRANSCRIPT_LIMIT]}\n… cut: the transcript holds "
+                                                   f"{len(text):,} characters; the report keeps the first "
+                                                   f"{TRANSCRIPT_LIMIT:,}\n"})
+
+
+class _Portable:
+    """Paths of the machine that ran coursectl, rewritten so a report says nothing about that machine."""
+
+    def __init__(self, root: Path, cache: Path):
+        self.prefixes = [(str(Path(cache).resolve()), "$COURSECTL_CACHE"), (str(Path(cache)), "$COURSECTL_CACHE"),
+                         (str(Path(root).resolve()), "."), (str(Path(root)), ".")]
+
+    def path(self, text: str) -> str:
+        for prefix, name in self.prefixes:
+            if text == prefix or text.startswith(prefix + os.sep):
+                return name + text[len(prefix):]
+        return os.path.basename(text) if os.path.isabs(text) else text
+
+    def result(self, result: LessonResult) -> LessonResult:
+        return result.model_copy(update={
+            "builds": [b.model_copy(update={"binary": Path(self.path(str(b.binary))),
+                                            "command": [self.path(a) for a in b.command]}) for b in result.builds],
+            "run": result.run.model_copy(update={"command": [self.path(a) for a in result.run.command]})
+            if result.run else None,
+            "sanitizers": [p.model_copy(update={"command": [self.path(a) for a in p.command]})
+                           for p in result.sanitizers]})
+
+    def toolchain(self, toolchain: Toolchain | None) -> Toolchain | None:
+        if toolchain is None:
+            return None
+        return toolchain.model_copy(update={"nvcc": toolchain.nvcc and self.path(toolchain.nvcc),
+                                            "sanitizer": toolchain.sanitizer and self.path(toolchain.sanitizer)})
+
+
+def write_json(report: VerifyReport, path: Path) -> None:
+    """Write the report to `path`, or to standard output when it is `-`."""
+    text = report.model_dump_json(indent=2) + "\n"
+    if str(path) == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        atomic_write(path, text)
+
+
+def read_json(path: Path) -> VerifyReport:
+    """A JSON report that `--json` wrote, to merge; anything else is a usage error naming the file.
+
+    Only a regular file is read, and only up to REPORT_LIMIT bytes.
+    """
+    data = read_file(Path(path), REPORT_LIMIT, "a JSON report", UsageError)
+    if data is None:
+        raise UsageError("no such report", path=path)
+    try:
+        data = parse_json(data)
+    except ValueError as exc:
+        raise UsageError(f"not a coursectl JSON report: {str(exc).splitlines()[0]}", path=path)
+    if isinstance(data, dict) and "results" in data and data.get("format") != REPORT_FORMAT:
+        raise UsageError(f"a report of format {data.get('format', 0)!r}; this coursectl reads format "
+                         f"{REPORT_FORMAT}: re-run the command that wrote it", path=path)
+    try:
+        return VerifyReport.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(f"not a coursectl JSON report: {first_error(exc)}", path=path)
+
+
+def report_schema() -> dict:
+    """The JSON Schema of the report format, generated from the models."""
+    schema = VerifyReport.model_json_schema()
+    schema["required"] = ["format", *schema.get("required", [])]   # a report without it is of format 0
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"https://coursectl.invalid/schemas/report-{REPORT_FORMAT}.json"
+    return schema
+
+
+# XML 1.0 allows tab, newline, carriage return and these ranges; nothing else may appear,
+# not even as a character reference, so a byte a lesson prints must become visible text.
+_NOT_XML = re.compile(r"[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml_text(text: str) -> str:
+    """`text` with every character XML 1.0 forbids written out as \\xNN (or \\uNNNN)."""
+    return _NOT_XML.sub(escape_char, text)
+
+
+def _first_line(text: str) -> str:
+    return (text.splitlines() or [""])[0]
+
+
+def _junit_properties(report: VerifyReport) -> list[tuple[str, str]]:
+    """Where the report was made: coursectl, the GPUs and the versions of the CUDA tools."""
+    tc = report.toolchain
+    missing = "not found" if tc is not None else "unknown"
+    props = [("coursectl", report.coursectl_version), ("command", f"coursectl {report.command}"),
+             ("offline", "true" if report.offline else "false")]
+    if report.shard:
+        props.append(("shard", report.shard))
+    gpus = tc.gpus if tc is not None else []
+    props += [(f"gpu.{g.index}", f"{g.name}, compute capability {g.compute_capability}, {g.uuid}") for g in gpus]
+    if not gpus:
+        props.append(("gpu", "none" if tc is not None else "unknown"))
+    props += [("driver", (tc and tc.driver_version) or missing),
+              ("cuda", (tc and tc.cuda_version) or missing),
+              ("nvcc", (tc and tc.nvcc_version) or missing),
+              ("compute-sanitizer", (tc and tc.sanitizer_version) or missing)]
+    return props
+
+
+def _skip_reason(result: LessonResult) -> str | None:
+    """Why a lesson counts as skipped in JUnit, or None if it passed or failed."""
+    if result.status in (Status.SKIPPED, Status.UNSUPPORTED):
+        return "; ".join(result.reasons) or result.status.value
+    if result.status is Status.NO_EVIDENCE:
+        return result.unverified or result.status.value
+    return None
+
+
+def junit_xml(report: VerifyReport) -> str:
+    """One testsuite: a testcase per lesson and one per sanitizer pass, valid against junit-10.xsd.
+
+    Failures are <failure>; UNSUPPORTED, SKIPPED and NO_EVIDENCE lessons, and
+    sanitizer passes that neither ran nor had a recorded report, are
+    <skipped> with the reason. A pass re-judged from its recorded report
+    (offline: no command) is a real check and is named "... (recorded)"; one
+    judged from the sanitizer cache is named "... (cached)" and takes 0 s. A
+    lesson's time is its own seconds less its sanitizer passes', which have
+    their own testcases, so the times add up to the suite's.
+    """
+    suite = ET.Element("testsuite", name=f"coursectl {report.command}")
+    properties = ET.SubElement(suite, "properties")
+    for name, value in _junit_properties(report):
+        ET.SubElement(properties, "property", name=name, value=value)
+    cases = failures = skipped = 0
+    total = 0.0
+    gpu = "offline" if report.offline else None
+    for result in report.results:
+        classname = f"coursectl.{result.gpu or gpu or 'nogpu'}"
+        ran_passes = sum(p.seconds for p in result.sanitizers if p.command and not p.cached)
+        case = ET.SubElement(suite, "testcase", classname=classname, name=result.lesson,
+                             time=f"{max(0.0, result.seconds - ran_passes):.3f}")
+        cases += 1
+        total += result.seconds
+        skip = _skip_reason(result)
+        if result.status.is_failure:
+            failures += 1
+            failure = ET.SubElement(case, "failure", type=result.status.value,
+                                    message=_first_line(result.reasons[0]) if result.reasons else result.status.value)
+            failure.text = "\n\n".join(result.reasons)
+        elif skip is not None:
+            skipped += 1
+            ET.SubElement(case, "skipped", type=result.status.value, message=skip)
+        if result.transcript:
+            ET.SubElement(case, "system-out").text = result.transcript
+        if result.run and result.run.stderr_tail:
+            ET.SubElement(case, "system-err").text = result.run.stderr_tail
+        for p in result.sanitizers:
+            sub = ET.SubElement(suite, "testcase", classname=classname,
+                                name=f"{result.lesson} [{p.tool}]" + (" (recorded)" if p.recorded else
+                                                                      " (cached)" if p.cached else ""),
+                                time=f"{0.0 if p.cached else p.seconds:.3f}")   # cached: not run now
+            cases += 1
+            if p.problems:
+                failures += 1
+                failure = ET.SubElement(sub, "failure", type="SANITIZER", message=_first_line(p.problems[0]))
+                failure.text = "\n".join(p.problems)
+            elif p.not_run:
+                skipped += 1
+                ET.SubElement(sub, "skipped", type="NOT_RUN", message=f"not run: {p.not_run}")
+    suite.set("tests", str(cases))
+    suite.set("failures", str(failures))
+    suite.set("errors", "0")
+    suite.set("skipped", str(skipped))
+    suite.set("time", f"{total:.3f}")
+    suite.set("timestamp", report.date)
+    for element in suite.iter():
+        if element.text:
+            element.text = _xml_text(element.text)
+        for key, value in element.attrib.items():
+            element.set(key, _xml_text(value))
+    ET.indent(suite)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
+
+
+def write_junit(report: VerifyReport, path: Path) -> None:
+    atomic_write(path, junit_xml(report))
+
+
+def merge_reports(reports: list[VerifyReport], allow_partial: bool = False, strict: bool = False) -> VerifyReport:
+    """Shards' reports into one: every shard 1..N of one run, from one manifest; each lesson once per GPU.
+
+    Missing shards are refused unless allow_partial, which marks the result partial.
+    """
+    digests = {r.manifest_sha256 for r in reports}
+    if len(digests) > 1:
+        raise ReportError(f"the reports come from {len(digests)} different manifests (lessons.yaml changed "
+                          "between the shards' runs); merge the shards of one run")
+    shards = [s for r in reports for s in (r.shards or ([r.shard] if r.shard else []))]
+    missing: list[int] = []
+    if shards:
+        totals = {s.split("/")[1] for s in shards}
+        if len(totals) > 1 or len(shards) != len(reports) and not all(r.shards for r in reports):
+            raise ReportError(f"the reports are shards of different splits ({', '.join(sorted(set(shards)))})")
+        total = int(totals.pop())
+        present = {int(s.split("/")[0]) for s in shards}
+        missing = sorted(set(range(1, total + 1)) - present)
+        if missing and not allow_partial:
+            raise ReportError(f"shard{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of {total} "
+                              f"missing; merge every shard, or pass --allow-partial")
+    seen: dict[tuple[str, str | None], int] = {}
+    results: list[LessonResult] = []
+    for index, report in enumerate(reports):
+        for result in report.results:
+            key = (result.lesson, result.gpu)
+            if key in seen:
+                raise ReportError(f"lesson {result.lesson!r} on {result.gpu or 'no GPU'} appears in "
+                                 f"reports {seen[key] + 1} and {index + 1}")
+            seen[key] = index
+            results.append(result)
+    return VerifyReport(command="report merge", date=max((r.date for r in reports), default=""),
+                        offline=all(r.offline for r in reports), strict=strict,
+                        manifest_sha256=digests.pop() if digests else None,
+                        shards=sorted(set(shards), key=lambda s: int(s.split("/")[0])), partial=bool(missing),
+                        toolchain=next((r.toolchain for r in reports if r.toolchain), None), results=results)

@@ -1,0 +1,581 @@
+"""nvcc builds, cached by every local file they read, flags, architecture, nvcc, host compiler and environment.
+
+The cache is content-addressed: an entry is
+`$COURSECTL_CACHE/<arch>-<variant>/<key>/<headers>/`, where `key` hashes the
+lesson's source, its flags, the architecture, the variant, the binary's name,
+nvcc's version, the host programs nvcc runs (the host compiler, the
+assembler and the linker: resolved path and sha256) and the variables of the
+environment that nvcc and the host compiler read (NVCC_APPEND_FLAGS, CPATH,
+...), and `headers` the local files the compilation read
+besides the source (nvcc's own dependency list, `-MD -MF`), each relative
+to the source's folder. No lesson id is part of it: lessons, and copies of
+a course, that build the same inputs share one entry. The headers of an
+entry are known only once it is built, so its stamp lists them with their
+sha256, and the places inside the course where the preprocessor looked for
+a header and found none (`absent`), and a lookup takes the entry whose
+listed files all still match and whose absent files are still absent.
+Files outside the course root (the system's and CUDA's headers) are left
+to the nvcc version.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor, Future
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from ..errors import BuildError, CoursectlError, UsageError
+from ..files import TEXT_LIMIT, atomic_write, is_dir, parse_json, read_file, sha256_bytes, sha256_file
+from .includes import places_looked
+from ..manifest.model import ARCH, Lesson, Manifest
+from ..process import run_command
+from .resources import KernelResources, parse_resources
+from .toolchain import why_it_cannot_run
+from ..trace import span
+
+CACHE_FORMAT = 6  # 2: ptxas' resource report; 3: the binary's sha256; 4: content-addressed, with the files read;
+#                   5: nvcc's variables of the environment; 6: the host compiler and the variables it reads
+STAMP = "build.json"
+# The most a stamp may hold: nvcc's diagnostics, captured up to 16 MiB, and the command and digests.
+STAMP_LIMIT = 64 * 2**20
+# The variables of the environment that change what a build makes: nvcc's (the flags it puts before and
+# after every command's own, the host compiler it runs) and the host compiler's, which nvcc runs in the same
+# environment (the places gcc looks for headers, libraries and its own programs). A binary built with
+# NVCC_APPEND_FLAGS=-G, or with CPATH naming another folder of headers, is not the lesson's binary.
+BUILD_ENVIRONMENT = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN", "CPATH", "C_INCLUDE_PATH",
+                     "CPLUS_INCLUDE_PATH", "LIBRARY_PATH", "GCC_EXEC_PREFIX", "COMPILER_PATH")
+# The programs nvcc runs on Linux besides its own: the host compilers it finds on PATH (where neither
+# -ccbin nor NVCC_CCBIN names one) and the assembler and linker they run.
+HOST_PROGRAMS = ("gcc", "g++")
+HOST_TOOLS = ("as", "ld")
+_CCBIN = ("-ccbin", "--compiler-bindir")
+
+
+class BuildResult(BaseModel):
+    lesson: str
+    arch: str
+    variant: str = "plain"   # "plain" or "lineinfo" (sanitizer builds)
+    binary: Path
+    cached: bool
+    seconds: float = 0.0
+    command: list[str]
+    diagnostics: str = ""    # nvcc's stderr, file:line warnings included, ptxas' report left out
+    resources: dict[str, KernelResources] = {}   # per kernel, from ptxas
+    notes: list[str] = []    # e.g. why the cache entry could not be used
+    sources: dict[str, str] = {}  # every local file the compilation read, the source first: course path -> sha256
+
+
+def build_detail(build: BuildResult) -> str:
+    """What a progress line says of a build: which one, and cached or how long it took (`sm_90 -lineinfo, 2.1 s`)."""
+    which = " ".join([build.arch, *variant_flags(build.variant)])
+    return f"{which}, {'cached' if build.cached else f'{build.seconds:.1f} s'}"
+
+
+def cache_root(manifest: Manifest) -> Path:
+    env = os.environ.get("COURSECTL_CACHE")
+    return Path(env) if env else manifest.root / ".coursectl" / "cache"
+
+
+def variant_flags(variant: str) -> list[str]:
+    return ["-lineinfo"] if variant == "lineinfo" else []
+
+
+def nvcc_command(nvcc: str, manifest: Manifest, lesson: Lesson, arch: str, output: Path | str,
+                 variant: str = "plain") -> list[str]:
+    """The exact argument list coursectl runs.
+
+    It is the reader's command plus --resource-usage, which makes ptxas report
+    each kernel's registers, spills and shared memory (the build evidence)
+    without changing the code it generates.
+    """
+    return [nvcc, *manifest.flags(lesson), *variant_flags(variant), f"-arch={arch}",
+            "--resource-usage", "-MD", "-MF", str(dependency_file(output)), "-o", str(output),
+            str(manifest.source_path(lesson))]
+
+
+def dependency_file(output: Path | str) -> Path:
+    """Where nvcc writes the make rule listing every file a build read (`-MD -MF`)."""
+    return Path(f"{output}.d")
+
+
+def display_command(manifest: Manifest, lesson: Lesson, arch: str, variant: str = "plain") -> list[str]:
+    """The build command as a reader types it, in the folder of the lesson's source (where nvcc runs)."""
+    return ["nvcc", *manifest.flags(lesson), *variant_flags(variant), f"-arch={arch}",
+            "-o", lesson.binary_name, lesson.source.name]
+
+
+def build_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables of BUILD_ENVIRONMENT that `environ` (default: this process's, which nvcc inherits) sets."""
+    environ = os.environ if environ is None else environ
+    return {name: environ[name] for name in BUILD_ENVIRONMENT if name in environ}
+
+
+def host_programs(flags: Sequence[str], folder: Path | None = None,
+                  environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """The host programs a build with `flags` runs, each as its resolved path and sha256 (None: not found).
+
+    The host compiler is the one `-ccbin` (or `--compiler-bindir`) names in
+    the flags, else NVCC_CCBIN, else gcc and g++ on PATH; a folder named
+    there stands for the gcc and g++ in it, and a relative path is taken from
+    `folder`, where nvcc runs. The assembler and linker are the ones on PATH.
+    A compiler upgraded in place, or another one first on PATH, is another
+    build. Each program is read once a process while its size and time stay the same.
+    """
+    environ = os.environ if environ is None else environ
+    search = environ.get("PATH", os.defpath)
+    chosen = _ccbin(flags) or environ.get("NVCC_CCBIN")
+    if not chosen:
+        compilers = list(HOST_PROGRAMS)
+    elif "/" not in chosen:
+        compilers = [chosen]        # a bare name, looked up on PATH as nvcc does
+    else:
+        named = Path(chosen) if os.path.isabs(chosen) or folder is None else Path(folder) / chosen
+        compilers = [str(named / name) for name in HOST_PROGRAMS] if is_dir(named) else [str(named)]
+    return {name: _program(shutil.which(name, path=search)) for name in [*compilers, *HOST_TOOLS]}
+
+
+def describe_host_compiler(runner=run_command) -> str:
+    """What doctor says of the host compiler nvcc runs (NVCC_CCBIN's, else g++ on PATH): where, and which."""
+    programs = host_programs([])
+    name, found = [(name, found) for name, found in programs.items() if name not in HOST_TOOLS][-1]
+    if found is None:
+        return f"{name}: NOT FOUND on PATH: nvcc builds host code with it"
+    path = found.rsplit(" ", 1)[0]
+    try:
+        result = runner([path, "--version"], timeout=30)
+    except OSError as exc:
+        return f"{path}: CANNOT RUN: {why_it_cannot_run(path, exc)}"
+    first = result.stdout.decode(errors="replace").strip().splitlines()[:1]
+    return f"{path} ({first[0].strip()})" if result.ok and first else f"{path}: CANNOT RUN: {result.describe()}"
+
+
+def _ccbin(flags: Sequence[str]) -> str | None:
+    """The host compiler the flags name, the last one winning as in nvcc, or None."""
+    chosen = None
+    for index, flag in enumerate(flags):
+        if flag in _CCBIN and index + 1 < len(flags):
+            chosen = flags[index + 1]
+        elif flag.startswith(tuple(f"{name}=" for name in _CCBIN)):
+            chosen = flag.split("=", 1)[1]
+    return chosen
+
+
+_PROGRAMS: dict[tuple, str | None] = {}
+
+
+def _program(path: str | None) -> str | None:
+    """`path` resolved, with the sha256 of the program there, remembered by its size and modification time."""
+    if path is None:
+        return None
+    real = os.path.realpath(path)
+    try:
+        status = os.stat(real)
+    except OSError:
+        return None
+    seen = (real, status.st_size, status.st_mtime_ns, status.st_ino)
+    if seen not in _PROGRAMS:
+        digest = sha256_file(Path(real))
+        _PROGRAMS[seen] = None if digest is None else f"{real} {digest}"
+    return _PROGRAMS[seen]
+
+
+def key_material(source: bytes, flags: list[str], arch: str, nvcc_version: str | None, variant: str,
+                 binary_name: str, environment: Mapping[str, str] | None = None,
+                 host: Mapping[str, str | None] | None = None) -> dict:
+    """Everything a build's first-level key is made of: what is known before nvcc runs, and no lesson id.
+
+    `environment`: the variables the build reads (default: build_environment() of this process);
+    `host`: the host programs it runs (default: host_programs(flags) from this process's folder).
+    """
+    environment = build_environment() if environment is None else dict(environment)
+    host = host_programs(flags) if host is None else dict(host)
+    return {"format": CACHE_FORMAT, "source": sha256_bytes(source), "flags": list(flags), "arch": arch,
+            "nvcc": nvcc_version, "variant": variant, "binary": binary_name, "environment": environment,
+            "host": host}
+
+
+def cache_key(*args, **kwargs) -> str:
+    """The first level of a cache entry: the sha256 of key_material(*args, **kwargs)."""
+    return _key_of(key_material(*args, **kwargs))
+
+
+def _key_of(material: dict) -> str:
+    return sha256_bytes(json.dumps(material, sort_keys=True).encode())[:20]
+
+
+# -- what changed since the last build of a source -----------------------------------------------
+# The cache holds no lesson id, so a first-level miss cannot find the entry it replaces. For that,
+# the key material of each lesson's last build (by lesson, architecture, variant and the source's
+# path) is kept beside the entries, and a miss names what differs from it.
+LAST_BUILDS = "last_builds"   # under the cache root; not an architecture, so never an entry's folder
+
+
+def _last_build(manifest: Manifest, lesson: Lesson, arch: str, variant: str) -> Path:
+    where = sha256_bytes(str(manifest.source_path(lesson).absolute()).encode())[:12]
+    return cache_root(manifest) / LAST_BUILDS / f"{lesson.id}-{arch}-{variant}-{where}.json"
+
+
+def _record(path: Path) -> bytes | None:
+    """The record of a lesson's last build as stored, or None: never written, or it cannot be read."""
+    try:
+        return read_file(path, STAMP_LIMIT, "a record of the last build")
+    except (OSError, CoursectlError):
+        return None
+
+
+def _remember(path: Path, material: dict, previous: bytes | None) -> None:
+    """Keep `material` as the last build of its lesson, where `previous` (the record read) is not that already;
+    a failure only costs the next miss its explanation."""
+    text = json.dumps(material, sort_keys=True)
+    if previous == text.encode():
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, text)
+    except (OSError, CoursectlError):
+        pass
+
+
+def what_changed(before: dict, now: dict, source_name: str) -> list[str]:
+    """The inputs of a build that differ between two key materials, in words."""
+    said: list[str] = []
+    if before.get("source") != now["source"]:
+        said.append(f"{source_name} changed")
+    if before.get("flags") != now["flags"]:
+        said.append(f"the flags changed ({' '.join(before.get('flags') or []) or 'none'} -> "
+                    f"{' '.join(now['flags']) or 'none'})")
+    if before.get("nvcc") != now["nvcc"]:
+        said.append(f"nvcc changed ({before.get('nvcc')} -> {now['nvcc']})")
+    old_env, new_env = before.get("environment") or {}, now["environment"]
+    for name in sorted(set(old_env) | set(new_env)):
+        if old_env.get(name) != new_env.get(name):
+            said.append(f"{name} was unset" if name not in new_env else
+                        f"{name} was set to {new_env[name]!r}" if name not in old_env else
+                        f"{name} changed ({old_env[name]!r} -> {new_env[name]!r})")
+    old_host, new_host = before.get("host") or {}, now["host"]
+    for name in sorted(set(old_host) | set(new_host)):
+        old, new = old_host.get(name), new_host.get(name)
+        if old != new:
+            old_path, new_path = (value.rsplit(" ", 1)[0] if value else "none" for value in (old, new))
+            said.append(f"the host program {name} changed in place ({new_path})" if old_path == new_path else
+                        f"the host program {name} changed ({old_path} -> {new_path})")
+    if not said and before != now:
+        said.append("the build cache's format changed")
+    return said
+
+
+def headers_key(headers: dict[str, str], absent: Sequence[str] = ()) -> str:
+    """The second level: the local files a build read besides its source (relative to its folder) and their sha256,
+    and the places it looked for them and found none.
+
+    Both, because the same files read with a file now at a place that was
+    empty (a header in `#if 0`) is another entry: the stamp of the first
+    would otherwise send every lookup to nvcc again.
+    """
+    return sha256_bytes(json.dumps([headers, list(absent)], sort_keys=True).encode())[:20]
+
+
+def parse_dependencies(text: str) -> list[str]:
+    """The prerequisites of the make rule nvcc writes (`-M`, `-MD -MF`): every file the compilation read.
+
+    nvcc writes `target : a.cu \\` and one file a line after it, a space in a
+    name escaped as `\\ `.
+    """
+    joined = re.sub(r"\\\r?\n", " ", text)
+    tokens = [re.sub(r"\\([ #])", r"\1", token).replace("$$", "$")
+              for token in re.findall(r"(?:\\.|[^\s\\])+", joined)]
+    colon = next((n for n, token in enumerate(tokens) if token == ":" or token.endswith(":")), None)
+    return tokens[colon + 1:] if colon is not None else []
+
+
+def local_files(paths: list[str], folder: Path, root: Path) -> list[Path]:
+    """The files of `paths` (relative to `folder`, where nvcc ran) that lie inside the course root, in order.
+
+    The system's and CUDA's headers lie outside it; the nvcc version stands for them.
+    A path inside the root is the course's even where it is a link to a file
+    outside it: the course names it, and what it points to is the build's input.
+    """
+    inside, seen = [], set()
+    lexical_root, resolved_root = Path(os.path.normpath(Path(root).absolute())), Path(root).resolve()
+    for name in paths:
+        path = Path(os.path.normpath(Path(folder) / name))
+        if path not in seen and (path.is_relative_to(lexical_root) or path.resolve().is_relative_to(resolved_root)):
+            seen.add(path)
+            inside.append(path)
+    return inside
+
+
+def hash_files(paths: list[Path]) -> dict[Path, str | None]:
+    """sha256 of each file; None for one that cannot be read (gone, or a folder or a FIFO now)."""
+    return {path: sha256_file(path) for path in paths}
+
+
+def course_path(path: Path, root: Path) -> str:
+    """A path as the course names it, relative to its root."""
+    return Path(os.path.relpath(os.path.normpath(path), os.path.normpath(Path(root).resolve()))).as_posix()
+
+
+_DIAG = re.compile(r"^(?P<file>.+?\.(?:cu|cuh|h|hpp|cpp))[(:](?P<line>\d+)")
+
+
+def check_arch(arch: str, what: str = "--arch") -> str:
+    """`arch` if it is an architecture as lessons.yaml writes one (sm_90, sm_90a, sm_100f), whole."""
+    if not ARCH.fullmatch(arch):
+        raise UsageError(f"{what} {arch!r} is not a GPU architecture; write one like sm_90")
+    return arch
+
+
+def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_version: str | None,
+                 variant: str = "plain", runner=run_command) -> BuildResult:
+    """Build one lesson for one architecture, or return the cached binary.
+
+    nvcc runs in the folder of the lesson's source, so a relative path in its
+    flags (`-Icommon`) means what it means in the page's build command.
+
+    Each build works in a folder of its own beside its cache entries: nvcc
+    writes the binary there, and its temporary files too (TMPDIR), so that
+    parallel builds of one entry never share a path and an interrupted nvcc
+    leaves nothing in /tmp. Only a build that succeeded becomes the entry,
+    binary, dependency list and stamp in one rename; the folder is removed on
+    every way out.
+    """
+    check_arch(arch, "architecture")
+    source_path = manifest.source_path(lesson)
+    folder = source_path.parent
+    source = read_file(source_path, TEXT_LIMIT, "a lesson's source", BuildError)
+    if source is None:
+        raise BuildError("cannot read source: No such file or directory", path=source_path)
+    flags = manifest.flags(lesson) + variant_flags(variant)
+    material = key_material(source, flags, arch, nvcc_version, variant, lesson.binary_name,
+                            host=host_programs(flags, folder))
+    key = _key_of(material)
+    group = cache_root(manifest) / f"{arch}-{variant}" / key
+    entry, info, misses = _lookup(group, lesson.binary_name, folder, manifest.root)
+    last = _last_build(manifest, lesson, arch, variant)
+    previous = _record(last)
+    if entry is not None:
+        _remember(last, material, previous)
+        binary = entry / lesson.binary_name
+        stderr = info["diagnostics"]
+        return BuildResult(lesson=lesson.id, arch=arch, variant=variant, binary=binary, cached=True,
+                           command=nvcc_command(nvcc, manifest, lesson, arch, binary, variant),
+                           diagnostics=_without_ptxas(stderr), resources=parse_resources(stderr),
+                           sources=_sources(manifest, source_path, sha256_bytes(source), folder, info["headers"]))
+    group.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{key}.", suffix=".build", dir=group))
+    try:
+        temporary = work / "tmp"
+        temporary.mkdir()
+        output = work / lesson.binary_name
+        command = nvcc_command(nvcc, manifest, lesson, arch, output, variant)
+        with span(f"nvcc {arch} {variant}", f"{lesson.id} build"):
+            result = runner(command, timeout=600, cwd=folder, env={"TMPDIR": str(temporary)})
+        diagnostics = result.stderr.decode("utf-8", errors="replace")
+        if not result.ok or not output.is_file():
+            first = next((m for m in map(_DIAG.match, diagnostics.splitlines()) if m), None)
+            line = int(first.group("line")) if first else None
+            raise BuildError(f"nvcc failed for lesson {lesson.id!r} ({arch}):\n{result.describe()}",
+                             path=manifest.source_path(lesson), line=line,
+                             hint="fix the diagnostics above; the lesson was not run")
+        shutil.rmtree(temporary)
+        headers = _headers_read(dependency_file(output), source_path, folder, manifest.root)
+        absent = _absent(source_path, headers, manifest.flags(lesson), folder, manifest.root)
+        entry = group / headers_key(headers, absent)
+        binary = entry / lesson.binary_name
+        display = nvcc_command(nvcc, manifest, lesson, arch, binary, variant)
+        atomic_write(work / STAMP, json.dumps({"command": display, "diagnostics": diagnostics,
+                                               "seconds": result.seconds,
+                                               "binary_sha256": sha256_file(output),
+                                               "headers": headers, "absent": absent}, indent=1))
+        _publish(work, entry, lesson.binary_name)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if not misses:
+        misses = _changed_since(previous, material, course_path(source_path, manifest.root))
+    _remember(last, material, previous)
+    return BuildResult(lesson=lesson.id, arch=arch, variant=variant, binary=binary, cached=False,
+                       seconds=result.seconds, command=display, diagnostics=_without_ptxas(diagnostics),
+                       resources=parse_resources(diagnostics), notes=misses,
+                       sources=_sources(manifest, source_path, sha256_bytes(source), folder, headers))
+
+
+def _headers_read(dependencies: Path, source: Path, folder: Path, root: Path) -> dict[str, str]:
+    """The local files a finished build read besides its source: path relative to the source's folder -> sha256."""
+    try:
+        listed = parse_dependencies(dependencies.read_text(encoding="utf-8", errors="surrogateescape"))
+    except OSError as exc:
+        raise BuildError(f"nvcc wrote no dependency list ({exc.strerror})", path=dependencies)
+    files = [path for path in local_files(listed, folder, root) if path != Path(os.path.normpath(source))]
+    digests = hash_files(files)
+    return {Path(os.path.relpath(path, folder)).as_posix(): digest for path, digest in digests.items()
+            if digest is not None}
+
+
+def _absent(source: Path, headers: dict[str, str], flags: list[str], folder: Path, root: Path) -> list[str]:
+    """Where, inside the course, the preprocessor looked for the headers of a finished build and found nothing
+    (relative to the source's folder): a file that appears there is read instead of one in `headers`."""
+    looked = places_looked(source, [folder / name for name in headers], flags, root)
+    return [Path(os.path.relpath(path, folder)).as_posix() for path in looked]
+
+
+def _sources(manifest: Manifest, source: Path, digest: str, folder: Path, headers: dict[str, str]) -> dict[str, str]:
+    """BuildResult.sources: the source, then its headers, by their paths in the course."""
+    out = {course_path(source, manifest.root): digest}
+    for name, sha in headers.items():
+        out[course_path(folder / name, manifest.root)] = sha
+    return out
+
+
+def _changed_since(previous: bytes | None, material: dict, source_name: str) -> list[str]:
+    """Why the lesson's last build (its record, `previous`) does not serve now: `[... since the last build;
+    rebuilt]`, or [] where there was none (or its record cannot be read)."""
+    if previous is None:
+        return []
+    try:
+        before = parse_json(previous)
+    except ValueError:
+        return []
+    if not isinstance(before, dict) or before == material:
+        return []
+    try:
+        said = what_changed(before, material, source_name)
+    except (TypeError, AttributeError):   # a record edited by hand into other shapes says nothing
+        return []
+    return [f"{_listed(said)} since the last build; rebuilt"] if said else []
+
+
+def _lookup(group: Path, binary_name: str, folder: Path, root: Path) -> tuple[Path | None, dict | None, list[str]]:
+    """(entry, stamp, []) of the entry of `group` whose headers all still match; else (None, None, why not).
+
+    Why not: the newest entry's files that changed since it was built, or an
+    entry that cannot be trusted; nothing when there was no entry at all.
+    """
+    try:
+        candidates = sorted(p for p in group.iterdir() if not p.name.startswith(".") and p.is_dir())
+    except OSError:
+        return None, None, []
+    newest: tuple[float, list[str], list[str]] | None = None
+    untrusted: list[str] = []
+    for entry in candidates:
+        info, miss = _cached(entry, binary_name)
+        if info is None:
+            if miss:
+                untrusted.append(miss)
+            continue
+        paths = {name: Path(os.path.normpath(folder / name)) for name in info["headers"]}
+        now = hash_files(list(paths.values()))
+        changed = [course_path(paths[name], root) for name, digest in info["headers"].items()
+                   if now[paths[name]] != digest]
+        appeared = [course_path(folder / name, root) for name in info.get("absent", [])
+                    if Path(os.path.normpath(folder / name)).is_file()]
+        if not changed and not appeared:
+            return entry, info, []
+        built = (entry / STAMP).stat().st_mtime
+        if newest is None or built > newest[0]:
+            newest = (built, changed, appeared)
+    if newest is not None:
+        _, changed, appeared = newest
+        said = " and ".join(f"{_listed(names)} {what}" for names, what in ((changed, "changed"),
+                                                                          (appeared, "appeared")) if names)
+        return None, None, [f"{said} since the cached build; rebuilt"]
+    return None, None, untrusted
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+class SharedBuilds:
+    """Builds submitted to a pool once per set of inputs.
+
+    Lessons that build one source with the same flags, architecture and
+    variant share a single build (and cache entry): the second lesson's
+    future gets the first one's result, named for it.
+    """
+
+    def __init__(self, pool: Executor, nvcc: str, nvcc_version: str | None, runner=run_command):
+        self.pool, self.nvcc, self.nvcc_version, self.runner = pool, nvcc, nvcc_version, runner
+        self._first: dict[tuple, tuple[str, Future]] = {}
+
+    def submit(self, manifest: Manifest, lesson: Lesson, arch: str, variant: str = "plain") -> Future:
+        inputs = (str(manifest.source_path(lesson).resolve()), tuple(manifest.flags(lesson)), arch, variant)
+        if inputs not in self._first:
+            future = self.pool.submit(build_lesson, manifest, lesson, arch, self.nvcc, self.nvcc_version, variant,
+                                      self.runner)
+            self._first[inputs] = (lesson.id, future)
+            return future
+        first_id, first = self._first[inputs]
+        mine: Future = Future()
+
+        def share(done: Future) -> None:
+            try:
+                built = done.result()
+            except BaseException as exc:  # noqa: BLE001 - the same failure, for this lesson too
+                mine.set_exception(exc)
+                return
+            mine.set_result(built.model_copy(update={
+                "lesson": lesson.id, "cached": True, "seconds": 0.0,
+                "notes": [f"the same build as lesson {first_id!r}: one source, flags and architecture"]}))
+        first.add_done_callback(share)
+        return mine
+
+
+def _cached(entry: Path, binary_name: str) -> tuple[dict | None, str | None]:
+    """(the stamp of a cache entry that can be trusted, None) or (None, why it cannot be, if it is there).
+
+    A stamp that is not what build_lesson writes, or a binary whose sha256 is
+    not the one in its stamp, is a cache miss, never an error: the entry is
+    rebuilt and the build says so.
+    """
+    stamp, binary = entry / STAMP, entry / binary_name
+    if not stamp.is_file() or not binary.is_file():
+        return None, None
+    try:
+        info = parse_json((read_file(stamp, STAMP_LIMIT, "a cache stamp") or b"").decode("utf-8"))
+        if not (isinstance(info, dict) and isinstance(info.get("diagnostics"), str)
+                and isinstance(info.get("binary_sha256"), str) and isinstance(info.get("headers"), dict)
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in info["headers"].items())
+                and isinstance(info.get("absent", []), list)
+                and all(isinstance(name, str) for name in info.get("absent", []))):
+            raise ValueError("not the stamp a build writes")
+    except (CoursectlError, ValueError) as exc:   # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return None, f"cache entry {entry} had an unreadable stamp ({_first_line(exc)}); rebuilt"
+    digest = sha256_file(binary)
+    if digest is None:
+        return None, f"cache entry {entry} had an unreadable binary; rebuilt"
+    if digest != info["binary_sha256"]:
+        return None, f"cache entry {entry} held a binary that no longer matches its stamp; rebuilt"
+    return info, None
+
+
+def _publish(work: Path, entry: Path, binary_name: str) -> None:
+    """Make a finished build folder the cache entry, binary and stamp at once."""
+    try:
+        os.rename(work, entry)
+        return
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+    if _cached(entry, binary_name)[0] is not None:
+        return   # a build of the same entry, running beside this one, got there first: as good as this one
+    shutil.rmtree(entry, ignore_errors=True)   # an entry that cannot be trusted
+    os.rename(work, entry)
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _without_ptxas(stderr: str) -> str:
+    """nvcc's own diagnostics: the ptxas resource report is evidence, not a warning."""
+    kept = [line for line in stderr.splitlines(keepends=True)
+            if not line.startswith("ptxas info") and not re.match(r"^\s+\d+ bytes stack frame", line)]
+    return "".join(kept)

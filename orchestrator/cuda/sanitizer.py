@@ -1,0 +1,311 @@
+"""compute-sanitizer: what a pass reports, the command line that runs one, and the judging.
+
+One sanitizer pass runs the lesson binary under one tool with
+`sanitizer_command`, which asks for both outputs: the XML file holds the
+findings (its format is the stable one) and the text log holds the summary
+lines, which the XML lacks. sanitizer_output.build_report reads both into a
+`Report`, and `judge` compares it with what the lesson is meant to produce.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import Enum
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..process import clip_line
+from ..words import plural
+
+__all__ = [
+    "DEFAULT_ERROR_EXITCODE",
+    "Access",
+    "Expectation",
+    "ExpectedFinding",
+    "Finding",
+    "Report",
+    "Severity",
+    "Summary",
+    "Tool",
+    "judge",
+    "sanitizer_command",
+    "unexpected_findings",
+]
+
+# Never used as an exit status by a lesson, so it can only mean "the sanitizer found something".
+DEFAULT_ERROR_EXITCODE = 86
+
+PREFIX = "========="
+
+Severity = Literal["error", "warning", "info"]
+
+
+class Tool(str, Enum):
+    MEMCHECK = "memcheck"
+    RACECHECK = "racecheck"
+    SYNCCHECK = "synccheck"
+    INITCHECK = "initcheck"
+
+
+class Access(BaseModel):
+    """One end of a race: who accessed the shared memory, and where."""
+
+    direction: str
+    kernel: str | None = None
+    file: str | None = None
+    line: int | None = None
+    pc: str | None = None
+
+
+class Finding(BaseModel):
+    """One sanitizer report: an XML <record>, or one block of the text log.
+
+    `kind` is the XML <kind> as written (Analysis, Precise, Api, ...). The text
+    log has no kind, so text findings get Race, Api, Leak, or Precise/Imprecise
+    for a kernel-side report with/without the thread that made it. `kernel` is
+    the short name (`reverseTileRacy`), `signature` the name as reported.
+    Findings of the host API (kind Api) have no kernel. For races `file` and
+    `line` are the source access's and `hazards` is the race count.
+    """
+
+    tool: Tool
+    kind: str
+    severity: Severity
+    text: str
+    kernel: str | None = None
+    signature: str | None = None
+    file: str | None = None
+    line: int | None = None
+    pc: str | None = None
+    thread: tuple[int, int, int] | None = None
+    block: tuple[int, int, int] | None = None
+    hazards: int | None = None
+    source: Access | None = None
+    destination: Access | None = None
+
+    @property
+    def is_race(self) -> bool:
+        return self.source is not None or self.kind in ("Race", "Analysis")
+
+
+class Summary(BaseModel):
+    """The counts of the text log's summary lines; None where no line gave one."""
+
+    tool: Tool
+    errors: int | None = None
+    warnings: int | None = None
+    hazards_displayed: int | None = None
+    leaked_bytes: int | None = None
+    leaked_allocations: int | None = None
+
+    @property
+    def has_problems(self) -> bool:
+        return any((self.errors, self.warnings, self.hazards_displayed, self.leaked_bytes))
+
+
+class Report(BaseModel):
+    """Everything one sanitizer pass said."""
+
+    tool: Tool
+    version: str | None = None
+    exit_status: int
+    error_exitcode: int = DEFAULT_ERROR_EXITCODE
+    summary: Summary
+    findings: list[Finding] = []
+    program_failed: bool = False
+
+
+class ExpectedFinding(BaseModel):
+    """A finding a lesson is meant to produce; the fields left out match anything.
+
+    `kind` is compared without case, and `race` matches every race; `line`
+    matches either end of a race; `text` is a substring of the finding's
+    text (for API errors, which name no kernel); `snippet` names a snippet of
+    the lesson's source that the finding must fall in (resolved to
+    `line_range` before judging).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    kernel: str | None = None
+    kind: str | None = None
+    severity: Literal["error", "warning"] | None = None
+    file: str | None = None
+    line: int | None = Field(default=None, ge=1)
+    text: str | None = None
+    snippet: str | None = None
+    line_range: tuple[int, int] | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _something(self) -> "ExpectedFinding":
+        if self.kernel is None and self.kind is None and self.text is None:
+            raise ValueError("an expected finding names a kernel, a kind or a text")
+        return self
+
+    def describe(self) -> str:
+        where = f"in {self.kernel}" if self.kernel else f"of kind {self.kind}" if self.kind else ""
+        if self.text:
+            where += f" saying {self.text!r}"
+        if self.snippet:
+            span = f" (lines {self.line_range[0]}-{self.line_range[1]})" if self.line_range else ""
+            where += f" inside snippet {self.snippet!r}{span}"
+        return where.strip()
+
+
+class Expectation(BaseModel):
+    """What one tool must report on a lesson: these findings, and no other unless allowed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: Tool
+    findings: list[ExpectedFinding] = []
+    allow_other: bool = False
+
+
+# --- the command ------------------------------------------------------------
+
+
+def sanitizer_command(sanitizer: str, tool: Tool, binary: Sequence[str], log_file: Path,
+                      xml_file: Path, error_exitcode: int = DEFAULT_ERROR_EXITCODE,
+                      extra: Sequence[str] = ()) -> list[str]:
+    """The argument list that runs `binary` (program and its arguments) under `tool`."""
+    if not binary:
+        raise ValueError("no program to run under the sanitizer")
+    if not 1 <= error_exitcode <= 255:
+        raise ValueError(f"error exit code {error_exitcode} is not in 1..255")
+    command = [
+        sanitizer,
+        "--tool", Tool(tool).value,
+        "--log-file", str(log_file),
+        "--xml", "--save", str(xml_file),
+        "--error-exitcode", str(error_exitcode),
+    ]
+    if tool == Tool.RACECHECK:
+        # The default today, but the text format of the other modes differs: pin it.
+        command += ["--racecheck-report", "analysis"]
+    return command + list(extra) + list(binary)
+
+
+# --- judging ----------------------------------------------------------------
+
+
+def _same_file(reported: str | None, expected: str) -> bool:
+    if reported is None:
+        return False
+    reported = reported.replace("\\", "/")
+    return reported == expected or reported.endswith("/" + expected.lstrip("/"))
+
+
+def _matches(finding: Finding, expected: ExpectedFinding) -> bool:
+    if expected.kernel is not None and finding.kernel != expected.kernel \
+            and finding.signature != expected.kernel:
+        return False
+    if expected.text is not None and expected.text not in finding.text:
+        return False
+    if expected.kind is not None and finding.kind.lower() != expected.kind.lower() and not (
+            expected.kind.lower() == "race" and finding.is_race):  # the XML calls a race Analysis
+        return False
+    if expected.severity is not None and finding.severity != expected.severity:
+        return False
+    ends = [finding] + [end for end in (finding.source, finding.destination) if end is not None]
+    if expected.file is not None and not any(_same_file(end.file, expected.file) for end in ends):
+        return False
+    if expected.line is not None and not any(
+            end.line == expected.line and (expected.file is None or _same_file(end.file, expected.file))
+            for end in ends):
+        return False
+    if expected.line_range is not None and not any(
+            end.line is not None and expected.line_range[0] <= end.line <= expected.line_range[1]
+            for end in ends):
+        return False
+    return True
+
+
+def _location(file: str | None, line: int | None) -> str:
+    if file is None:
+        return f" at line {line}" if line is not None else ""
+    return f" at {file}:{line}" if line is not None else f" at {file}"
+
+
+
+def _describe(finding: Finding) -> tuple[str, str, str]:
+    """(what, details in brackets, trailing text) of an unexpected finding."""
+    if finding.kernel is None:
+        what = {"Api": "API error", "Leak": "leak"}.get(finding.kind, finding.severity)
+        return what, "", f": {clip_line(finding.text)}"
+    place = f" in {finding.kernel}{_location(finding.file, finding.line)}"
+    if finding.is_race:
+        hazards = plural(finding.hazards, "hazard") if finding.hazards is not None else ""
+        return f"race{place}", hazards, ""
+    return f"{finding.severity}{place}", "", f": {clip_line(finding.text)}"
+
+
+def _summary_counts(summary: Summary) -> str:
+    parts = []
+    if summary.errors or summary.warnings:
+        parts.append(plural(summary.errors or 0, "error"))
+        if summary.warnings is not None:
+            parts.append(plural(summary.warnings, "warning"))
+    elif summary.hazards_displayed:
+        parts.append(plural(summary.hazards_displayed, "hazard"))
+    if summary.leaked_bytes:
+        parts.append(f"{plural(summary.leaked_bytes, 'byte')} leaked")
+    return ", ".join(parts)
+
+
+def unexpected_findings(report: Report, expectation: Expectation) -> list[Finding]:
+    """The findings no expected finding accounts for (none when the lesson allows others)."""
+    if expectation.allow_other:
+        return []
+    return [finding for finding in report.findings
+            if not any(_matches(finding, expected) for expected in expectation.findings)]
+
+
+def judge(report: Report, expectation: Expectation) -> list[str]:
+    """What is wrong with a pass, one sentence each; an empty list is a pass.
+
+    Identical unexpected findings (a race reported once per launch) make one
+    sentence that says how many reports it stands for.
+    """
+    if report.tool != expectation.tool:
+        raise ValueError(f"a {report.tool.value} report judged against a "
+                         f"{expectation.tool.value} expectation")
+    tool = report.tool.value
+    problems: list[str] = []
+
+    status = report.exit_status
+    if status not in (0, report.error_exitcode):
+        said = f"killed by signal {-status}" if status < 0 else f"exit status {status}"
+        also = "; the program itself returned an error" if report.program_failed else ""
+        problems.append(f"{tool}: {said}, expected 0 or {report.error_exitcode}{also}")
+    elif report.program_failed:
+        problems.append(f"{tool}: the program itself returned an error")
+
+    if not report.findings:
+        if report.summary.has_problems:
+            problems.append(f"{tool}: the summary counts {_summary_counts(report.summary)} "
+                            "but no finding was reported")
+        elif status == report.error_exitcode != 0:
+            problems.append(f"{tool}: exit status {status} says the sanitizer found errors, "
+                            "but no finding was reported")
+
+    unexpected: dict[tuple[str, str, str], int] = {}
+    for finding in unexpected_findings(report, expectation):
+        key = _describe(finding)
+        unexpected[key] = unexpected.get(key, 0) + 1
+    for (what, details, trailer), count in unexpected.items():
+        bracket = ", ".join(part for part in (details, plural(count, "report") if count > 1 else "")
+                            if part)
+        problems.append(f"{tool}: unexpected {what}{f' ({bracket})' if bracket else ''}{trailer}")
+
+    for expected in expectation.findings:
+        if not any(_matches(finding, expected) for finding in report.findings):
+            wanted = [f"{name} {value}" for name, value in
+                      (("kind", expected.kind if expected.kernel else None),
+                       ("severity", expected.severity)) if value is not None]
+            bracket = f" ({', '.join(wanted)})" if wanted else ""
+            problems.append(f"{tool}: expected a finding {expected.describe()}"
+                            f"{_location(expected.file, expected.line)}{bracket}, none reported")
+    return problems

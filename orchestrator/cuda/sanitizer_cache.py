@@ -1,0 +1,204 @@
+"""Compute-sanitizer results kept between runs, keyed by everything that can change them.
+
+A pass is a pure function of its inputs as far as coursectl can see them: the
+-lineinfo binary, the tool and its arguments, the program's arguments, the
+tool's version, the driver, the GPU model, the CUDA_* environment, the
+dynamic loader's variables (LD_PRELOAD, LD_LIBRARY_PATH) and the content of
+every file an argument names (a lesson's data, a suppressions file). When
+none of those changed, `verify` reuses what the tool wrote last time (the log
+and XML bytes, the exit status, the program's stdout, the seconds it took)
+instead of running it again, as Bazel reuses a test result.
+
+What the lesson expects of the pass is not in the key: judging is done again
+from the stored log and XML every time, so a changed expectation is judged
+at once without running anything.
+
+Each entry is one JSON file, written atomically, that carries the checksum
+of its own content; an entry that does not parse, does not validate, does
+not match its checksum or was stored under another key is a miss, never an
+error. A pass that timed out, died of a signal or did not end the way the
+tool ends (exit 0, or the error exit code after a finding) is not stored.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from ..errors import CoursectlError
+from ..files import atomic_write, is_file, parse_json, read_file, sha256_bytes, sha256_file
+from ..process import CommandResult
+from .sanitizer import DEFAULT_ERROR_EXITCODE, Tool, sanitizer_command
+
+CACHE_FORMAT = 3  # 2: the dynamic loader's variables; 3: the files the arguments name
+FOLDER = "sanitizer_passes"   # under the build cache's root; not a valid lesson id, so never one's folder
+# The most an entry may hold: in base64, a run's stdout and stderr (16 MiB each at most) and a log and XML
+# (64 MiB each at most, as evidence files).
+ENTRY_LIMIT = 256 * 2**20
+
+# The environment variables in the key: every CUDA_* variable the pass sees
+# (CUDA_LAUNCH_BLOCKING, CUDA_MODULE_LOADING, CUDA_CACHE_DISABLE,
+# CUDA_DEVICE_MAX_CONNECTIONS, ... change how the program runs), except these:
+# coursectl sets the first two to pick the GPU, whose model is in the key, and
+# the last two only say where the toolkit is, whose tool version is in the key.
+# Then the dynamic loader's: which libraries the program and the tool load (another
+# libcuda, a library put in front of them) changes what they do.
+ENV_PREFIXES = ("CUDA_",)
+ENV_LEFT_OUT = frozenset({"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME", "CUDA_PATH"})
+ENV_NAMES = frozenset({"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT"})
+
+
+class PassKey(BaseModel):
+    """Everything a sanitizer pass's outcome depends on, as far as coursectl can tell."""
+
+    format: int = CACHE_FORMAT
+    binary_sha256: str            # the -lineinfo binary
+    tool: str
+    tool_args: list[str]          # the pass's `args`
+    program_args: list[str]       # the lesson's `args`, then the pass's `program_args`
+    command: list[str]            # the whole command, files and program as placeholders
+    sanitizer_version: str | None
+    driver_version: str | None
+    gpu: str                      # the GPU model's name
+    environment: dict[str, str]   # see ENV_PREFIXES
+    files: dict[str, str | None] = {}   # each argument that names a file (where the pass runs), and its sha256
+
+    def digest(self) -> str:
+        return sha256_bytes(self.model_dump_json().encode())[:24]
+
+
+class StoredPass(BaseModel):
+    """What one pass produced, as stored: enough to judge it again as if it had just run."""
+
+    key: PassKey
+    command: list[str]
+    exit_status: int | None
+    seconds: float
+    stdout: str        # base64, as are log and xml
+    stderr: str
+    log: str
+    xml: str | None
+    checksum: str      # sha256 of the entry without this field
+
+    def command_result(self) -> CommandResult:
+        stdout, stderr = self._streams
+        return CommandResult(argv=self.command, returncode=self.exit_status, seconds=self.seconds,
+                             stdout=stdout, stderr=stderr)
+
+    # Each base64 field is decoded once: load_pass decodes them all to check the entry.
+    @cached_property
+    def _streams(self) -> tuple[bytes, bytes]:
+        return base64.b64decode(self.stdout), base64.b64decode(self.stderr)
+
+    @cached_property
+    def log_bytes(self) -> bytes:
+        return base64.b64decode(self.log)
+
+    @cached_property
+    def xml_bytes(self) -> bytes | None:
+        return None if self.xml is None else base64.b64decode(self.xml)
+
+
+def key_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment variables that belong in the key, from `environ` (default: this process's)."""
+    environ = os.environ if environ is None else environ
+    return {name: value for name, value in sorted(environ.items())
+            if name.startswith(ENV_PREFIXES) and name not in ENV_LEFT_OUT or name in ENV_NAMES}
+
+
+def argument_files(arguments: Sequence[str], folder: Path | None) -> dict[str, str | None]:
+    """The files the arguments name, read from `folder` (where the program runs), each with its sha256.
+
+    A program given a file reads it (the replaying stand-in its transcript, a
+    lesson its data, compute-sanitizer `--suppressions FILE`): what it holds
+    is an input of the pass as much as the binary is. An argument names a
+    file when it, or what follows its `=` (`--input=data.bin`), is the path of
+    a regular file; one that names none is in the key as written, as before.
+    """
+    named: dict[str, str | None] = {}
+    base = Path(folder) if folder is not None else Path.cwd()
+    for argument in arguments:
+        for candidate in (argument, argument.partition("=")[2]):
+            if candidate and candidate not in named and is_file(base / candidate):
+                named[candidate] = sha256_file(base / candidate)
+    return named
+
+
+def pass_key(binary: Path, tool: str, tool_args: Sequence[str], program_args: Sequence[str],
+             sanitizer_version: str | None, driver_version: str | None, gpu_name: str,
+             env: Mapping[str, str] | None = None, folder: Path | None = None) -> PassKey:
+    """The key of one pass; `env` is what the pass runs with on top of this process's environment,
+    `folder` where it runs (a relative path among the arguments is read from there)."""
+    command = sanitizer_command("compute-sanitizer", Tool(tool), ["PROGRAM", *program_args],
+                                Path("LOG"), Path("XML"), DEFAULT_ERROR_EXITCODE, extra=tool_args)
+    return PassKey(binary_sha256=sha256_bytes(Path(binary).read_bytes()), tool=tool, tool_args=list(tool_args),
+                   program_args=list(program_args), command=command, sanitizer_version=sanitizer_version,
+                   driver_version=driver_version, gpu=gpu_name,
+                   environment=key_environment({**os.environ, **(env or {})}),
+                   files=argument_files([*tool_args, *program_args], folder))
+
+
+def entry_path(root: Path, lesson_id: str, key: PassKey) -> Path:
+    """Where the pass with `key` is stored under the cache root `root`."""
+    return Path(root) / FOLDER / lesson_id / f"{key.tool}-{key.digest()}.json"
+
+
+def is_cacheable(run: CommandResult, log: bytes) -> bool:
+    """Whether a pass ended as the tool ends, with a log: not timed out, not killed, not failing to start."""
+    return (not run.timed_out and run.signal is None and run.returncode in (0, DEFAULT_ERROR_EXITCODE)
+            and bool(log))
+
+
+def _checksum(fields: dict) -> str:
+    return sha256_bytes(json.dumps(fields, sort_keys=True).encode())
+
+
+def store_pass(root: Path, lesson_id: str, key: PassKey, run: CommandResult, log: bytes, xml: bytes | None) -> Path:
+    """Write one pass's outcome under its key, atomically; return the entry's path."""
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode("ascii")
+
+    fields = {"key": key.model_dump(), "command": list(run.argv), "exit_status": run.returncode,
+              "seconds": round(run.seconds, 3), "stdout": b64(run.stdout), "stderr": b64(run.stderr),
+              "log": b64(log), "xml": None if xml is None else b64(xml)}
+    path = entry_path(root, lesson_id, key)
+    atomic_write(path, json.dumps({**fields, "checksum": _checksum(fields)}))
+    return path
+
+
+def load_pass(root: Path, lesson_id: str, key: PassKey) -> StoredPass | None:
+    """The stored outcome of the pass with `key`, or None: never stored, or the entry is damaged."""
+    path = entry_path(root, lesson_id, key)
+    try:
+        raw = read_file(path, ENTRY_LIMIT, "a sanitizer cache entry")
+        if raw is None:
+            return None
+        data = parse_json(raw)
+        stored = StoredPass.model_validate(data)
+        fields = {name: value for name, value in data.items() if name != "checksum"}
+        if stored.checksum != _checksum(fields) or stored.key != key:
+            return None
+        stored._streams, stored.log_bytes, stored.xml_bytes   # the base64 decodes, kept for the caller
+        return stored
+    except (OSError, CoursectlError, ValueError, ValidationError, TypeError, AttributeError):
+        return None
+
+
+def expected_seconds(root: Path, lesson_id: str, tool: str) -> float:
+    """How long the lesson's `tool` pass took when it last ran here (any key), or 0.0 if it never has.
+
+    Only an estimate, to start the longest passes first.
+    """
+    try:
+        newest = max((Path(root) / FOLDER / lesson_id).glob(f"{tool}-*.json"), key=lambda p: p.stat().st_mtime,
+                     default=None)
+        raw = read_file(newest, ENTRY_LIMIT, "a sanitizer cache entry") if newest is not None else None
+        return float(parse_json(raw)["seconds"]) if raw is not None else 0.0
+    except (OSError, CoursectlError, ValueError, KeyError, TypeError):
+        return 0.0

@@ -1,0 +1,384 @@
+"""The evidence store: evidence/<lesson>/<gpu>/ holds a transcript and its metadata."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterable
+
+from pydantic import BaseModel, ValidationError, field_validator
+
+from ..errors import CoursectlError, EvidenceError
+from ..files import TEXT_LIMIT, atomic_write, read_file, relative, sha256_bytes, sha256_file, source_lines
+from ..cuda.resources import BuildEvidence
+
+TRANSCRIPT = "transcript.txt"
+META = "meta.json"
+# What one evidence file may hold: a transcript is captured up to 16 MiB, and
+# sanitizer logs and XML of a lesson are far smaller.
+FILE_LIMIT = 64 * 1024 * 1024
+
+
+class EvidenceMeta(BaseModel):
+    lesson: str
+    date: str                   # UTC, ISO 8601 date and time
+    gpu_name: str
+    gpu_slug: str
+    compute_capability: str
+    driver_version: str | None
+    cuda_version: str | None
+    nvcc_version: str | None
+    arch: str
+    flags: list[str]
+    source_sha256: str          # the lesson's source without render's header lines (lesson_digest)
+    transcript_sha256: str
+    wall_seconds: float
+    exit_status: int
+    coursectl_version: str
+    sanitizer_version: str | None = None
+    files: dict[str, str] = {}  # extra files (sanitizer reports) and their sha256
+    peak_gbps: float | None = None
+    peak_fp32_gflops: float | None = None
+    sm_count: int | None = None
+    max_sm_clock_mhz: int | None = None
+    environment: dict = {}      # clocks, throttling and other processes around the run
+    repeat: dict = {}           # with record --repeat: runs and per-field spread
+    stale_passes: list[str] = []  # sanitizer reports kept from an earlier record whose build has changed since
+    # Every local file the build read, by its path in the course: the source (as source_sha256) and its
+    # headers. Evidence recorded before this field knows its source alone, and is judged by source_sha256.
+    sources: dict[str, str] = {}
+
+    @field_validator("files")
+    @classmethod
+    def _plain_names(cls, files: dict[str, str]) -> dict[str, str]:
+        for name in files:
+            if not is_plain_name(name):
+                raise ValueError(f"{name!r} is not the plain name of a file in the evidence folder")
+        return files
+
+
+class Evidence(BaseModel):
+    meta: EvidenceMeta
+    transcript: str
+    directory: Path
+    root: Path | None = None   # the course's root, which errors name its files from
+
+    def extra(self, name: str) -> str | None:
+        """An extra file of this evidence (a sanitizer log or XML) as text; None if there is none.
+
+        Raises EvidenceError for anything but a plain file in the evidence folder.
+        """
+        data = self.read_bytes(name)
+        return None if data is None else data.decode("utf-8", errors="replace")
+
+    def read_bytes(self, name: str) -> bytes | None:
+        """One of the files recorded with the evidence (a sanitizer report), as it was written; None if absent.
+
+        Raises EvidenceError for anything but a plain file in the evidence folder.
+        """
+        if not is_plain_name(name):
+            return None
+        with named_from(self.root):
+            return read_evidence_file(self.directory / name)
+
+
+@contextmanager
+def named_from(course_root: Path | None):
+    """An EvidenceError raised inside names its file as the course does, from its root: a report
+    names no path of the machine that wrote it."""
+    try:
+        yield
+    except EvidenceError as exc:
+        if exc.path and course_root is not None:
+            try:
+                exc.path = Path(exc.path).relative_to(course_root).as_posix()
+            except ValueError:
+                exc.path = relative(Path(exc.path), course_root)
+        raise
+
+
+def is_plain_name(name: str) -> bool:
+    """Whether `name` names a file right in its folder: no path, not `.` or `..`."""
+    return name not in ("", ".", "..") and not any(c in name for c in "/\\\0")
+
+
+def read_evidence_file(path: Path, limit: int = FILE_LIMIT) -> bytes | None:
+    """The bytes of one file of the evidence store; None if there is none.
+
+    Evidence is data anyone can edit, so only a regular file is read, and only
+    up to `limit` bytes (files.read_file): a folder, a device, a FIFO, a link
+    leading out of its folder, or a bigger file raises EvidenceError naming it.
+    """
+    path = Path(path)
+    try:
+        if path.is_symlink():
+            target = Path(os.path.realpath(path))
+            if not target.is_relative_to(Path(os.path.realpath(path.parent))):
+                raise EvidenceError(f"a link leading out of the evidence folder, to {target}", path=path)
+    except OSError as exc:
+        raise EvidenceError(f"cannot read: {exc.strerror}", path=path) from None
+    return read_file(path, limit, "an evidence file", EvidenceError)
+
+
+# The source header lines render owns (and rewrites); lesson_digest leaves them out.
+HEADER_LINE = re.compile(r"^//\s*(Build:|Run:|Verified\b)")
+
+
+def lesson_digest(source: Path) -> str:
+    """sha256 of a lesson's source without its Build/Run/Verified header lines.
+
+    render rewrites those lines from the evidence, so they must not make the
+    evidence look stale.
+    """
+    data = read_file(source, TEXT_LIMIT, "a lesson's source", required=True)
+    # Bytes that are not UTF-8 are kept as they are (surrogateescape): the digest is of the file, which a
+    # source that is not UTF-8 still is; the commands that read it as text say what is wrong with it.
+    lines = source_lines(data.decode("utf-8", errors="surrogateescape"), keepends=True)
+    kept = "".join(line for line in lines if not HEADER_LINE.match(line))
+    return sha256_bytes(kept.encode("utf-8", errors="surrogateescape"))
+
+
+def source_digests(root: Path, source: str, files: list[str]) -> dict[str, str | None]:
+    """sha256 of each local file a lesson's build reads, by its path in the course; None for one that is gone.
+
+    The lesson's own source (`source`) is hashed as lesson_digest hashes it,
+    without render's header lines; a header as it is.
+    """
+    out: dict[str, str | None] = {}
+    for name in files:
+        path = Path(root) / name
+        try:
+            out[name] = lesson_digest(path) if name == source else sha256_file(path)
+        except (OSError, CoursectlError):
+            out[name] = None
+    return out
+
+
+def source_changes(recorded: dict[str, str], now: dict[str, str | None]) -> list[tuple[str, str | None, str | None]]:
+    """(file, its sha256 in the evidence, now) of each local file that differs, in the order of the evidence.
+
+    A file the build reads now but did not then has no recorded digest; one
+    it read then and no longer reads (or that is gone) has none now. Evidence
+    without per-file digests (recorded before them) names no file here.
+    """
+    if not recorded:
+        return []
+    changed = [(name, digest, now.get(name)) for name, digest in recorded.items() if now.get(name) != digest]
+    return changed + [(name, None, digest) for name, digest in now.items() if name not in recorded]
+
+
+def describe_source_change(name: str, old: str | None, new: str | None) -> str:
+    """`lessons/ext/common/check.cuh changed since the evidence`, and the words for a file added or gone."""
+    if old is None:
+        return f"{name} is read by the build now and was not when the evidence was recorded"
+    if new is None:
+        return f"{name} was read by the build when the evidence was recorded and is not now"
+    return f"{name} changed since the evidence"
+
+
+def first_error(exc: ValidationError) -> str:
+    """`field.path: message` of a file's first validation error (no path for invalid JSON)."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
+
+
+def evidence_root(course_root: Path) -> Path:
+    return Path(course_root) / "evidence"
+
+
+def evidence_of_no_lesson(course_root: Path, lesson_ids: Iterable[str]) -> list[str]:
+    """The folders of evidence/ named for no lesson of the manifest: a lesson renamed or removed.
+
+    Nothing reads them, so no verify would ever say they are stale.
+    """
+    known = set(lesson_ids)
+    try:
+        folders = sorted(entry.name for entry in os.scandir(evidence_root(course_root))
+                         if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."))
+    except OSError:   # no evidence/ yet, or not a folder: nothing to say here
+        return []
+    return [name for name in folders if name not in known]
+
+
+def evidence_dir(course_root: Path, lesson_id: str, slug: str) -> Path:
+    return evidence_root(course_root) / lesson_id / slug
+
+
+def list_gpus(course_root: Path, lesson_id: str) -> list[str]:
+    """The GPUs a lesson has evidence for, a set an interrupted record left aside included.
+
+    It only reads: putting such a set back is recover_evidence's, which record calls.
+    """
+    base = evidence_root(course_root) / lesson_id
+    if not base.is_dir():
+        return []
+    found = set()
+    for folder in base.iterdir():
+        if not folder.name.startswith("."):
+            # A transcript without its meta.json is evidence gone wrong, which load_evidence says; the build
+            # folder holds neither.
+            if folder.is_dir() and any(os.path.lexists(folder / name) for name in (META, TRANSCRIPT)):
+                found.add(folder.name)
+        elif (slug := _aside_slug(folder.name)) and not (base / slug).exists() \
+                and _is_left_aside(folder, lesson_id, slug):
+            found.add(slug)
+    return sorted(found)
+
+
+def load_evidence(course_root: Path, lesson_id: str, slug: str) -> Evidence | None:
+    """The evidence for one lesson on one GPU model; None if there is none.
+
+    Raises EvidenceError when it exists but cannot be trusted: unreadable
+    metadata, a transcript whose hash is not the one recorded, a file that is
+    not a plain file of the folder, or a set an interrupted record left aside.
+    """
+    with named_from(course_root):
+        return _load_evidence(course_root, lesson_id, slug)
+
+
+def _load_evidence(course_root: Path, lesson_id: str, slug: str) -> Evidence | None:
+    directory = evidence_dir(course_root, lesson_id, slug)
+    aside = _aside(directory)
+    if not directory.exists() and _is_left_aside(aside, lesson_id, slug):
+        raise EvidenceError(f"the evidence for {slug}, left aside by an interrupted record; "
+                            f"`coursectl record {lesson_id}` puts it back", path=aside)
+    meta_path = directory / META
+    data = read_evidence_file(meta_path)
+    if data is None:
+        if os.path.lexists(directory / TRANSCRIPT):
+            raise EvidenceError("transcript without its metadata", path=meta_path)
+        return None
+    try:
+        meta = EvidenceMeta.model_validate_json(data)
+    except ValidationError as exc:
+        raise EvidenceError(f"corrupt metadata: {first_error(exc)}", path=meta_path)
+    transcript_path = directory / TRANSCRIPT
+    data = read_evidence_file(transcript_path)
+    if data is None:
+        raise EvidenceError("metadata without its transcript", path=transcript_path)
+    if sha256_bytes(data) != meta.transcript_sha256:
+        raise EvidenceError("transcript does not match the sha256 in meta.json: it was edited "
+                            "after recording", path=transcript_path)
+    if meta.lesson != lesson_id or meta.gpu_slug != slug:
+        raise EvidenceError(f"meta.json says lesson {meta.lesson!r} on {meta.gpu_slug!r} but lies "
+                            f"in {lesson_id}/{slug}", path=meta_path)
+    for name, digest in meta.files.items():
+        path = directory / name
+        extra = read_evidence_file(path)
+        if extra is None or sha256_bytes(extra) != digest:
+            raise EvidenceError(f"{name} is missing or does not match its sha256 in meta.json", path=path)
+    return Evidence(meta=meta, transcript=data.decode("utf-8", errors="replace"), directory=directory, root=course_root)
+
+
+def recover_evidence(course_root: Path, lesson_id: str) -> list[str]:
+    """Finish the swaps of evidence sets an interrupted write_evidence left half done.
+
+    Killed between its two renames, write_evidence leaves the old set in
+    `.SLUG.old` and no SLUG: it is put back. Killed after them, both are
+    there and the old set is removed. Only record calls this; every other
+    command reads the store as it finds it. Returns one sentence per set.
+    """
+    base = evidence_root(course_root) / lesson_id
+    if not base.is_dir():
+        return []
+    done = []
+    for backup in sorted(base.iterdir()):
+        slug = _aside_slug(backup.name)
+        if slug is None or not _is_left_aside(backup, lesson_id, slug):
+            continue
+        directory = base / slug
+        if directory.exists() or directory.is_symlink():
+            shutil.rmtree(backup)
+            done.append(f"removed {relative(backup, course_root)}: the evidence {slug} had before an interrupted "
+                        "record")
+        else:
+            os.rename(backup, directory)
+            done.append(f"put back {relative(directory, course_root)}: an interrupted record had left it aside in "
+                        f"{backup.name}")
+    return done
+
+
+def write_evidence(course_root: Path, meta: EvidenceMeta, transcript: str,
+                   extra: dict[str, bytes] | None = None) -> Path:
+    """Replace one lesson's evidence for one GPU as a whole.
+
+    The new set is written into a staging folder beside the old one, then
+    swapped in with two renames; an interrupted write leaves the old set (or,
+    between the renames, a backup that load_evidence restores).
+    """
+    directory = evidence_dir(course_root, meta.lesson, meta.gpu_slug)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    data = transcript.encode("utf-8")
+    meta = meta.model_copy(update={
+        "transcript_sha256": sha256_bytes(data),
+        "files": {name: sha256_bytes(blob) for name, blob in (extra or {}).items()}})
+    staging = directory.parent / f".{directory.name}.new-{os.getpid()}"
+    backup = _aside(directory)
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        atomic_write(staging / TRANSCRIPT, data)
+        for name, blob in (extra or {}).items():
+            atomic_write(staging / name, blob)
+        atomic_write(staging / META, meta.model_dump_json(indent=2) + "\n")
+        shutil.rmtree(backup, ignore_errors=True)
+        if directory.exists():
+            os.rename(directory, backup)
+        os.rename(staging, directory)
+        shutil.rmtree(backup, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return directory
+
+
+def _aside(directory: Path) -> Path:
+    """Where write_evidence keeps the old set of `directory` while it swaps the new one in."""
+    return directory.parent / f".{directory.name}.old"
+
+
+def _is_left_aside(folder: Path, lesson_id: str, slug: str) -> bool:
+    """Whether `folder` holds a set write_evidence moved aside: its metadata names this lesson and GPU.
+
+    Any other folder whose name starts with a dot is not evidence, and is left alone.
+    """
+    if folder.is_symlink() or not folder.is_dir():
+        return False
+    try:
+        data = read_evidence_file(folder / META)
+        meta = EvidenceMeta.model_validate_json(data) if data is not None else None
+    except (EvidenceError, ValidationError):
+        return False
+    return meta is not None and meta.lesson == lesson_id and meta.gpu_slug == slug
+
+
+def _aside_slug(name: str) -> str | None:
+    """The GPU of a set left aside (`.nvidia-h200.old` -> `nvidia-h200`); None for any other name."""
+    match = re.fullmatch(r"\.([^.].*)\.old", name)
+    return match.group(1) if match else None
+
+
+def build_evidence_path(course_root: Path, lesson_id: str, arch: str) -> Path:
+    return evidence_root(course_root) / lesson_id / "build" / f"{arch}.json"
+
+
+def load_build_evidence(course_root: Path, lesson_id: str, arch: str):
+    """ptxas' recorded report for one lesson and architecture, or None."""
+    path = build_evidence_path(course_root, lesson_id, arch)
+    with named_from(course_root):
+        data = read_evidence_file(path)
+        if data is None:
+            return None
+        try:
+            return BuildEvidence.model_validate_json(data)
+        except ValidationError as exc:
+            raise EvidenceError(f"corrupt build evidence: {first_error(exc)}", path=path)
+
+
+def write_build_evidence(course_root: Path, evidence: BuildEvidence) -> Path:
+    path = build_evidence_path(course_root, evidence.lesson, evidence.arch)
+    atomic_write(path, evidence.model_dump_json(indent=2) + "\n")
+    return path

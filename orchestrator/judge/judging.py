@@ -1,0 +1,462 @@
+"""Every verdict coursectl gives, each computed by exactly one function here.
+
+- a run of a lesson (`judge_run`, several runs: `judge_runs`);
+- a run's fields against recorded evidence (`compare_with_evidence`; before
+  record replaces it: `compare_with_previous`);
+- ptxas' report against the build evidence (`compare_build_evidence`);
+- a compute-sanitizer pass, run now (`judge_sanitizer_run`) or recorded
+  (`judge_recorded_pass`), with `snippet:` expectations resolved by
+  `resolve_snippets`;
+- recorded evidence on its own, without a GPU (`judge_evidence`);
+- the text of a failed claim (`claim_reason`).
+
+verify, record, sanitize, render and the reports all call these. Nothing
+here runs a program or writes a file.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from ..cuda.build import BuildResult, course_path
+from ..transcript.claims import ClaimResult, evaluate_claim, evaluate_claims, resources_view, transcript_names, uses_resources
+from .comparison import FieldStatus, check_plausibility, compare_fields, tolerance_bound
+from ..errors import CoursectlError, EvidenceError, TranscriptError
+from ..files import relative
+from .evidence import (Evidence, describe_source_change, lesson_digest, list_gpus, load_build_evidence,
+                       load_evidence, source_changes, source_digests)
+from ..manifest.model import Lesson, Manifest, SanitizerPass
+from ..process import CommandResult, tail_lines
+from ..cuda.resources import BuildEvidence, compare_resources
+from .results import LessonResult, PassResult, RunEnvironment, RunInfo, settle
+from ..cuda.sanitizer import Expectation, ExpectedFinding, Report, Tool, judge
+from ..cuda.sanitizer_output import build_report, strip_sanitizer_lines
+from ..manifest.snippets import Snippet, extract_snippets
+from ..cuda.toolchain import Gpu, GpuState
+from ..transcript.parse import Flat, Scope, Transcript, decode_output, flatten, parse_transcript
+
+MAX_FAILURES_SHOWN = 5
+MAX_MOVED_SHOWN = 8
+
+
+# -- claims ---------------------------------------------------------------------------------
+def claim_reason(claim: ClaimResult, prefix: str = "", context: str = "") -> str:
+    """The one text of a failed claim: what failed, what it says, and its first failures."""
+    lines = [f"{prefix}{claim.kind} {claim.id!r} failed{context}" + (f" ({claim.says})" if claim.says else "")]
+    lines += [f"  {failure}" for failure in claim.failures[:MAX_FAILURES_SHOWN]]
+    if len(claim.failures) > MAX_FAILURES_SHOWN:
+        lines.append(f"  ... and {len(claim.failures) - MAX_FAILURES_SHOWN} more")
+    return "\n".join(lines)
+
+
+def _file_claims(claims: list[ClaimResult], out: LessonResult, prefix: str = "") -> None:
+    """A failed gate is a reason, a failed prediction a note."""
+    for claim in claims:
+        if not claim.held:
+            (out.reasons if claim.kind == "gate" else out.notes).append(claim_reason(claim, prefix))
+
+
+# -- evidence -------------------------------------------------------------------------------
+class ParsedEvidence(BaseModel):
+    """One GPU's recorded evidence for a lesson, parsed with the lesson's schema."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    evidence: Evidence
+    transcript: Transcript
+    flats: list[Flat]
+
+    @property
+    def slug(self) -> str:
+        return self.evidence.meta.gpu_slug
+
+
+def parse_evidence(manifest: Manifest, lesson: Lesson, slug: str, root: Path | None = None) -> ParsedEvidence | None:
+    """Load, check and parse one GPU's evidence; None if there is none.
+
+    `root` holds the evidence/ folder when it is not the course's own (compare
+    reads a git revision's evidence into a temporary folder). Raises
+    EvidenceError (untrustworthy files) or TranscriptError (the transcript no
+    longer matches the schema).
+    """
+    root = manifest.root if root is None else root
+    evidence = load_evidence(root, lesson.id, slug)
+    if evidence is None:
+        return None
+    path = relative(evidence.directory / "transcript.txt", root)
+    transcript = parse_transcript(lesson.output, evidence.transcript, path)
+    return ParsedEvidence(evidence=evidence, transcript=transcript,
+                          flats=list(flatten(lesson.output.items, transcript.scope)))
+
+
+# -- one run ---------------------------------------------------------------------------------
+def judge_run(manifest: Manifest, lesson: Lesson, result: CommandResult, gpu_slug: str | None,
+              arch: str | None, compare: bool = True, resources: dict | None = None,
+              peaks: tuple | None = None, environment: RunEnvironment | None = None) -> LessonResult:
+    """Turn one run of a lesson into a result: parse, claims, plausibility, evidence."""
+    text = decode_output(result.stdout)
+    info = RunInfo(command=result.argv, exit_status=result.returncode, signal=result.signal,
+                   timed_out=result.timed_out, seconds=result.seconds,
+                   stdout_truncated=result.stdout_truncated, stderr_tail=tail_lines(result.stderr))
+    out = LessonResult(lesson=lesson.id, run=info, transcript=text, arch=arch, gpu=gpu_slug,
+                       environment=environment or RunEnvironment())
+    if out.environment.untrusted:
+        out.notes.append(f"timings not trusted: {out.environment.untrusted}")
+    out.notes += result.notes
+    if result.timed_out:
+        tail = tail_lines(result.stdout, 5) or "(no output)"
+        out.reasons.append(f"killed after {result.seconds:.1f} s (timeout "
+                           f"{manifest.timeout(lesson):g} s) with its process group; last output:\n{tail}")
+        return settle(out, compare)
+    if result.signal:
+        out.reasons.append(result.describe())
+        return settle(out, compare)
+    if result.stdout_truncated:
+        out.reasons.append("output exceeded the capture limit and was cut; the transcript is incomplete")
+    try:
+        transcript = parse_transcript(lesson.output, text, f"{lesson.id} stdout")
+    except TranscriptError as exc:
+        transcript = None
+        out.reasons.append(str(exc))
+    if transcript is not None:
+        out.claims = evaluate_claims(lesson.output, transcript, lesson.claims, resources)
+        _file_claims(out.claims, out)
+    if result.returncode != 0:
+        out.reasons.append(result.describe())
+    if transcript is not None:
+        flats = out.flats = list(flatten(lesson.output.items, transcript.scope))
+        if peaks:
+            out.reasons += check_plausibility(flats, *peaks)
+        if compare:
+            compare_with_evidence(manifest, lesson, flats, gpu_slug, out)
+    return settle(out, compare)
+
+
+def judge_runs(manifest: Manifest, lesson: Lesson, runs: list[CommandResult], gpu: Gpu, arch: str,
+               compare: bool, resources: dict | None,
+               environment: RunEnvironment | None) -> tuple[LessonResult, int]:
+    """Judge one or more runs; tolerance fields by their median; returns (result, chosen run).
+
+    Every run must pass its gates. With several runs, each tolerance field is
+    judged by its median and its spread is reported; a spread wider than the
+    field's own tolerance makes the field AMBIGUOUS instead of PASS or FAIL.
+    The chosen run is the one closest to the medians (what record stores).
+    """
+    peaks = (gpu.peak_gbps, gpu.peak_fp32_gflops)
+    judged = [judge_run(manifest, lesson, run, gpu.slug, arch, compare=False, resources=resources,
+                        peaks=peaks, environment=environment) for run in runs]
+    parsed = [(index, result.flats) for index, result in enumerate(judged) if result.flats is not None]
+    chosen, medians, spread, ambiguous = 0, {}, {}, set()
+    if len(parsed) > 1:
+        medians, spread, ambiguous = _spread([flats for _, flats in parsed])
+
+        def distance(flats: list[Flat]) -> float:
+            return sum(abs(float(f.value) - medians[f.path]) / (abs(medians[f.path]) or 1.0)
+                       for f in flats if f.path in medians and isinstance(f.value, (int, float)))
+        chosen = min(parsed, key=lambda item: distance(item[1]))[0]
+    result = judged[chosen]
+    for index, other in enumerate(judged):
+        if index != chosen and other.status.is_failure:
+            result.reasons += [f"run {index + 1} of {len(runs)}: {r}" for r in other.reasons]
+    result.runs = len(runs)
+    result.spread = spread
+    if compare and parsed:
+        flats = dict(parsed).get(chosen) or parsed[0][1]
+        if medians:
+            flats = [f.model_copy(update={"value": medians[f.path]}) if f.path in medians else f for f in flats]
+        compare_with_evidence(manifest, lesson, flats, gpu.slug, result, ambiguous)
+    return settle(result, compare), chosen
+
+
+def _spread(runs: list[list[Flat]]) -> tuple[dict[str, float], dict[str, float], set[str]]:
+    """(median, spread, ambiguous paths) of every numeric tolerance field over several runs."""
+    values: dict[str, list[float]] = {}
+    specs = {}
+    for flats in runs:
+        for flat in flats:
+            if flat.spec.compare.value == "tolerance" and isinstance(flat.value, (int, float)):
+                values.setdefault(flat.path, []).append(float(flat.value))
+                specs[flat.path] = flat.spec
+    medians, spread, ambiguous = {}, {}, set()
+    for path, series in values.items():
+        median = statistics.median(series)
+        medians[path] = median
+        width = max(series) - min(series)
+        spread[path] = round(width / abs(median), 4) if median else 0.0
+        if width > tolerance_bound(specs[path], median):
+            ambiguous.add(path)
+    return medians, spread, ambiguous
+
+
+def describe_environment(before: GpuState | None, after: GpuState | None) -> RunEnvironment:
+    """Clocks and throttling around the runs; `untrusted` says why timings cannot be trusted."""
+    problems = []
+    for label, state in (("before", before), ("after", after)):
+        if state is not None and state.throttled:
+            problems.append(f"GPU throttled {label} the run (clocks event reasons {state.throttle_reasons:#x})")
+    if before is not None and before.processes:
+        problems.append(f"other processes on the GPU: {', '.join(map(str, before.processes))}")
+    return RunEnvironment(before=before, after=after, untrusted="; ".join(problems) or None)
+
+
+# -- against evidence ----------------------------------------------------------------------------
+def compare_with_evidence(manifest: Manifest, lesson: Lesson, new: list[Flat], gpu_slug: str | None,
+                          out: LessonResult, ambiguous: set[str] = frozenset()) -> None:
+    """Each field against this GPU's evidence (or another GPU's exact fields); moves are reasons."""
+    slugs = list_gpus(manifest.root, lesson.id)
+    slug = gpu_slug if gpu_slug in slugs else (slugs[0] if slugs else None)
+    if slug is None:
+        return
+    try:
+        old = parse_evidence(manifest, lesson, slug)
+        assert old is not None
+    except (EvidenceError, TranscriptError) as exc:
+        out.reasons.append(f"evidence: {exc}")
+        return
+    out.evidence = slug
+    out.fields = compare_fields(new, old.flats, same_gpu=slug == gpu_slug)
+    for field in out.fields:
+        if field.path in ambiguous and field.status in (FieldStatus.within, FieldStatus.moved, FieldStatus.same):
+            field.status = FieldStatus.ambiguous
+    if out.environment.untrusted:
+        for field in out.fields:
+            if field.status is FieldStatus.moved and field.rule.startswith("tolerance"):
+                field.status = FieldStatus.untrusted
+    moved = [f for f in out.fields if f.status.is_failure]
+    if moved:
+        lines = [f"{len(moved)} field(s) differ from the {slug} evidence:"]
+        for f in moved[:MAX_MOVED_SHOWN]:
+            lines.append(f"  {f.path} [{f.rule}]: {f.status.value}: evidence {f.old!r}, now {f.new!r}")
+        if len(moved) > MAX_MOVED_SHOWN:
+            lines.append(f"  ... and {len(moved) - MAX_MOVED_SHOWN} more")
+        out.reasons.append("\n".join(lines))
+
+
+def sources_now(manifest: Manifest, lesson: Lesson, builds: list[BuildResult],
+                recorded: dict[str, str] | None = None) -> dict[str, str | None]:
+    """The local files of a lesson's build now, by course path, with their digests as the evidence records them.
+
+    The files are those the build read (the first of `builds`); without a
+    build, those the evidence names.
+    """
+    files = list(builds[0].sources) if builds else list(recorded or {})
+    source = course_path(manifest.source_path(lesson), manifest.root)
+    return source_digests(manifest.root, source, files or [source])
+
+
+def compare_with_previous(manifest: Manifest, lesson: Lesson, out: LessonResult, slug: str) -> None:
+    """What moved since the evidence that record is about to replace (notes, never reasons)."""
+    try:
+        previous = parse_evidence(manifest, lesson, slug)
+    except EvidenceError as exc:
+        out.notes.append(f"previous evidence was unreadable and is replaced: {exc}")
+        return
+    except TranscriptError as exc:
+        out.notes.append(f"previous evidence no longer parses ({exc}); nothing to compare")
+        return
+    if previous is not None:
+        out.fields = compare_fields(out.flats or [], previous.flats, same_gpu=True)
+        out.evidence = slug
+
+
+def build_evidence_of(manifest: Manifest, lesson: Lesson, build: BuildResult, nvcc_version: str | None) -> BuildEvidence:
+    """What a build says about its kernels, as build evidence is stored."""
+    return BuildEvidence(lesson=lesson.id, arch=build.arch, nvcc_version=nvcc_version,
+                         flags=manifest.flags(lesson), kernels=build.resources)
+
+
+def compare_build_evidence(manifest: Manifest, lesson: Lesson, build: BuildResult, nvcc_version: str | None,
+                           out: LessonResult) -> None:
+    """A kernel that now spills, or whose shared memory moved, fails before any GPU is involved."""
+    try:
+        old = load_build_evidence(manifest.root, lesson.id, build.arch)
+    except EvidenceError as exc:
+        out.reasons.append(str(exc))
+        return
+    if old is None:
+        return
+    new = build_evidence_of(manifest, lesson, build, nvcc_version)
+    if old.flags != new.flags:
+        out.notes.append(f"{build.arch}: flags changed since the build evidence; resources not compared")
+        return
+    failures, notes = compare_resources(old, new)
+    if failures:
+        out.reasons.append("build evidence: " + "; ".join(failures))
+    if notes:
+        out.notes.append(f"build evidence (nvcc {old.nvcc_version} -> {new.nvcc_version}): " + "; ".join(notes))
+
+
+# -- sanitizer passes -------------------------------------------------------------------------
+def resolve_snippets(findings: list[ExpectedFinding], snippets: dict[str, Snippet],
+                     source_name: str) -> list[ExpectedFinding]:
+    """`snippet: NAME` in expected findings -> that snippet's line range in the lesson's source."""
+    resolved = []
+    for finding in findings:
+        if finding.snippet and finding.snippet in snippets:
+            snippet = snippets[finding.snippet]
+            finding = finding.model_copy(update={"line_range": (snippet.first_line, snippet.last_line),
+                                                 "file": finding.file or source_name})
+        resolved.append(finding)
+    return resolved
+
+
+def expectation_of(manifest: Manifest, lesson: Lesson, tool: str, spec: SanitizerPass,
+                   snippets: dict[str, Snippet] | None = None) -> Expectation:
+    """What a lesson expects of one tool; snippets are read from its source unless given."""
+    source = manifest.source_path(lesson)
+    if snippets is None:
+        snippets = extract_snippets(source, str(lesson.source)) if any(f.snippet for f in spec.findings) else {}
+    return Expectation(tool=Tool(tool), findings=resolve_snippets(spec.findings, snippets, source.name),
+                       allow_other=spec.allow_other)
+
+
+def _judge_report(outcome: PassResult, report: Report, expectation: Expectation) -> None:
+    """Fill a pass's counts from its report and judge it against the expectation."""
+    outcome.problems += judge(report, expectation)
+    outcome.errors = report.summary.errors
+    outcome.warnings = report.summary.warnings
+    outcome.findings = len(report.findings)
+    outcome.kernels = sorted({f.kernel for f in report.findings if f.kernel})
+
+
+def judge_sanitizer_run(manifest: Manifest, lesson: Lesson, tool: str, spec: SanitizerPass,
+                        run: CommandResult, log: bytes, xml: bytes | None, version: str | None,
+                        timeout: float) -> PassResult:
+    """One pass run now: the tool's report against the expectation, and the lesson's gates under it."""
+    outcome = PassResult(tool=tool, command=run.argv, seconds=round(run.seconds, 3),
+                         exit_status=run.returncode, timed_out=run.timed_out)
+    if run.timed_out:
+        outcome.problems.append(f"{tool}: timed out: killed after {run.seconds:.1f} s (timeout {timeout:g} s) "
+                                f"with its process group")
+        return outcome
+    try:
+        report = build_report(Tool(tool), run.returncode if run.returncode is not None else -1,
+                              log.decode("utf-8", "replace"), xml.decode("utf-8", "replace") if xml else None,
+                              version=version, log_path=f"{lesson.id} {tool}.log", xml_path=f"{lesson.id} {tool}.xml")
+        _judge_report(outcome, report, expectation_of(manifest, lesson, tool, spec))
+        outcome.report = report
+    except CoursectlError as exc:
+        outcome.problems.append(f"{tool}: {exc}")
+    # The program's own gates still hold under the sanitizer.
+    stdout = strip_sanitizer_lines(decode_output(run.stdout))
+    try:
+        transcript = parse_transcript(lesson.output, stdout, f"{lesson.id} stdout under {tool}")
+        for claim in evaluate_claims(lesson.output, transcript, lesson.claims):
+            if claim.kind == "gate" and not claim.held:
+                outcome.problems.append(claim_reason(claim, f"{tool}: ", " under the sanitizer"))
+    except TranscriptError as exc:
+        outcome.problems.append(f"{tool}: program output under the sanitizer: {exc}")
+    return outcome
+
+
+def judge_recorded_pass(manifest: Manifest, lesson: Lesson, evidence: Evidence, tool: str, spec: SanitizerPass,
+                        snippets: dict[str, Snippet] | None = None) -> tuple[PassResult, Report | None] | None:
+    """A pass recorded with the evidence, judged against today's expectation; None if none was recorded."""
+    log = evidence.directory / f"{tool}.log"
+    xml = evidence.directory / f"{tool}.xml"
+    outcome = PassResult(tool=tool, recorded=True)
+    try:
+        log_text = evidence.extra(log.name)   # through the evidence reader: a folder there is a problem
+        if log_text is None:
+            return None
+        report = build_report(Tool(tool), 0, log_text, evidence.extra(xml.name),
+                              version=evidence.meta.sanitizer_version,
+                              log_path=relative(log, manifest.root), xml_path=relative(xml, manifest.root))
+        _judge_report(outcome, report, expectation_of(manifest, lesson, tool, spec, snippets))
+    except CoursectlError as exc:
+        outcome.problems = [str(exc)]
+        return outcome, None
+    return outcome, report
+
+
+# -- offline: the evidence on its own ---------------------------------------------------------------
+def judge_evidence(manifest: Manifest, lesson: Lesson, out: LessonResult) -> None:
+    """Parse each GPU's evidence, check its gates and recorded passes, and that exact fields agree across GPUs."""
+    parsed: dict[str, list[Flat]] = {}
+    for slug in list_gpus(manifest.root, lesson.id):
+        try:
+            item = parse_evidence(manifest, lesson, slug)
+            assert item is not None
+        except (EvidenceError, TranscriptError) as exc:
+            out.reasons.append(f"evidence for {slug}: {exc}")
+            continue
+        out.evidence = out.evidence or slug
+        meta = item.evidence.meta
+        changes = source_changes(meta.sources, sources_now(manifest, lesson, out.builds, meta.sources))
+        if changes:
+            out.notes += [f"{slug}: {describe_source_change(*change)} ({meta.date}); re-record it on that GPU"
+                          for change in changes]
+        elif not meta.sources and meta.source_sha256 != lesson_digest(manifest.source_path(lesson)):
+            out.notes.append(f"{slug}: the source changed since this evidence was recorded "
+                             f"({meta.date}); re-record it on that GPU")
+        claims = evaluate_claims(lesson.output, item.transcript, lesson.claims)
+        for build in out.builds:  # claims over the build evidence, once per architecture
+            claims += [c.model_copy(update={"id": f"{c.id} [{build.arch}]"}) for c in
+                       evaluate_claims(lesson.output, item.transcript, lesson.claims, build.resources)
+                       if c.id not in {x.id for x in claims}]
+        out.claims = out.claims or claims
+        _file_claims(claims, out, f"{slug}: ")
+        parsed[slug] = item.flats
+        _judge_recorded_passes(manifest, lesson, item.evidence, out)
+        out.reasons += [f"{slug}: {problem}" for problem in check_plausibility(
+            item.flats, item.evidence.meta.peak_gbps, item.evidence.meta.peak_fp32_gflops)]
+    if out.evidence is None:
+        judge_build_claims(lesson, out)
+        out.sanitizers += [PassResult(tool=tool, not_run="no GPU here and no report recorded on any GPU")
+                           for tool in manifest.sanitizers(lesson)]
+    slugs = list(parsed)
+    for other in slugs[1:]:
+        for field in compare_fields(parsed[other], parsed[slugs[0]], same_gpu=False):
+            if field.status.is_failure:
+                out.reasons.append(f"exact field {field.path} differs between GPUs: "
+                                   f"{slugs[0]} {field.old!r}, {other} {field.new!r}")
+
+
+def _judge_recorded_passes(manifest: Manifest, lesson: Lesson, evidence: Evidence, out: LessonResult) -> None:
+    slug = evidence.meta.gpu_slug
+    for tool, spec in manifest.sanitizers(lesson).items():
+        judged = judge_recorded_pass(manifest, lesson, evidence, tool, spec)
+        if judged is None:
+            out.sanitizers.append(PassResult(tool=tool, not_run=f"no GPU here and no {tool} report recorded on "
+                                                                f"{slug}; record it on a GPU"))
+            out.notes.append(f"{slug}: no recorded {tool} report; record on a GPU to add one")
+            continue
+        outcome, _ = judged
+        if tool in evidence.meta.stale_passes:
+            out.notes.append(f"{slug}: the recorded {tool} report is stale: the build changed after it was "
+                             f"recorded; record on that GPU with its sanitizer passes to refresh it")
+        out.reasons += [f"{slug}: recorded {p}" for p in outcome.problems]
+        out.sanitizers.append(outcome)
+
+
+def judge_build_claims(lesson: Lesson, out: LessonResult) -> None:
+    """For a lesson never recorded: the claims over ptxas' report alone, once per architecture built.
+
+    A claim that also names a printed field needs a transcript; it is listed
+    as not checked, never counted as held.
+    """
+    empty = Transcript(scope=Scope(), line_count=0)
+    for claim in lesson.claims:
+        if not uses_resources(claim):
+            continue
+        needs = transcript_names(claim)
+        if needs:
+            out.notes.append(f"{claim.kind} {claim.id!r} not checked: it needs a recorded transcript "
+                             f"({', '.join(sorted(needs))})")
+            continue
+        for build in out.builds:
+            result = evaluate_claim(lesson.output, empty, claim, {"resources": resources_view(build.resources)})
+            result = result.model_copy(update={"id": f"{claim.id} [{build.arch}]"})
+            out.claims.append(result)
+            _file_claims([result], out)
+
+
+def judge_source(manifest: Manifest, lesson: Lesson, out: LessonResult) -> None:
+    """What the source alone can show: its snippet markers are well formed."""
+    try:
+        extract_snippets(manifest.source_path(lesson), str(lesson.source))
+    except CoursectlError as exc:
+        out.reasons.append(str(exc))

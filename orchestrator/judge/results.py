@@ -1,0 +1,267 @@
+"""What a workflow returns: a result per lesson, its status, and the events shown while it runs.
+
+A lesson's status follows from what was found in exactly one place,
+`settle`; a lesson stopped before anything could be judged (an unsupported
+GPU, an interrupt, a crash of coursectl itself) gets its status from why it
+stopped, through `stopped`.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Callable
+
+from pydantic import BaseModel, Field
+from pydantic.json_schema import SkipJsonSchema
+
+from ..cuda.build import BuildResult
+from ..transcript.claims import ClaimResult
+from .comparison import FieldResult
+from .evidence import describe_source_change
+from ..cuda.sanitizer import Report
+from ..cuda.toolchain import GpuState
+from ..transcript.parse import Flat
+
+
+class Status(str, Enum):
+    PASS = "PASS"
+    FAIL = "FAIL"
+    TIMEOUT = "TIMEOUT"
+    CRASH = "CRASH"
+    UNSUPPORTED = "UNSUPPORTED"
+    NO_EVIDENCE = "NO_EVIDENCE"
+    SKIPPED = "SKIPPED"
+
+    @property
+    def is_failure(self) -> bool:
+        return self in (Status.FAIL, Status.TIMEOUT, Status.CRASH)
+
+
+class RunInfo(BaseModel):
+    command: list[str]
+    exit_status: int | None
+    signal: int | None = None
+    timed_out: bool = False
+    seconds: float
+    stdout_truncated: bool = False
+    stderr_tail: str = ""
+
+
+class RunEnvironment(BaseModel):
+    """The GPU's clocks and other users before and after a lesson's runs."""
+
+    before: GpuState | None = None
+    after: GpuState | None = None
+    untrusted: str | None = None   # why its timings cannot be trusted: throttling, other processes
+
+
+class PassResult(BaseModel):
+    """One compute-sanitizer tool run on one lesson (or its recorded report), judged."""
+
+    tool: str
+    command: list[str] = []          # empty for a recorded report re-judged
+    recorded: bool = False           # judged from the evidence, not run now
+    cached: bool = False             # judged from the sanitizer cache: the tool was not run now
+    seconds: float = 0.0             # when cached, those of the run it was stored from
+    exit_status: int | None = None
+    timed_out: bool = False
+    errors: int | None = None
+    warnings: int | None = None
+    findings: int = 0
+    kernels: list[str] = []
+    problems: list[str] = []
+    report: Report | None = None     # what the tool said, for a pass run now
+    not_run: str | None = None       # a declared pass that neither ran nor was recorded: why
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def verdict(self) -> str:
+        """`ok`, `FAIL` or `TIMEOUT`, as the summary and `coursectl sanitize` show a pass."""
+        return "TIMEOUT" if self.timed_out else ("ok" if self.ok else "FAIL")
+
+
+class ProvenanceChange(BaseModel):
+    """One thing underneath a lesson's figures that differs from its evidence: the driver, CUDA, ..."""
+
+    what: str                        # driver, CUDA, nvcc, compute-sanitizer, coursectl, source sha256, ...
+    old: str | None                  # as the evidence records it; None: not recorded
+    new: str | None                  # now (or the other side of a comparison); None: unknown
+    # `what` is a local file the build reads (a path in the course), its values sha256s; only for `text`,
+    # the report has the path in `what` and keeps its shape.
+    file: SkipJsonSchema[bool] = Field(default=False, exclude=True)
+
+    @property
+    def text(self) -> str:
+        """`evidence from driver 570.86.15, now 580.159.04`; `common/check.cuh changed since the evidence`."""
+        if self.file:
+            return describe_source_change(self.what, self.old, self.new)
+        return f"evidence from {self.what} {shown(self.old, 'not recorded')}, now {shown(self.new, 'unknown')}"
+
+
+def shown(value: str | None, absent: str) -> str:
+    """A provenance value as people read it: a sha256 cut to its first 12 digits."""
+    if value is None:
+        return absent
+    return value[:12] if len(value) == 64 and all(c in "0123456789abcdef" for c in value) else value
+
+
+class ClaimChange(BaseModel):
+    """A claim that held on the evidence and no longer does, or the other way round."""
+
+    id: str
+    kind: str                        # gate | expect
+    says: str
+    was: bool                        # held on the evidence's transcript
+    now: bool                        # holds on this run
+    failures: list[str] = []         # the first failures of the side where it does not hold
+
+
+class FindingChange(BaseModel):
+    """Sanitizer findings of one kernel, kind and place that appeared or went away since the evidence."""
+
+    tool: str
+    change: str                      # appeared | went away
+    kernel: str | None
+    kind: str
+    at: str                          # file:line, a race as write file:line -> read file:line
+    reports: int                     # how many reports of the pass stand for it
+    text: str
+
+
+class LessonResult(BaseModel):
+    lesson: str
+    status: Status = Status.PASS
+    reasons: list[str] = []          # why it failed, or why it was stopped (UNSUPPORTED, SKIPPED)
+    unverified: str | None = None    # NO_EVIDENCE: what was not checked, and the command that fixes it
+    notes: list[str] = []            # predictions that did not hold, and other remarks
+    gpu: str | None = None
+    arch: str | None = None
+    builds: list[BuildResult] = []
+    run: RunInfo | None = None
+    transcript: str | None = None
+    claims: list[ClaimResult] = []
+    fields: list[FieldResult] = []
+    evidence: str | None = None      # the GPU slug of the evidence compared against
+    recorded: bool = False
+    sanitizers: list[PassResult] = []
+    environment: RunEnvironment = RunEnvironment()
+    spread: dict[str, float] = {}    # with --repeat: (max - min) / |median| per tolerance field
+    evidence_date: str | None = None  # when the evidence compared against was recorded
+    provenance: list[ProvenanceChange] = []  # what differs underneath, evidence -> now
+    claim_changes: list[ClaimChange] = []    # claims whose outcome differs from the evidence's
+    finding_changes: list[FindingChange] = []  # sanitizer findings that appeared or went away
+    flats: list[Flat] | None = Field(default=None, exclude=True)  # the parsed fields; None: no parse
+    runs: int = 1
+    seconds: float = 0.0
+
+
+class Options(BaseModel):
+    jobs: int = 1
+    arch: str | None = None
+    gpus: str | None = None
+    sanitize: bool = True
+    sanitize_tools: list[str] | None = None   # run these passes instead of the declared ones
+    all_archs: bool = False                   # also build the manifest's architectures (record)
+    repeat: int = 1
+    exitfirst: bool = False                   # after the first failure, the lessons not yet run are SKIPPED
+    dry_run: bool = False                     # record: judge and show, write nothing
+    rerun_sanitizers: bool = False            # run every pass even where the sanitizer cache holds its result
+    sanitizer_jobs: int | None = None         # passes at once (default: see sharing.GpuShare)
+    start_gap: float | None = None            # seconds between timed runs' starts (default: sharing.START_GAP)
+
+
+class Event(BaseModel):
+    """A stage change, for progress display. The core never prints."""
+
+    lesson: str
+    stage: str
+    detail: str = ""
+    result: LessonResult | None = None   # with stage "done": the lesson's result
+    build: BuildResult | None = None     # with stage "built": the build
+
+
+Emit = Callable[[Event], None]
+
+
+def quiet(_: Event) -> None:
+    """An Emit that shows nothing."""
+
+
+def settle(result: LessonResult, compared: bool = True) -> LessonResult:
+    """Set a judged lesson's status from what was found, and return it.
+
+    A run that timed out or died of a signal says so first, then a sanitizer
+    pass that timed out (TIMEOUT too: its reason names the pass); then any
+    reason fails the lesson; then, where the workflow compares with evidence,
+    a lesson without evidence for its GPU (offline: for any GPU) has none.
+    """
+    run = result.run
+    if run is not None and run.timed_out:
+        result.status = Status.TIMEOUT
+    elif run is not None and run.signal:
+        result.status = Status.CRASH
+    elif any(p.timed_out for p in result.sanitizers):
+        result.status = Status.TIMEOUT
+    elif result.reasons:
+        result.status = Status.FAIL
+    elif compared and (result.evidence is None or (result.gpu is not None and result.evidence != result.gpu)):
+        result.status = Status.NO_EVIDENCE
+    else:
+        result.status = Status.PASS
+    result.unverified = _unverified(result) if result.status is Status.NO_EVIDENCE else None
+    return result
+
+
+def why(result: LessonResult) -> str:
+    """The one line that says why a lesson is not PASS (empty for a PASS)."""
+    if result.status is Status.PASS:
+        return ""
+    text = result.reasons[0] if result.reasons else (result.unverified or "")
+    return text.splitlines()[0] if text else ""
+
+
+def _unverified(result: LessonResult) -> str:
+    if result.gpu is None:
+        return (f"never recorded on a GPU: the build and what needs no transcript were checked, the output was not; "
+                f"run `coursectl record {result.lesson}` on a GPU")
+    return (f"no evidence for {result.gpu} yet: its output was parsed and its claims checked, but there was "
+            f"nothing to compare it with; run `coursectl record {result.lesson}` on this GPU")
+
+
+def stopped(lesson: str, status: Status, reason: str, gpu: str | None = None,
+            arch: str | None = None, builds: list[BuildResult] | None = None) -> LessonResult:
+    """A lesson that ended before it could be judged, with the one reason why."""
+    return LessonResult(lesson=lesson, status=status, reasons=[reason], gpu=gpu, arch=arch,
+                        builds=builds or [])
+
+
+TALLY_WORDS = (
+    (Status.PASS, "passed"), (Status.NO_EVIDENCE, "without evidence"), (Status.UNSUPPORTED, "unsupported"),
+    (Status.SKIPPED, "skipped"),
+)
+
+
+def is_unverified(status: Status) -> bool:
+    """Neither a pass nor a failure: what --strict turns into failures."""
+    return status in (Status.NO_EVIDENCE, Status.UNSUPPORTED, Status.SKIPPED)
+
+
+def tally(results: list[LessonResult], seconds: float) -> str:
+    """`4 passed, 1 without evidence, 0 failed in 17.9 s`, in pytest's manner.
+
+    Passed and failed are always named; the rest only when there are some.
+    Failures say how they failed when any timed out or crashed.
+    """
+    parts = []
+    for status, words in TALLY_WORDS:
+        count = sum(r.status is status for r in results)
+        if count or status is Status.PASS:
+            parts.append(f"{count} {words}")
+    failed = [r for r in results if r.status.is_failure]
+    kinds = [f"{sum(r.status is s for r in failed)} {w}" for s, w in
+             ((Status.TIMEOUT, "timed out"), (Status.CRASH, "crashed")) if any(r.status is s for r in failed)]
+    parts.append(f"{len(failed)} failed" + (f" ({', '.join(kinds)})" if kinds else ""))
+    return f"{', '.join(parts)} in {seconds:.1f} s"

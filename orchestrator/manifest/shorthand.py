@@ -1,0 +1,366 @@
+"""lessons.yaml's short forms and course-wide defaults, written out in the long form the models hold.
+
+- An entry with an id may give it as its first key, a key holding a dash,
+  with the entry's text as its value: the lesson
+  ``- day13-shared-memory: Shared memory and tiling`` is
+  ``{id: day13-shared-memory, title: Shared memory and tiling}``, and the
+  claim ``- no-kernel-spills: ptxas keeps every kernel in registers`` is
+  ``{id: no-kernel-spills, says: ...}``. No key of the manifest holds a dash,
+  so a misspelt key is still an unknown key.
+- A lesson's `day` is the NN of an id ``dayNN-name`` unless it gives one.
+- ``output: [...]`` is ``output: {items: [...]}`` (manifest.OutputOrItems).
+- ``defaults.output`` items start every lesson's output; ``defaults.claims``
+  join every lesson's claims, the gates before its first prediction and the
+  predictions after its last claim, except those it names in `skip_claims`.
+- A lesson's `source` is the one ``.cu`` file of ``lessons/<id>/`` and its
+  `prose` ``lessons/<id>/prose.md`` where that exists, unless it gives them.
+- In the output schema, ``{name:type:rule}`` gives a field's comparison
+  rule, a table's ``row`` template its ``columns``, and its ``keys`` its
+  ``key`` (schema.py's models call these).
+
+The models call these as they validate, so a manifest, its JSON Schema and a
+model built in code agree; `relocate_lines` gives each long-form key path the
+line it was written on, so an error names the line of the short form or of
+the default.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+from ..names import LESSON_ID
+
+DAY_OF_ID = re.compile(r"day(\d+)-")
+LESSON_FOLDER = "lessons"
+PROSE = "prose.md"
+
+
+def is_id_key(key: Any) -> bool:
+    """A key holding a dash names an entry (`day13-shared-memory`, `no-kernel-spills`), never a key."""
+    return isinstance(key, str) and "-" in key
+
+
+def long_entry(entry: Any, text_key: str) -> Any:
+    """``{ID: TEXT, ...}`` as ``{id: ID, <text_key>: TEXT, ...}``; anything else as it is."""
+    if not isinstance(entry, dict) or "id" in entry:
+        return entry
+    keys = [key for key in entry if is_id_key(key)]
+    if not keys:
+        return entry
+    if len(keys) > 1:
+        raise ValueError(f"{keys[0]!r} and {keys[1]!r} both hold a dash, so both read as the id; "
+                         f"give the id with 'id'")
+    key = keys[0]
+    if text_key in entry:
+        raise ValueError(f"{text_key!r} is given twice: as the value of {key!r} and as {text_key!r}")
+    out = {"id": key, text_key: entry[key]}
+    out.update((name, value) for name, value in entry.items() if name != key)
+    return out
+
+
+def entry_id(entry: Any) -> Any:
+    """The id of an entry in either form (the first, where a short form gives several), or None."""
+    if not isinstance(entry, dict):
+        return None
+    if "id" in entry:
+        return entry["id"]
+    return next((key for key in entry if is_id_key(key)), None)
+
+
+def lesson_long_form(entry: Any, root: Path | None) -> Any:
+    """A lesson in the long form; `source` and `prose` come from its folder where `root` is known."""
+    entry = long_entry(entry, "title")
+    if not isinstance(entry, dict):
+        return entry
+    entry = dict(entry)
+    ident = entry.get("id")
+    if "day" not in entry and isinstance(ident, str):
+        match = DAY_OF_ID.match(ident)
+        if match:
+            entry["day"] = int(match.group(1))
+    if root is not None and isinstance(ident, str) and LESSON_ID.fullmatch(ident):
+        folder = Path(LESSON_FOLDER) / ident
+        if "source" not in entry:
+            entry["source"] = _source_in(Path(root), folder)
+        if "prose" not in entry and (Path(root) / folder / PROSE).is_file():
+            entry["prose"] = (folder / PROSE).as_posix()
+    return entry
+
+
+def _source_in(root: Path, folder: Path) -> str:
+    """The one .cu file of a lesson's folder, relative to the course root."""
+    full = root / folder
+    found = sorted(p.name for p in full.glob("*.cu") if p.is_file()) if full.is_dir() else []
+    if len(found) == 1:
+        return (folder / found[0]).as_posix()
+    if not found:
+        raise ValueError(f"missing key 'source', and {folder.as_posix()}/ holds no .cu file to take as it")
+    raise ValueError(f"missing key 'source', and {folder.as_posix()}/ holds {len(found)} .cu files "
+                     f"({', '.join(found)}); name the lesson's with 'source'")
+
+
+# -- the output schema ----------------------------------------------------------------------
+# `{smem:int:device}` is short for `{smem:int}` with `fields: {smem: {compare: device}}`.
+_RULED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)((?::[A-Za-z]+)+)\}")
+_PLACEHOLDER_NAME = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)[:}]")
+RULES = ("exact", "device", "volatile")
+
+
+def _specs(value: Any) -> Any:
+    """`name: float` is short for `name: {type: float}`."""
+    return {k: {"type": v} if isinstance(v, str) else v for k, v in value.items()} if isinstance(value, dict) else value
+
+
+def line_long_form(data: Any) -> Any:
+    """A `line` (or a table's note): its fields' shorthands, and its placeholders' rules under `fields`."""
+    if not isinstance(data, dict):
+        return data
+    data = {**data, "fields": _specs(data["fields"])} if "fields" in data else data
+    if isinstance(data.get("line"), str) and not data.get("regex"):
+        line, fields = split_rules(data["line"], data.get("fields"))
+        if fields is not None:
+            data = {**data, "line": line, "fields": fields}
+    return data
+
+
+def table_long_form(data: Any) -> Any:
+    """A table: its columns' shorthands; a `row` template gives the `columns` (in order) and their rules."""
+    if not isinstance(data, dict):
+        return data
+    data = {**data, "columns": _specs(data["columns"])} if "columns" in data else data
+    if isinstance(data.get("row"), str) and not data.get("row_regex"):
+        columns = data.get("columns")
+        if columns is None:
+            columns = {m.group(1): {} for m in _PLACEHOLDER_NAME.finditer(data["row"])}
+        row, ruled = split_rules(data["row"], columns)
+        data = {**data, "row": row, "columns": ruled if ruled is not None else columns}
+    return data
+
+
+def first_field(line: Any) -> str:
+    """The first field of a section's first line, which names each block unless the section gives `key`."""
+    names = list(re.compile(line.line).groupindex) if line.regex else _PLACEHOLDER_NAME.findall(line.line)
+    if not names:
+        raise ValueError("a section's blocks are named by the first field of its first line, and this line has "
+                         "none; give the section's key with 'key'")
+    return names[0]
+
+
+def key_of_keys(table: str, keys: list[str], columns: list[str]) -> str | list[str]:
+    """The key columns a table's `keys` imply: as many of its first columns as a listed key has parts."""
+    parts = {len(str(key).split("/")) for key in keys}
+    if len(parts) != 1:
+        raise ValueError(f"the keys of table {table!r} have different numbers of '/'-separated parts; give its "
+                         f"key columns with 'key'")
+    count = parts.pop()
+    if count > len(columns):
+        raise ValueError(f"the keys of table {table!r} have {count} parts but the table has only "
+                         f"{len(columns)} column{'s' if len(columns) != 1 else ''}")
+    return columns[0] if count == 1 else columns[:count]
+
+
+def split_rules(template: str, fields: Any) -> tuple[str, Any]:
+    """`{name:type:rule}` placeholders written out: the template without the rules, and `fields` with
+    `{compare: rule}` for each (None when the template holds no rule, so nothing changes).
+
+    A rule is `exact`, `device` or `volatile`; `tolerance` needs its bounds, so it goes under fields.
+    """
+    rules: dict[str, str] = {}
+
+    def plain(m: re.Match) -> str:
+        words = m.group(2).split(":")[1:]
+        found = [w for w in words if w in RULES or w == "tolerance"]
+        if len(words) > 2 or len(words) == 2 and len(found) != 1:
+            raise ValueError(f"{m.group(0)!r} in {template!r}: a placeholder is {{name}}, {{name:type}}, "
+                             f"{{name:rule}} or {{name:type:rule}}")
+        if not found:
+            return m.group(0)
+        if "tolerance" in found:
+            raise ValueError(f"{m.group(0)!r} in {template!r}: a tolerance needs its bounds; give it under "
+                             f"fields, as {{{m.group(1)}: {{compare: tolerance, rel: 0.25}}}}")
+        rules[m.group(1)] = found[0]
+        kept = [w for w in words if w not in RULES]
+        return "{" + ":".join([m.group(1), *kept]) + "}"
+
+    text = _RULED.sub(plain, template)
+    if not rules:
+        return template, None
+    if fields is not None and not isinstance(fields, dict):
+        return template, None         # not a mapping: validation says so
+    out = dict(fields or {})
+    for name, rule in rules.items():
+        spec = out.get(name, {})
+        if isinstance(spec, str):             # `name: float`
+            spec = {"type": spec}
+        elif hasattr(spec, "model_dump"):     # a FieldSpec built in code
+            spec = spec.model_dump(exclude_unset=True)
+        if not isinstance(spec, dict):
+            continue                  # not a field spec: validation says so
+        if spec.get("compare", rule) != rule:
+            raise ValueError(f"field {name!r} is compared {rule!r} in {template!r} but {spec['compare']!r} "
+                             f"in its fields")
+        out[name] = {**spec, "compare": rule}
+    return text, out
+
+
+# -- the defaults --------------------------------------------------------------------------
+def _defaults(data: dict) -> tuple[list, list]:
+    defaults = data.get("defaults")
+    if not isinstance(defaults, dict):
+        return [], []
+    items, claims = defaults.get("output"), defaults.get("claims")
+    return (items if isinstance(items, list) else [], claims if isinstance(claims, list) else [])
+
+
+def _is_prediction(claim: Any) -> bool:
+    return isinstance(claim, dict) and "expect" in claim
+
+
+def claim_order(own: list, defaults: list, skip: Any) -> list[tuple[str, int]]:
+    """A lesson's claims with the defaults': ("own", k) and ("defaults", j), in order.
+
+    Default gates go before the lesson's first prediction and default
+    predictions after its last claim, so gates still come first on its page.
+    """
+    skipped = set(skip) if isinstance(skip, list) and all(isinstance(s, str) for s in skip) else set()
+    kept = [j for j, claim in enumerate(defaults) if entry_id(claim) not in skipped]
+    first = next((k for k, claim in enumerate(own) if _is_prediction(claim)), len(own))
+    return ([("own", k) for k in range(first)]
+            + [("defaults", j) for j in kept if not _is_prediction(defaults[j])]
+            + [("own", k) for k in range(first, len(own))]
+            + [("defaults", j) for j in kept if _is_prediction(defaults[j])])
+
+
+def with_defaults(data: Any) -> Any:
+    """The manifest with `defaults.output` and `defaults.claims` joined into every lesson."""
+    if not isinstance(data, dict) or not isinstance(data.get("lessons"), list):
+        return data
+    items, claims = _defaults(data)
+    if not items and not claims:
+        return data
+    lessons = []
+    for entry in data["lessons"]:
+        if isinstance(entry, dict):
+            entry = dict(entry)
+            if items:
+                entry["output"] = _with_items(entry.get("output"), items)
+            own = entry.get("claims", [])
+            if claims and isinstance(own, list):
+                entry["claims"] = [copy.deepcopy(claims[k]) if source == "defaults" else own[k]
+                                   for source, k in claim_order(own, claims, entry.get("skip_claims"))]
+        lessons.append(entry)
+    return {**data, "lessons": lessons}
+
+
+def _with_items(output: Any, items: list) -> Any:
+    first = copy.deepcopy(items)
+    if output is None:
+        return {"items": first}
+    if isinstance(output, list):
+        return first + output
+    if isinstance(output, dict) and isinstance(output.get("items"), list):
+        return {**output, "items": first + output["items"]}
+    return output
+
+
+# -- lines -----------------------------------------------------------------------------------
+def relocate_lines(data: Any, lines: dict[tuple, int]) -> dict[tuple, int]:
+    """`lines` (key path -> line) with the long form's paths added: each short-form id's `id` and its
+    text, each lesson's output items and claims at their places after the defaults are joined in."""
+    if not isinstance(data, dict) or not isinstance(data.get("lessons"), list):
+        return lines
+    out = dict(lines)
+    items, claims = _defaults(data)
+    for j, claim in enumerate(claims):
+        _alias_id(out, ("defaults", "claims", j), claim, "says")
+    for i, entry in enumerate(data["lessons"]):
+        _alias_id(out, ("lessons", i), entry, "title")
+        for k, claim in enumerate(entry.get("claims", []) if isinstance(entry, dict) else []):
+            _alias_id(out, ("lessons", i, "claims", k), claim, "says")
+    index = _index(out)
+    for i, entry in enumerate(data["lessons"]):
+        if not isinstance(entry, dict):
+            continue
+        lesson = ("lessons", i)
+        output = entry.get("output")
+        own_items = output if isinstance(output, list) else (output or {}).get("items") if isinstance(
+            output, (dict, type(None))) else None
+        if isinstance(output, list) or (items and isinstance(own_items, (list, type(None)))):
+            written = lesson + (("output",) if isinstance(output, list) else ("output", "items"))
+            moves = [(("defaults", "output", j), j) for j in range(len(items))]
+            moves += [(written + (k,), len(items) + k) for k in range(len(own_items or []))]
+            _move(out, index, lesson + ("output", "items"), moves)
+            if lesson + ("output",) in out:
+                out.setdefault(lesson + ("output", "items"), out[lesson + ("output",)])
+        own = entry.get("claims", [])
+        if claims and isinstance(own, list):
+            order = claim_order(own, claims, entry.get("skip_claims"))
+            sources = {"own": lesson + ("claims",), "defaults": ("defaults", "claims")}
+            _move(out, index, lesson + ("claims",),
+                  [(sources[source] + (k,), n) for n, (source, k) in enumerate(order)])
+            if ("defaults", "claims") in out:
+                out.setdefault(lesson + ("claims",), out[("defaults", "claims")])
+    return out
+
+
+def _alias_id(lines: dict[tuple, int], at: tuple, entry: Any, text_key: str) -> None:
+    if not isinstance(entry, dict) or "id" in entry:
+        return
+    keys = [key for key in entry if is_id_key(key)]
+    if len(keys) == 1 and at + (keys[0],) in lines:
+        lines[at + ("id",)] = lines[at + (text_key,)] = lines[at + (keys[0],)]
+
+
+def _index(lines: dict[tuple, int]) -> dict[tuple, list[tuple[tuple, int]]]:
+    """Every path under an output item or a claim, grouped by that item's path (one pass)."""
+    index: dict[tuple, list[tuple[tuple, int]]] = {}
+    for path, line in lines.items():
+        for size in (3, 4, 5):
+            if len(path) >= size and isinstance(path[size - 1], int) and _is_item(path[:size]):
+                index.setdefault(path[:size], []).append((path[size:], line))
+                break
+    return index
+
+
+def _is_item(prefix: tuple) -> bool:
+    if prefix[0] == "defaults":
+        return len(prefix) == 3 and prefix[1] in ("output", "claims")
+    if prefix[0] != "lessons" or len(prefix) < 4:
+        return False
+    return prefix[2:3] == ("claims",) and len(prefix) == 4 or prefix[2:3] == ("output",) and (
+        len(prefix) == 4 or prefix[3] == "items")
+
+
+def _move(lines: dict[tuple, int], index: dict, target: tuple, moves: list[tuple[tuple, int]]) -> None:
+    """Replace what `lines` holds under the items of `target` with the items `moves` places there."""
+    for path in [p for p in lines if p[:len(target)] == target and len(p) > len(target)]:
+        del lines[path]
+    for source, place in moves:
+        for rest, line in index.get(source, []):
+            lines[target + (place,) + rest] = line
+
+
+def written_out(data: dict, root: Path) -> dict:
+    """The manifest's data as a course without these short forms and defaults would write it.
+
+    For whatever reads lessons.yaml as plain YAML (tools, the test suite's
+    course trees). The short forms of the output schema language, such as
+    `{gpu:device}`, stay: every manifest may hold them.
+    """
+    data = with_defaults(data)
+    defaults = data.get("defaults")
+    if isinstance(defaults, dict):
+        data = {**data, "defaults": {k: v for k, v in defaults.items() if k not in ("output", "claims")}}
+    lessons = []
+    for entry in data.get("lessons") or []:
+        entry = lesson_long_form(entry, root)
+        if isinstance(entry, dict):
+            entry = {key: value for key, value in entry.items() if key != "skip_claims"}
+            if isinstance(entry.get("output"), list):
+                entry["output"] = {"items": entry["output"]}
+            entry["claims"] = [long_entry(claim, "says") for claim in entry.get("claims", [])]
+        lessons.append(entry)
+    return {**data, "lessons": lessons}

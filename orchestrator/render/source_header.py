@@ -1,0 +1,120 @@
+"""The Build/Run/Verified lines render writes at the top of a lesson's source.
+
+They go into the source's leading comment, after a licence or copyright
+notice (or an SPDX line) when it starts with one, never above it;
+evidence.HEADER_LINE says which lines they are, and lesson_digest leaves them
+out of the source's hash wherever they sit.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..judge.evidence import HEADER_LINE
+from ..files import source_lines
+
+
+# What marks a leading comment as the file's licence or copyright notice.
+_LICENCE = re.compile(r"copyright|licen[cs]e|SPDX-License-Identifier", re.IGNORECASE)
+
+
+def rewrite_header(text: str, lines: list[str]) -> str:
+    """The source with the Build/Run/Verified lines of its leading comment replaced by `lines`.
+
+    A leading licence or copyright notice (see `licence_end`) is left exactly
+    as it is: the lines go after it, never above it, and lines an older
+    render wrote above it move below it. After the notice, each kind stays
+    where it stands; a kind the header lacks is added after the others (or,
+    with none, at the end of the leading comment).
+    """
+    old = source_lines(text, keepends=True)
+    newline = "\r\n" if old and old[0].endswith("\r\n") else "\n"
+    start = licence_end(old)
+    if start == 0:
+        return _rewrite_leading_comment(old, lines, newline)
+    notice = old[:start]
+    if any(_header_kind(line) for line in notice):
+        notice = [line for line in notice if _header_kind(line) is None]
+        while notice and not notice[0].strip():   # the blank line that render put after them
+            notice.pop(0)
+    gap = start
+    while gap < len(old) and not old[gap].strip():
+        gap += 1
+    if gap < len(old) and old[gap].startswith("//"):   # the lesson's own comment, after the notice
+        return "".join(notice + old[start:gap]) + _rewrite_leading_comment(old[gap:], lines, newline)
+    generated = [line + newline for kind in ("Build", "Run", "Verified")
+                 for line in lines if _header_kind(line) == kind]
+    return "".join(notice + generated + (old[start:gap] or [newline]) + old[gap:])
+
+
+def licence_end(lines: list[str]) -> int:
+    """The number of leading lines that are the file's licence or copyright notice; 0 if it has none.
+
+    The notice is the first `/* ... */` comment, when only blank and `//`
+    lines stand before it and it names a copyright, a licence or an SPDX
+    identifier (cuda-samples' style); otherwise, in the leading run of `//`
+    lines, every line up to the end of the last paragraph (paragraphs are
+    parted by an empty `//` line) that names one. Build/Run/Verified lines
+    are never part of it.
+    """
+    count = len(lines)
+    first = 0
+    while first < count and (not lines[first].strip() or lines[first].lstrip().startswith("//")):
+        first += 1
+    if first < count and lines[first].lstrip().startswith("/*"):
+        opened = lines[first].index("/*") + 2
+        last = first if "*/" in lines[first][opened:] else \
+            next((n for n in range(first + 1, count) if "*/" in lines[n]), None)
+        if last is not None and _LICENCE.search("".join(lines[first:last + 1])):
+            return last + 1
+    run = 0
+    while run < count and lines[run].startswith("//"):
+        run += 1
+    named = [n for n in range(run) if _header_kind(lines[n]) is None and _LICENCE.search(lines[n])]
+    if not named:
+        return 0
+    end = named[-1] + 1
+    while end < run and lines[end].strip() != "//" and _header_kind(lines[end]) is None:
+        end += 1
+    return end
+
+
+def _rewrite_leading_comment(old: list[str], lines: list[str], newline: str) -> str:
+    """rewrite_header on what follows the licence notice (or on the whole file, without one)."""
+    end = 0
+    while end < len(old) and old[end].startswith("//"):
+        end += 1
+    wanted: dict[str, list[str]] = {}
+    for line in lines:
+        wanted.setdefault(_header_kind(line), []).append(line + newline)
+    kinds = [_header_kind(line) for line in old[:end]]
+    present = [k for k in kinds if k is not None]
+    if set(present) == set(wanted):
+        out: list[str] = []
+        done: set[str] = set()
+        for line, kind in zip(old[:end], kinds):
+            if kind is None:
+                out.append(line)
+            elif kind not in done:
+                out.extend(wanted[kind])
+                done.add(kind)
+        return "".join(out + old[end:])
+    generated = [line for kind in ("Build", "Run", "Verified") for line in wanted.get(kind, [])]
+    if present:
+        first = kinds.index(present[0])
+        kept = [line for line, kind in zip(old[:end], kinds) if kind is None]
+        return "".join(kept[:first] + generated + kept[first:] + old[end:])
+    spacer = ["//" + newline] if end else []
+    tail = old[end:] if end else [newline] + old
+    return "".join(old[:end] + spacer + generated + tail)
+
+
+def _header_kind(line: str) -> str | None:
+    match = HEADER_LINE.match(line)
+    return match.group(1).rstrip(":") if match else None
+
+
+def without_verified(text: str) -> str:
+    # The Verified lines name the evidence; leaving them out of the Compiler
+    # Explorer source keeps its link unchanged when evidence is re-recorded.
+    return "".join(line for line in source_lines(text, keepends=True) if _header_kind(line) != "Verified")

@@ -1,0 +1,295 @@
+"""Claims: gates and predictions over a lesson's parsed fields (and ptxas' report), judged per element.
+
+A claim names the fields it reads; `check_claims` makes sure, when the
+manifest loads, that each exists and that the expression is one a claim may
+hold (expressions.py, the language and its bounds). `evaluate_claim` runs it
+over a parsed transcript, once or for each row or block of `each`, and says
+which element broke it and the values it read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from pydantic import BaseModel
+
+from .expressions import (ALLOWED, EVAL_ERRORS, FUNCTIONS, Budget, ExpressionError, FieldView, OutOfBudget, evaluate,
+                          explain, parse_expression, quote)
+from .schema import LineItem, NoteItem, OutputSchema, SectionItem, TableItem
+from .parse import Row, Scope, Transcript
+
+
+class ClaimResult(BaseModel):
+    id: str
+    kind: str            # gate | expect
+    says: str
+    expression: str
+    held: bool
+    checked: int = 0     # elements checked (1 for a claim without 'each')
+    failures: list[str] = []
+
+# -- views: what an expression sees -------------------------------------------
+class RowView(FieldView):
+    """A table row: its fields are what `.name` reads."""
+
+    def __init__(self, row: Row, table: str = ""):
+        self.row = row
+        self.table = table
+        self.fields = row.values
+
+    def describe(self) -> str:
+        return f"{self.table}{self!r}"
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{k}={v}" for k, v in self.row.values.items())
+        return f"[{self.row.key}] {body}"
+
+
+class TableView:
+    """A table: iterate its rows, index them by key, take its len."""
+
+    def __init__(self, name: str, rows: list[Row]):
+        self.name = name
+        self.rows = rows
+
+    def __iter__(self):
+        return (RowView(r, self.name) for r in self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, key: Any) -> RowView:
+        if isinstance(key, tuple):
+            key = "/".join(str(k) for k in key)
+        if isinstance(key, int) and not any(r.key == str(key) for r in self.rows):
+            return RowView(self.rows[key], self.name)
+        for row in self.rows:
+            if row.key == str(key):
+                return RowView(row, self.name)
+        raise KeyError(f"table {self.name!r} has no row {key!r}")
+
+    def __repr__(self) -> str:
+        if not self.rows:
+            return "(no rows)"
+        shown = "; ".join(repr(RowView(r)) for r in self.rows[:3])
+        more = f"; and {len(self.rows) - 3} more" if len(self.rows) > 3 else ""
+        return shown + more
+
+
+class BlockView(FieldView):
+    """One repetition of a section: its fields, tables and sub-sections are what `.name` reads."""
+
+    def __init__(self, section: str, key: str, names: dict[str, Any]):
+        self.section = section
+        self.key = key
+        self.fields = names
+
+    def describe(self) -> str:
+        return f"{self.section}[{self.key}]"
+
+    def __repr__(self) -> str:
+        return f"[{self.key}]"
+
+
+class SectionView(TableView):
+    def __init__(self, name: str, blocks: list[BlockView]):
+        self.name = name
+        self.blocks = blocks
+
+    def __iter__(self):
+        return iter(self.blocks)
+
+    def __len__(self) -> int:
+        return len(self.blocks)
+
+    def __getitem__(self, key: Any) -> Any:
+        for block in self.blocks:
+            if block.key == str(key):
+                return block
+        raise KeyError(f"section {self.name!r} has no block {key!r}")
+
+    def __repr__(self) -> str:
+        return ", ".join(b.key for b in self.blocks)
+
+
+def _names(items: list, scope: Scope) -> dict[str, Any]:
+    names: dict[str, Any] = {}
+    for item in items:
+        if isinstance(item, LineItem):
+            for field in item.names:
+                names[field] = scope.values.get(field)
+        elif isinstance(item, TableItem):
+            names[item.table] = TableView(item.table, scope.tables.get(item.table, []))
+            for note in item.notes:
+                names[note.name] = TableView(note.name, scope.tables.get(note.name, []))
+        elif isinstance(item, SectionItem):
+            blocks = [BlockView(item.section, b.key, _names(item.items, b.scope))
+                      for b in scope.sections.get(item.section, [])]
+            names[item.section] = SectionView(item.section, blocks)
+    return names
+
+
+def _elements(items: list, scope: Scope, path: list[str], label: str,
+              outer: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield (label, names) for every element an `each` path reaches."""
+    here = {**outer, **_names(items, scope)}
+    head, rest = path[0], path[1:]
+    for item in items:
+        if isinstance(item, TableItem) and item.table == head:
+            for row in scope.tables.get(head, []):
+                yield f"{label}{head}[{row.key}]", {**here, **row.values}
+        elif isinstance(item, TableItem) and any(n.name == head for n in item.notes):
+            for row in scope.tables.get(head, []):
+                yield f"{label}{head}[{row.key}]", {**here, **row.values}
+        elif isinstance(item, SectionItem) and item.section == head:
+            for block in scope.sections.get(head, []):
+                block_label = f"{label}{head}[{block.key}]"
+                if rest:
+                    yield from _elements(item.items, block.scope, rest, block_label + ".", here)
+                else:
+                    yield block_label, {**here, **_names(item.items, block.scope)}
+
+
+# -- static check ---------------------------------------------------------------
+def scope_names(items: list) -> dict[str, Any]:
+    """Names visible at this level: fields, tables (with notes) and sections."""
+    names: dict[str, Any] = {}
+    for item in items:
+        if isinstance(item, LineItem):
+            names.update(item.names)
+        elif isinstance(item, TableItem):
+            names[item.table] = item
+            for note in item.notes:
+                names[note.name] = note
+        elif isinstance(item, SectionItem):
+            names[item.section] = item
+    return names
+
+
+def _static_names(schema: OutputSchema, each: str | None) -> set[str]:
+    names = set(scope_names(schema.items))
+    if not each:
+        return names
+    items = schema.items
+    parts = each.split(".")
+    for index, part in enumerate(parts):
+        found = scope_names(items).get(part)
+        if isinstance(found, TableItem):
+            if index != len(parts) - 1:
+                raise ValueError(f"each: {part!r} is a table; only the last part of 'each' can be one")
+            return names | set(found.columns)
+        if isinstance(found, NoteItem):
+            if index != len(parts) - 1:
+                raise ValueError(f"each: {part!r} is a note table; only the last part of 'each' can be one")
+            return names | set(found.pattern.fields)
+        if isinstance(found, SectionItem):
+            items = found.items
+            names |= set(scope_names(items))
+            continue
+        raise ValueError(f"each: {part!r} is not a table or section of the output "
+                         f"(known: {', '.join(sorted(k for k, v in scope_names(items).items() if not isinstance(v, type(None)) and not hasattr(v, 'type')))})")
+    return names
+
+
+# Names every claim may use beside the schema's: the build evidence.
+EXTRA_NAMES = ("resources",)
+
+
+def uses_resources(claim: Any) -> bool:
+    texts = [claim.expression] + ([claim.where] if claim.where else [])
+    try:
+        return any("resources" in parse_expression(text).free for text in texts)
+    except ExpressionError:
+        return False
+
+
+def check_claims(schema: OutputSchema, claim: Any, known: dict[str | None, set[str]] | None = None) -> None:
+    """Raise ValueError if a claim's expression is malformed, not allowed, or names a missing field.
+
+    `known` keeps the names each `each` sees between the claims of one lesson.
+    """
+    known = {} if known is None else known
+    if claim.each not in known:
+        known[claim.each] = _static_names(schema, claim.each) | set(EXTRA_NAMES)
+    fields = known[claim.each]
+    for label, text in (("", claim.expression), ("where: ", claim.where)):
+        if text is None:
+            continue
+        try:
+            expression = parse_expression(text)
+        except ExpressionError as exc:
+            raise ValueError(f"{label}{exc}") from None
+        for name in sorted(expression.free):
+            if name in fields:
+                if name in expression.called and name not in FUNCTIONS:
+                    raise ValueError(f"{label}{quote(text)} calls {name!r}, which is a field, not a function; "
+                                     f"a claim calls only the allowed functions ({ALLOWED})")
+                continue
+            if name in FUNCTIONS:
+                continue
+            known = (f"allowed: {ALLOWED}" if name in expression.called
+                     else f"fields here: {', '.join(sorted(fields))}")
+            raise ValueError(f"{label}{quote(text)} names unknown name {name!r}: not a field of this lesson "
+                             f"and not an allowed function ({known})")
+
+
+def resources_view(resources: dict) -> TableView:
+    """ptxas' per-kernel report as a table: resources['copyRowMajor'].registers."""
+    rows = [Row(key=name, line=0, values={"kernel": name, **r.model_dump(exclude={"kernel", "mangled"})})
+            for name, r in sorted(resources.items())]
+    return TableView("resources", rows)
+
+
+def evaluate_claim(schema: OutputSchema, transcript: Transcript, claim: Any,
+                   extra: dict[str, Any] | None = None) -> ClaimResult:
+    """Evaluate one claim over a parsed transcript; failures name the element."""
+    outer = dict(extra or {})
+    if claim.each:
+        elements = list(_elements(schema.items, transcript.scope, claim.each.split("."), "", outer))
+    else:
+        elements = [("", {**outer, **_names(schema.items, transcript.scope)})]
+    failures: list[str] = []
+    checked = 0
+    budget = Budget()
+    for label, names in elements:
+        where = f"{label}: " if label else ""
+        try:
+            if claim.where is not None and not evaluate(claim.where, names, budget)[0]:
+                continue
+            checked += 1
+            held, notes = evaluate(claim.expression, names, budget)
+            if not held:
+                failures.append(f"{where}{claim.expression} is false{explain(claim.expression, names, notes)}")
+        except OutOfBudget as exc:
+            failures.append(f"{where}cannot evaluate {claim.expression!r}: {exc}")
+            break
+        except ExpressionError as exc:
+            failures.append(f"{where}cannot evaluate {claim.expression!r}: {exc.reason}")
+        except EVAL_ERRORS as exc:
+            failures.append(f"{where}cannot evaluate {claim.expression!r}: {exc}")
+    if claim.each and checked == 0 and not failures:
+        failures.append(f"no element of {claim.each!r} matched; the claim checked nothing")
+    return ClaimResult(id=claim.id, kind=claim.kind, says=claim.says, expression=claim.expression,
+                       held=not failures, checked=checked, failures=failures)
+
+
+def evaluate_claims(schema: OutputSchema, transcript: Transcript, claims: list,
+                    resources: dict | None = None) -> list[ClaimResult]:
+    """Every claim; those over the build evidence only where a build's report is at hand."""
+    extra = {"resources": resources_view(resources)} if resources is not None else {}
+    return [evaluate_claim(schema, transcript, c, extra) for c in claims
+            if resources is not None or not uses_resources(c)]
+
+
+def transcript_names(claim: Any) -> set[str]:
+    """The names a claim takes from a transcript: empty for a claim over the build evidence alone.
+
+    An expression that does not parse names nothing here; evaluating it says why it fails.
+    """
+    names: set[str] = set()
+    for text in [claim.expression] + ([claim.where] if claim.where else []):
+        try:
+            names |= parse_expression(text).free
+        except ExpressionError:
+            pass
+    return (names - set(FUNCTIONS) - set(EXTRA_NAMES)) | ({claim.each} if claim.each else set())

@@ -1,0 +1,713 @@
+"""The output schema language: what a lesson prints, typed, and how each field is judged.
+
+A schema is an ordered list of items matched against the transcript's lines:
+
+- ``line``: one line, a template such as ``Matrix: {rows:int} x {cols:int} floats``;
+- ``table``: an optional header, separator rules, typed rows, note rows;
+- ``section``: a block of items repeated once per case;
+- ``text``: free text, allowed and ignored.
+
+docs/schema.md is the reference; this module turns it into compiled regexes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+import time
+from enum import Enum
+from typing import Annotated, Any, Iterator, Literal, Union, get_args
+
+import regex as timed_re   # the `regex` package: its matches take a timeout, and `re`'s cannot be stopped
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator,
+                      model_validator)
+
+from ..names import is_identifier
+from ..manifest.shorthand import first_field, key_of_keys, line_long_form, table_long_form
+
+
+class Strict(BaseModel):
+    """What lessons.yaml is read into: no key it does not know, and `true` or `false` only where a truth value goes.
+
+    pydantic takes `true` for 1 in a number (`timeout: true` ran with a
+    one-second timeout, `rel: true` was a tolerance of 100%) and in a
+    Literal[1]; here every field that takes no bool refuses one, naming it.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_truth_value_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool):
+            types = _types(cls.model_fields[info.field_name].annotation)
+            if not types & {bool, Any}:
+                wanted = "a number" if types & {int, float} else "what this key takes"
+                raise ValueError(f"{str(value).lower()} is a truth value, not {wanted}")
+        return value
+
+
+def _types(annotation: Any) -> set:
+    """The types a field's annotation is made of (`float | None` is float and NoneType), Literal values left out."""
+    arguments = [argument for argument in get_args(annotation) if isinstance(argument, type) or get_args(argument)
+                 or argument is Any]
+    return {annotation} | set().union(*map(_types, arguments)) if arguments else {annotation}
+
+
+class Compare(str, Enum):
+    """How a field is judged against recorded evidence."""
+
+    exact = "exact"          # identical on every GPU: sizes, counts, gate arithmetic
+    tolerance = "tolerance"  # within rel/abs of this GPU's evidence: timings
+    device = "device"        # identical, but only against the same GPU's evidence
+    volatile = "volatile"    # recorded, never compared: racy counts
+
+
+FieldType = Literal["int", "float", "str", "word", "bool"]
+
+
+def _shorthand_schema(schema: dict) -> None:
+    """`name: float` is short for `name: {type: float}`: the JSON Schema says so too."""
+    schema["additionalProperties"] = {"anyOf": [schema["additionalProperties"],
+                                                {"enum": list(get_args(FieldType))}]}
+
+# `\d+(?:\.\d*)?`, not `\d+\.?\d*`: the second splits a run of digits in as many ways as it is long,
+# and a line of 40,000 digits then took 28 s to refuse.
+_FLOAT = r"[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|inf|nan)"
+TYPE_REGEX = {
+    "int": r"[-+]?\d+",
+    "float": _FLOAT,
+    "word": r"\S+",
+    "str": r".+?",
+    "bool": r"yes|no|true|false",
+}
+
+
+def _check_bound(value: float | None, info: ValidationInfo) -> float | None:
+    """A tolerance's `rel` or `abs`: a finite number, 0 or more (`.inf` would let any value pass)."""
+    if value is None:
+        return value
+    example = "rel: 0.25 lets a value move by 25%" if info.field_name == "rel" else "abs: 0.003 lets it move by 0.003"
+    if math.isnan(value) or value < 0:
+        raise ValueError(f"{value:g} is not a bound of 0 or more; give how far a value may move ({example})")
+    if math.isinf(value):
+        raise ValueError(f"inf would let any value pass; give a finite bound ({example})")
+    return value
+
+
+# The JSON Schema says what check_bound does, where it can: a number of 0 or more (JSON has no .inf).
+_BOUND = {"minimum": 0}
+
+
+class FieldSpec(Strict):
+    """A typed field and its comparison rule."""
+
+    type: FieldType = "str"
+    compare: Compare = Compare.exact
+    rel: float | None = Field(default=None, json_schema_extra=_BOUND)
+    abs: float | None = Field(default=None, json_schema_extra=_BOUND)
+    missing: str | None = None      # a token that means "no value", such as "-"
+    suffix: str | None = None       # stripped from a table cell: "x" in "1.91x"
+    unit: str | None = None         # "ms", "GB/s", "GFLOP/s": for reports and plausibility
+    label: str | None = None        # a human name for pages and reports
+
+    _bounds = field_validator("rel", "abs")(_check_bound)
+
+    @model_validator(mode="after")
+    def _tolerance_needs_bounds(self) -> "FieldSpec":
+        if self.compare is Compare.tolerance and self.rel is None and self.abs is None:
+            raise ValueError("compare 'tolerance' needs rel, abs or both")
+        if self.compare is not Compare.tolerance and (self.rel is not None or self.abs is not None):
+            raise ValueError(f"rel/abs only apply to compare 'tolerance', not {self.compare.value!r}")
+        if "type" in self.model_fields_set:
+            self.check_type()
+        return self
+
+    def check_type(self, name: str | None = None) -> "FieldSpec":
+        """This spec, once its type is settled: a tolerance is only for numbers.
+
+        A refinement under `fields:` that sets no type takes the one its
+        template declares (`{gflops:float}`), so the check waits until then.
+        """
+        if self.compare is Compare.tolerance and self.type not in ("int", "float"):
+            where = f"field {name!r}: " if name else ""
+            raise ValueError(f"{where}compare 'tolerance' needs a number, not type {self.type!r}")
+        return self
+
+    def convert(self, text: str) -> Any:
+        text = text.strip()
+        if self.missing is not None and text == self.missing:
+            return None
+        if self.suffix and text.endswith(self.suffix):
+            text = text[: -len(self.suffix)]
+        if self.type == "int":
+            digits = len(text.lstrip("+-"))
+            limit = _INT_DIGITS()
+            if limit and digits > limit:
+                raise NumberTooLong(text, digits, limit)
+            return int(text)
+        if self.type == "float":
+            return float(text)
+        if self.type == "bool":
+            return text in ("yes", "true")
+        return text
+
+    def value_regex(self) -> str:
+        core = TYPE_REGEX[self.type]
+        if self.suffix:
+            core = f"(?:{core}){re.escape(self.suffix)}"
+        if self.missing is not None:
+            core = f"(?:{core}|{re.escape(self.missing)})"
+        return core
+
+
+FieldMap = dict[str, FieldSpec]
+
+
+# Python before 3.10.7 converts ints of any length, and has no such limit.
+_INT_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 0)
+
+
+class NumberTooLong(ValueError):
+    """An int field's text has more digits than Python converts to an int (sys.get_int_max_str_digits, 4300).
+
+    Unlike any other value that does not convert, it is not taken for a line
+    that does not match: Pattern.match and TableItem.match_row raise it, and
+    the transcript's parser names the line that holds it.
+    """
+
+    def __init__(self, text: str, digits: int, limit: int):
+        super().__init__(f"the number here has {digits:,} digits, too long to read: Python converts at most "
+                         f"{limit:,} digits to an int")
+        self.text = text
+
+
+# What matching a transcript with the patterns lessons.yaml wrote may take: a regex
+# such as `(a|aa)+$` takes hours on a line of a hundred characters, and a template with
+# several `str` fields is polynomial in the line's length. Each match gets LINE_SECONDS,
+# the matches of one transcript TRANSCRIPT_SECONDS in all; the parse then stops with
+# an error naming the pattern and the line (transcript.py).
+LINE_SECONDS = 1.0
+TRANSCRIPT_SECONDS = 5.0
+
+
+class MatchBudget:
+    """The time the pattern matches of one transcript may take, and what each pattern took of it."""
+
+    def __init__(self, line: float | None = None, total: float | None = None):
+        self.line = LINE_SECONDS if line is None else line
+        self.total = TRANSCRIPT_SECONDS if total is None else total
+        self.deadline = time.monotonic() + self.total
+        self.taken: dict[BoundedRegex, float] = {}
+
+    def match(self, pattern: "BoundedRegex", method, text: str):
+        """`method(text)` with the time left as its timeout: at most `line`, 0 once the whole is spent
+        (`regex` then stops at once)."""
+        start = time.monotonic()
+        left = self.deadline - start
+        try:
+            return method(text, timeout=max(0.0, min(self.line, left)))
+        except TimeoutError:
+            raise PatternTimeout(pattern, self, whole=left <= self.line) from None
+        finally:
+            self.taken[pattern] = self.taken.get(pattern, 0.0) + time.monotonic() - start
+
+
+class PatternTimeout(Exception):
+    """A match ran out of time: the line's (`whole` false) or the transcript's; the parser names the line."""
+
+    def __init__(self, pattern: "BoundedRegex", budget: MatchBudget, whole: bool):
+        super().__init__(pattern.source)
+        self.pattern = pattern
+        self.budget = budget
+        self.whole = whole
+
+    def culprit(self) -> "BoundedRegex":
+        """The pattern to blame: the one that ran out of time, or the one that took most of the transcript's."""
+        return max(self.budget.taken, key=self.budget.taken.__getitem__) if self.whole else self.pattern
+
+
+class BoundedRegex:
+    """A pattern lessons.yaml wrote, or made from one of its templates, matched in bounded time.
+
+    Written as Python's `re` reads it (checked with `re`, so its errors read as
+    they always did) and matched with the `regex` package, whose matches take a
+    timeout. Its error names it by `at`, its path in the lesson's `output`
+    (("items", 2, "row"), set by OutputSchema), and `origin`, `lessons.yaml:LINE`
+    (set by load_manifest).
+    """
+
+    def __init__(self, source: str, text: str, written: bool):
+        self.source = source      # as written in lessons.yaml
+        self.written = written    # a regex as written (regex: true, row_regex, ignore), not a template
+        self.compiled = timed_re.compile(text)
+        self.at: tuple = ()
+        self.origin = ""
+
+    @property
+    def groupindex(self):
+        return self.compiled.groupindex
+
+    def fullmatch(self, text: str, budget: MatchBudget | None = None):
+        return self._match(self.compiled.fullmatch, text, budget)
+
+    def search(self, text: str, budget: MatchBudget | None = None):
+        return self._match(self.compiled.search, text, budget)
+
+    def _match(self, method, text: str, budget: MatchBudget | None):
+        return (budget or MatchBudget()).match(self, method, text)
+
+
+def compile_regex(source: str, what: str = "regex") -> BoundedRegex:
+    """A regex lessons.yaml wrote; ValueError says what is wrong with it in `re`'s words."""
+    try:
+        re.compile(source)
+    except re.error as exc:
+        raise ValueError(f"invalid {what} {source!r}: {exc}") from None
+    try:
+        return BoundedRegex(source, source, written=True)
+    except timed_re.error as exc:
+        raise ValueError(f"invalid {what} {source!r}: {exc}") from None
+
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([A-Za-z]+))?\}")
+
+
+class Pattern:
+    """A compiled line template, or a raw regex with named groups."""
+
+    def __init__(self, source: str, fields: dict[str, FieldSpec], is_regex: bool = False):
+        self.source = source
+        self.fields = fields
+        self.is_regex = is_regex
+        self.regex = self._compile()
+
+    def _compile(self) -> BoundedRegex:
+        if self.is_regex:
+            regex = compile_regex(self.source)
+            unknown = set(regex.groupindex) - set(self.fields)
+            for name in unknown:
+                self.fields[name] = FieldSpec()
+            for name, spec in self.fields.items():
+                spec.check_type(name)
+            return regex
+        return BoundedRegex(self.source, self._template(), written=False)
+
+    def _template(self) -> str:
+        out: list[str] = []
+        pos = 0
+        names: set[str] = set()
+        for m in _PLACEHOLDER.finditer(self.source):
+            out.append(_literal(self.source[pos:m.start()], first=pos == 0))
+            name, type_ = m.group(1), m.group(2)
+            if name in names:
+                raise ValueError(f"field {name!r} appears twice in {self.source!r}")
+            names.add(name)
+            spec = self.fields.get(name)
+            if type_ is not None:
+                if type_ not in TYPE_REGEX:
+                    raise ValueError(f"unknown type {type_!r} in {self.source!r}; "
+                                     f"use one of {', '.join(TYPE_REGEX)}")
+                if spec is None:
+                    spec = FieldSpec(type=type_)
+                elif spec.type != type_ and "type" in spec.model_fields_set:
+                    raise ValueError(f"field {name!r} is {type_!r} in the pattern "
+                                     f"but {spec.type!r} in fields")
+                else:
+                    spec = spec.model_copy(update={"type": type_})
+            elif spec is None:
+                spec = FieldSpec()
+            self.fields[name] = spec.check_type(name)
+            out.append(f"(?P<{name}>{spec.value_regex()})")
+            pos = m.end()
+        tail = self.source[pos:]
+        if "{" in tail or "}" in tail:
+            raise ValueError(f"unbalanced brace in {self.source!r}")
+        out.append(_literal(tail, first=pos == 0, last=True))
+        extra = set(self.fields) - names
+        if extra:
+            raise ValueError(f"fields {sorted(extra)} are declared but not in {self.source!r}")
+        return "".join(out)
+
+    def match(self, line: str, budget: MatchBudget | None = None) -> dict[str, Any] | None:
+        m = self.regex.fullmatch(line.rstrip(), budget)
+        if m is None:
+            return None
+        values = {}
+        for name, spec in self.fields.items():
+            raw = m.group(name)
+            if raw is None:
+                values[name] = None
+                continue
+            try:
+                values[name] = spec.convert(raw)
+            except NumberTooLong:
+                raise
+            except ValueError:
+                return None
+        return values
+
+
+def _literal(text: str, first: bool = False, last: bool = False) -> str:
+    """Escape template text; a run of spaces matches any run of whitespace."""
+    if "{" in text or "}" in text:
+        raise ValueError(f"unbalanced brace near {text!r}")
+    parts = re.split(r"( +)", text)
+    out = []
+    for i, part in enumerate(parts):
+        if part.startswith(" ") and part.strip() == "":
+            leading = first and i == 0
+            out.append(r"\s*" if leading or (last and i == len(parts) - 1) else r"\s+")
+        else:
+            out.append(re.escape(part))
+    result = "".join(out)
+    if first and not text.startswith(" "):
+        result = r"\s*" + result
+    return result
+
+
+class _TemplatedLine(Strict):
+    """A line template (or regex) and its fields, compiled once."""
+
+    line: str
+    regex: bool = False
+    fields: dict[str, FieldSpec] = Field(default={}, json_schema_extra=_shorthand_schema)
+
+    _pattern: Pattern | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _long_form(cls, data: Any) -> Any:
+        return line_long_form(data)   # `name: float` and `{name:type:rule}` written out
+
+    @model_validator(mode="after")
+    def _compile_line(self):
+        self._pattern = Pattern(self.line, dict(self.fields), self.regex)
+        return self
+
+    @property
+    def pattern(self) -> Pattern:
+        assert self._pattern is not None
+        return self._pattern
+
+
+class LineItem(_TemplatedLine):
+    """One line with named, typed fields."""
+
+    optional: bool = False
+    flag: str | None = None   # a bool field: true when the (optional) line is present
+
+    _names: dict[str, FieldSpec] = {}
+
+    @model_validator(mode="after")
+    def _check_flag(self) -> "LineItem":
+        names = dict(self.pattern.fields)
+        if self.flag is not None:
+            if not is_identifier(self.flag):
+                raise ValueError(f"flag {self.flag!r} is not an identifier")
+            if self.flag in names:
+                raise ValueError(f"flag {self.flag!r} is also a field of the line")
+            names[self.flag] = FieldSpec(type="bool")
+        self._names = names
+        return self
+
+    @property
+    def names(self) -> dict[str, FieldSpec]:
+        """The fields this line sets, its flag included (worked out once: loading a course asks often)."""
+        return self._names
+
+
+def _not_negative(value: int) -> int:
+    if value < 0:
+        raise ValueError(f"{value} is negative; a count is 0 or more")
+    return value
+
+
+# A count as lessons.yaml writes it: an integer (not `true`), 0 or more.
+Count = Annotated[int, Field(strict=True, json_schema_extra={"minimum": 0}), AfterValidator(_not_negative)]
+
+
+class RowCount(Strict):
+    """How many rows a table has, or how many times a section repeats: from `min` to `max` (None: no end)."""
+
+    min: Count = 0
+    max: Count | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "RowCount":
+        if self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min} is more than max {self.max}, so no count would do; "
+                             f"give a min of at most the max")
+        return self
+
+
+def _count_form(value: Any) -> str:
+    return "range" if isinstance(value, (dict, RowCount)) else "count"
+
+
+# `rows` and `repeat`: `3`, or `{min: 1, max: 5}`. The tag keeps pydantic from reporting a
+# `{min: -3}` as "not a valid integer" beside what is wrong with it; manifest.py drops it from paths.
+CountOrRange = Annotated[Union[Annotated[Count, Tag("count")], Annotated[RowCount, Tag("range")]],
+                         Discriminator(_count_form)]
+COUNT_TAGS = ("count", "range")
+
+
+class NoteItem(_TemplatedLine):
+    """A non-data line allowed between a table's rows, such as a speed-up summary."""
+
+    name: str
+
+    @model_validator(mode="after")
+    def _check_name(self) -> "NoteItem":
+        if not is_identifier(self.name):
+            raise ValueError(f"note name {self.name!r} is not an identifier")
+        return self
+
+
+class TableItem(Strict):
+    """A table: optional header, rules, rows of typed columns, note lines.
+
+    Rows are split on runs of whitespace into the columns, in order, unless
+    ``row`` gives a template (for cells holding spaces). A table without a
+    header starts at its first matching row; with ``anywhere`` its rows may
+    stand anywhere in the transcript (failure lines). shorthand.py has what
+    ``row`` and ``keys`` say when ``columns`` or ``key`` is left out.
+    """
+
+    table: str
+    header: str | None = None
+    header_regex: bool = False
+    rules: bool = True
+    columns: dict[str, FieldSpec] = Field(default={}, json_schema_extra=_shorthand_schema)
+    row: str | None = None
+    row_regex: bool = False
+    key: list[str] | str | None = None
+    rows: CountOrRange = RowCount()
+    keys: list[str] | None = Field(default=None, json_schema_extra={"uniqueItems": True})
+    notes: list[NoteItem] = []
+    optional: bool = False
+    anywhere: bool = False
+
+    _header: Pattern | None = None
+    _row: Pattern | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _long_form(cls, data: Any) -> Any:
+        return table_long_form(data)  # `name: float`, the columns of a row template, their rules
+
+    @field_validator("keys")
+    @classmethod
+    def _keys_once(cls, value: list[str] | None) -> list[str] | None:
+        twice = next((key for index, key in enumerate(value or []) if key in value[:index]), None)
+        if twice is not None:
+            raise ValueError(f"key {twice!r} is listed twice; a table has one row of each key")
+        return value
+
+    @model_validator(mode="after")
+    def _compile(self) -> "TableItem":
+        if not is_identifier(self.table):
+            raise ValueError(f"table name {self.table!r} is not an identifier")
+        if not self.columns and self.row is None:
+            raise ValueError("a table needs at least one column")
+        if self.header is not None:
+            self._header = Pattern(self.header, {}, self.header_regex)
+            if self._header.fields:
+                raise ValueError("a table header cannot hold fields")
+        if self.row is not None:
+            pattern = Pattern(self.row, dict(self.columns), self.row_regex)
+            missing = set(self.columns) - set(pattern.fields)
+            if missing:
+                raise ValueError(f"row template lacks columns {sorted(missing)}")
+            self._row = pattern
+            self.columns = {name: pattern.fields[name] for name in self.columns or pattern.fields}
+        for name, spec in self.columns.items():
+            spec.check_type(name)
+        if self.key is None and self.keys:
+            self.key = key_of_keys(self.table, self.keys, list(self.columns))
+        for name in self.key_columns:
+            if name not in self.columns:
+                raise ValueError(f"key column {name!r} is not one of the columns "
+                                 f"({', '.join(self.columns)})")
+        if self.anywhere and self.header is not None:
+            raise ValueError("an 'anywhere' table has rows only, no header")
+        count = self.row_count
+        if self.keys is not None and not (count.min <= len(self.keys) and (count.max is None
+                                                                            or len(self.keys) <= count.max)):
+            rows = self.rows if isinstance(self.rows, int) else \
+                "{" + ", ".join(f"{k}: {v}" for k, v in self.rows.model_dump().items() if v is not None) + "}"
+            raise ValueError(f"keys lists {len(self.keys)} rows but rows says {rows}; leave rows out "
+                             f"(keys says how many) or make the two agree")
+        return self
+
+    @property
+    def key_columns(self) -> list[str]:
+        if self.key is None:
+            return []
+        return [self.key] if isinstance(self.key, str) else list(self.key)
+
+    @property
+    def row_count(self) -> RowCount:
+        if isinstance(self.rows, int):
+            return RowCount(min=self.rows, max=self.rows)
+        if self.keys is not None and self.rows == RowCount():
+            return RowCount(min=len(self.keys), max=len(self.keys))
+        return self.rows
+
+    @property
+    def header_pattern(self) -> Pattern | None:
+        return self._header
+
+    def match_row(self, line: str, budget: MatchBudget | None = None) -> dict[str, Any] | None:
+        if self._row is not None:
+            return self._row.match(line, budget)
+        cells = line.split()
+        if len(cells) != len(self.columns):
+            return None
+        values = {}
+        for cell, (name, spec) in zip(cells, self.columns.items()):
+            if re.fullmatch(spec.value_regex(), cell) is None:
+                return None
+            try:
+                values[name] = spec.convert(cell)
+            except NumberTooLong:
+                raise
+            except ValueError:
+                return None
+        return values
+
+    def describe_row(self) -> str:
+        if self._row is not None:
+            return self._row.source
+        return " ".join(f"<{name}:{spec.type}>" for name, spec in self.columns.items())
+
+
+class TextItem(Strict):
+    """Free text: allowed, ignored, ends where the next item matches."""
+
+    text: str = ""
+    max_lines: int | None = Field(default=None, ge=0)
+
+
+class SectionItem(Strict):
+    """A block of items repeated once per case; its first item must be a line (whose first field is the key)."""
+
+    section: str
+    key: str | list[str] | None = None
+    items: list["Item"]
+    repeat: CountOrRange = RowCount(min=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> "SectionItem":
+        if not is_identifier(self.section):
+            raise ValueError(f"section name {self.section!r} is not an identifier")
+        if not self.items or not isinstance(self.items[0], LineItem) or self.items[0].optional:
+            raise ValueError("a section's first item must be a required line: it marks where each block starts")
+        self.key = self.key if self.key is not None else first_field(self.items[0])
+        names = set()
+        for item in self.items:
+            if isinstance(item, LineItem):
+                names |= set(item.names)
+        for k in self.key_columns:
+            if k not in names:
+                raise ValueError(f"section key {k!r} is not a field of the section's lines")
+        return self
+
+    @property
+    def key_columns(self) -> list[str]:
+        return [self.key] if isinstance(self.key, str) else list(self.key or [])
+
+    @property
+    def repeat_count(self) -> RowCount:
+        return RowCount(min=self.repeat, max=self.repeat) if isinstance(self.repeat, int) else self.repeat
+
+
+def _item_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        for kind in ("line", "table", "section", "text"):
+            if kind in value:
+                return kind
+        return "unknown"
+    if isinstance(value, BaseModel):
+        return {LineItem: "line", TableItem: "table", SectionItem: "section",
+                TextItem: "text"}.get(type(value), "unknown")
+    return "unknown"
+
+
+Item = Annotated[
+    Union[
+        Annotated[LineItem, Tag("line")],
+        Annotated[TableItem, Tag("table")],
+        Annotated[SectionItem, Tag("section")],
+        Annotated[TextItem, Tag("text")],
+    ],
+    Discriminator(_item_kind, custom_error_type="item_kind",
+                  custom_error_message="an output item needs one of the keys line, table, section or text"),
+]
+
+SectionItem.model_rebuild()
+
+
+class OutputSchema(Strict):
+    """A lesson's whole transcript."""
+
+    ignore: list[str] = [r"^========= "]
+    items: list[Item]
+
+    _ignore: list[BoundedRegex] = []
+
+    @model_validator(mode="after")
+    def _compile(self) -> "OutputSchema":
+        self._ignore = [compile_regex(source, "ignore regex") for source in self.ignore]
+        _check_unique_names(self.items, "output")
+        for at, regex in self.patterns():
+            regex.at = at
+        return self
+
+    @property
+    def ignore_patterns(self) -> list[BoundedRegex]:
+        return self._ignore
+
+    def patterns(self) -> Iterator[tuple[tuple, BoundedRegex]]:
+        """Every pattern of this output with its path in it: ("ignore", 0), ("items", 2, "row"), ..."""
+        for index, regex in enumerate(self._ignore):
+            yield ("ignore", index), regex
+        yield from _item_patterns(self.items, ("items",))
+
+
+def _item_patterns(items: list, at: tuple) -> Iterator[tuple[tuple, BoundedRegex]]:
+    for index, item in enumerate(items):
+        here = at + (index,)
+        if isinstance(item, LineItem):
+            yield here + ("line",), item.pattern.regex
+        elif isinstance(item, TableItem):
+            if item.header_pattern is not None:
+                yield here + ("header",), item.header_pattern.regex
+            if item._row is not None:
+                yield here + ("row",), item._row.regex
+            for n, note in enumerate(item.notes):
+                yield here + ("notes", n, "line"), note.pattern.regex
+        elif isinstance(item, SectionItem):
+            yield from _item_patterns(item.items, here + ("items",))
+
+
+def _check_unique_names(items: list, where: str) -> None:
+    seen: dict[str, str] = {}
+
+    def claim(name: str, what: str) -> None:
+        if name in seen:
+            raise ValueError(f"{what} {name!r} in {where} clashes with {seen[name]} {name!r}")
+        seen[name] = what
+
+    for item in items:
+        if isinstance(item, LineItem):
+            for name in item.names:
+                claim(name, "field")
+        elif isinstance(item, TableItem):
+            claim(item.table, "table")
+            for note in item.notes:
+                claim(note.name, "note")
+        elif isinstance(item, SectionItem):
+            claim(item.section, "section")
+            _check_unique_names(item.items, f"section {item.section!r}")

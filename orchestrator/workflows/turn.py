@@ -1,0 +1,280 @@
+"""One lesson's turn on its GPU: the stages a workflow's `stages` calls, in order.
+
+A Turn runs the lesson's timed runs (its GPU to itself), its sanitizer passes
+(from the sanitizer cache when nothing they depend on changed), and, for
+record, stores what was judged. It runs programs and writes files; every
+verdict on what they did comes from judging.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from .. import __version__
+from ..cuda.build import BuildResult, cache_root
+from ..errors import EvidenceError, describe_os_error
+from ..judge.evidence import (EvidenceMeta, build_evidence_path, evidence_dir, lesson_digest, load_evidence,
+                       read_evidence_file, source_changes, write_build_evidence, write_evidence)
+from ..judge.judging import build_evidence_of, compare_with_previous, describe_environment, judge_sanitizer_run, sources_now
+from ..manifest.model import Lesson, Manifest, SanitizerPass
+from ..process import CommandResult
+from ..judge.results import Emit, Event, LessonResult, Options, PassResult, RunEnvironment, settle
+from ..cuda.sanitizer import Tool, sanitizer_command
+from ..cuda.sanitizer_cache import expected_seconds, is_cacheable, load_pass, pass_key, store_pass
+from .sharing import Claim, Ticket
+from ..cuda.toolchain import Gpu, Toolchain, gpu_state
+from ..trace import span
+
+
+class Turn:
+    """One lesson on one GPU, its builds ready and the GPU claimed: what its stages run.
+
+    The claim lasts until its timed runs are done (or until its sanitizer
+    passes start, or the turn ends, whichever comes first).
+    """
+
+    def __init__(self, manifest: Manifest, toolchain: Toolchain, options: Options, lesson: Lesson,
+                 builds: dict[str, BuildResult], emit: Emit, runner, stopping: threading.Event, claim: Claim,
+                 expected: dict[str, float]):
+        self.manifest, self.toolchain, self.options = manifest, toolchain, options
+        self.lesson, self.gpu, self.builds = lesson, claim.gpu, builds
+        self.emit, self.runner, self.stopping = emit, runner, stopping
+        self.claim, self.share = claim, claim.share
+        self.arch = options.arch or self.gpu.arch
+        self.env = {"CUDA_VISIBLE_DEVICES": self.gpu.uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+        self.environment = RunEnvironment()
+        self.expected = expected                         # its passes' expected seconds (expected_passes)
+        self.tickets: dict[str, Ticket] | None = None   # this lesson's passes in the GPU share's queue
+
+    @property
+    def build(self) -> BuildResult:
+        return self.builds[f"{self.arch}/plain"]
+
+    @property
+    def folder(self) -> Path:
+        """Where the lesson runs: its source's folder, so relative `args` mean what the page's run command means."""
+        return self.manifest.source_path(self.lesson).parent
+
+    def _event(self, stage: str, detail: str = "") -> None:
+        self.emit(Event(lesson=self.lesson.id, stage=stage, detail=detail))
+
+    def release(self) -> None:
+        """Let the next lesson have this GPU for its timed runs, this lesson's passes queued first."""
+        if self.tickets is None:
+            will_run = f"{self.arch}/lineinfo" in self.builds   # self.expected is empty without options.sanitize
+            self.tickets = self.share.queue_passes(self.lesson.id, self.gpu, self.expected if will_run else {})
+        self.claim.release()
+
+    def run_program(self) -> list[CommandResult]:
+        """The timed runs (options.repeat of them), with the GPU's state before and after, the GPU to themselves."""
+        runs: list[CommandResult] = []
+        with contextlib.ExitStack() as alone:
+            with span("waiting for its GPU to itself", self.lesson.id):
+                alone.enter_context(self.share.timed(self.gpu, lambda message: self._event("waiting", message)))
+            alone.enter_context(span("timed runs", self.lesson.id, gpu=self.gpu.index))
+            before = _state_of(self.gpu)
+            repeat = max(1, self.options.repeat)
+            for index in range(repeat):
+                self._event("running", f"GPU {self.gpu.index}" + (f", run {index + 1}/{repeat}" if repeat > 1 else ""))
+                with self.share.starts.start():
+                    runs.append(self.runner([str(self.build.binary), *self.lesson.args],
+                                            timeout=self.manifest.timeout(self.lesson), env=self.env,
+                                            cwd=self.folder))
+                if runs[-1].timed_out or runs[-1].signal:
+                    break
+            self.environment = describe_environment(before, _state_of(self.gpu))
+        self.release()
+        self._event("comparing")
+        return runs
+
+    def passes(self) -> dict[str, SanitizerPass]:
+        return passes_of(self.manifest, self.options, self.lesson)
+
+    def sanitize(self, result: LessonResult) -> dict[str, bytes]:
+        """Each sanitizer pass on the -lineinfo build, taken from the cache or run, all at once; judged.
+
+        Their problems become the lesson's reasons. Returns the logs and XML
+        reports, named as record stores them.
+        """
+        self.release()
+        if not self.options.sanitize:
+            result.sanitizers += [PassResult(tool=tool, not_run="--no-sanitize") for tool in self.passes()]
+            return {}
+        build = self.builds.get(f"{self.arch}/lineinfo")
+        passes = self.passes()
+        if not passes or build is None:
+            return {}
+        sanitizer = self.toolchain.require_sanitizer()
+        with ThreadPoolExecutor(max_workers=len(passes)) as pool:
+            done = list(pool.map(lambda item: self._sanitize_one(sanitizer, build, *item), passes.items()))
+        files: dict[str, bytes] = {}
+        for outcome, log, xml, note in done:
+            result.sanitizers.append(outcome)
+            result.reasons += outcome.problems
+            if note:
+                result.notes.append(note)
+            files[f"{outcome.tool}.log"] = log
+            if xml:
+                files[f"{outcome.tool}.xml"] = xml
+        return files
+
+    def _sanitize_one(self, sanitizer: str, build: BuildResult, tool: str,
+                      spec: SanitizerPass) -> tuple[PassResult, bytes, bytes | None, str]:
+        """One pass: its stored result where its key is unchanged (unless options.rerun_sanitizers), else run now.
+
+        Judged either way by judge_sanitizer_run, so a changed expectation is
+        judged without running anything. Returns the outcome, the log, the XML
+        and a note (why the result could not be stored) or "".
+        """
+        timeout = spec.timeout or self.manifest.timeout(self.lesson) * 10
+        program_args = [*self.lesson.args, *spec.program_args]
+        key = pass_key(build.binary, tool, spec.args, program_args, self.toolchain.sanitizer_version,
+                       self.toolchain.driver_version, self.gpu.name, self.env, self.folder)
+        root = cache_root(self.manifest)
+        stored = None if self.options.rerun_sanitizers else load_pass(root, self.lesson.id, key)
+        if stored is not None and stored.seconds > timeout:
+            # The timeout is not in the key (raising it changes nothing), but a pass that took longer than
+            # it allows now would be killed if it ran: it runs, and is judged on what happens.
+            stored = None
+        note = ""
+        ticket = self.tickets[tool]   # queued as the turn let its GPU go (release)
+        if stored is not None:
+            self.share.withdraw(ticket)
+            self._event("sanitizing", f"{tool}, cached")
+            ran, log, xml = stored.command_result(), stored.log_bytes, stored.xml_bytes
+        else:
+            with contextlib.ExitStack() as place:
+                with span(f"waiting to run {tool}", f"{self.lesson.id} {tool}"):
+                    gpu = place.enter_context(self.share.sanitizing(ticket, lambda said: self._event("waiting", said)))
+                place.enter_context(span(tool, f"{self.lesson.id} {tool}", gpu=gpu.index))
+                self._event("sanitizing", f"{tool}, GPU {gpu.index}")
+                with tempfile.TemporaryDirectory(prefix="coursectl-") as tmp:
+                    log_path, xml_path = Path(tmp) / f"{tool}.log", Path(tmp) / f"{tool}.xml"
+                    command = sanitizer_command(sanitizer, Tool(tool), [str(build.binary), *program_args],
+                                                log_path, xml_path, extra=spec.args)
+                    ran = self.runner(command, timeout=timeout, env={**self.env, "CUDA_VISIBLE_DEVICES": gpu.uuid},
+                                      cwd=self.folder)
+                    # Read as evidence files are, up to their limit: both may become evidence.
+                    log = read_evidence_file(log_path) or b""
+                    xml = read_evidence_file(xml_path) or None
+            if is_cacheable(ran, log) and not self.stopping.is_set():
+                try:
+                    store_pass(root, self.lesson.id, key, ran, log, xml)
+                except OSError as exc:   # only the next verify is slower
+                    note = f"{tool}: not stored in the sanitizer cache: {describe_os_error(exc)}"
+        outcome = judge_sanitizer_run(self.manifest, self.lesson, tool, spec, ran, log, xml,
+                                      self.toolchain.sanitizer_version, timeout)
+        outcome.cached = stored is not None
+        return outcome, log, xml, note
+
+    def store(self, result: LessonResult, command: CommandResult, files: dict[str, bytes]) -> LessonResult:
+        """Write the evidence and the build evidence of a lesson that held every gate; say what moved.
+
+        A dry run writes nothing and says in a note what it would have written.
+        """
+        if result.status.is_failure or self.stopping.is_set():
+            result.reasons.insert(0, "not recorded: the previous evidence is untouched")
+            return settle(result, compared=False)
+        manifest, lesson, gpu, toolchain = self.manifest, self.lesson, self.gpu, self.toolchain
+        compare_with_previous(manifest, lesson, result, gpu.slug)
+        meta = EvidenceMeta(
+            lesson=lesson.id, date=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+            gpu_name=gpu.name, gpu_slug=gpu.slug, compute_capability=gpu.compute_capability,
+            driver_version=toolchain.driver_version, cuda_version=toolchain.cuda_version,
+            nvcc_version=toolchain.nvcc_version, arch=self.arch, flags=manifest.flags(lesson),
+            source_sha256=lesson_digest(manifest.source_path(lesson)), transcript_sha256="",
+            wall_seconds=round(command.seconds, 3), exit_status=command.returncode or 0,
+            coursectl_version=__version__, sanitizer_version=toolchain.sanitizer_version,
+            peak_gbps=gpu.peak_gbps, peak_fp32_gflops=gpu.peak_fp32_gflops, sm_count=gpu.sm_count,
+            max_sm_clock_mhz=gpu.max_sm_clock_mhz, environment=result.environment.model_dump(exclude_none=True),
+            repeat={"runs": result.runs, "spread": result.spread} if result.runs > 1 else {},
+            sources={name: digest for name, digest in sources_now(manifest, lesson, [self.build]).items()
+                     if digest is not None})
+        files, meta.stale_passes = self._kept_reports(result, files)
+        archs = manifest.architectures   # builds finish in any order; say them in the manifest's
+        built = sorted((build_evidence_of(manifest, lesson, build, toolchain.nvcc_version)
+                        for key, build in self.builds.items() if key.endswith("/plain")),
+                       key=lambda b: archs.index(b.arch) if b.arch in archs else len(archs))
+        if self.options.dry_run:
+            result.notes.append(would_write(manifest.root, meta, files, built))
+            return settle(result, compared=False)
+        write_evidence(manifest.root, meta, result.transcript or "", files)
+        for build in built:
+            write_build_evidence(manifest.root, build)
+        result.recorded = True
+        result.evidence = gpu.slug
+        return settle(result, compared=False)
+
+
+    def _kept_reports(self, result: LessonResult, files: dict[str, bytes]) -> tuple[dict[str, bytes], list[str]]:
+        """The new files, plus the recorded reports of declared passes that did not run this time.
+
+        record never drops evidence it did not replace. A kept report is
+        stale when the lesson's build has changed since it was recorded
+        (source, flags, nvcc or architecture); the page and verify say so.
+        """
+        ran = {p.tool for p in result.sanitizers if not p.not_run}
+        missing = [tool for tool in self.manifest.sanitizers(self.lesson) if tool not in ran]
+        try:
+            previous = load_evidence(self.manifest.root, self.lesson.id, self.gpu.slug) if missing else None
+        except EvidenceError:
+            previous = None   # compare_with_previous has said why; there is nothing to keep
+        if previous is None:
+            return files, []
+        old = previous.meta
+        same_build = (old.source_sha256, old.flags, old.nvcc_version, old.arch) == (
+            lesson_digest(self.manifest.source_path(self.lesson)), self.manifest.flags(self.lesson),
+            self.toolchain.nvcc_version, self.arch) and not source_changes(
+            old.sources, sources_now(self.manifest, self.lesson, [self.build], old.sources))
+        kept, stale = dict(files), []
+        for tool in missing:
+            names = [name for name in (f"{tool}.log", f"{tool}.xml") if name in old.files]
+            if not names:
+                continue
+            kept.update((name, previous.read_bytes(name)) for name in names)
+            if not same_build or tool in old.stale_passes:
+                stale.append(tool)
+                result.notes.append(f"{tool}: kept the report recorded {old.date[:10]}, but the build changed "
+                                    f"since: it is stale until record runs {tool} again")
+            else:
+                result.notes.append(f"{tool}: not run; kept the report recorded {old.date[:10]} (same build)")
+        return kept, sorted(stale)
+
+
+def passes_of(manifest: Manifest, options: Options, lesson: Lesson) -> dict[str, SanitizerPass]:
+    """The lesson's passes this run: options.sanitize_tools if given, else the declared ones."""
+    declared = manifest.sanitizers(lesson)
+    if options.sanitize_tools is not None:
+        return {tool: declared.get(tool) or SanitizerPass() for tool in options.sanitize_tools}
+    return declared
+
+
+def expected_passes(manifest: Manifest, options: Options, lesson: Lesson) -> dict[str, float]:
+    """Each pass the lesson will run, with the seconds it took when it last ran here (0.0: never); none unless
+    options.sanitize. Read once per turn, before its lesson asks for a GPU."""
+    if not options.sanitize:
+        return {}
+    root = cache_root(manifest)
+    return {tool: expected_seconds(root, lesson.id, tool) for tool in passes_of(manifest, options, lesson)}
+
+
+def would_write(root: Path, meta: EvidenceMeta, files: dict[str, bytes], built: list) -> str:
+    """What a dry run of record leaves unwritten, as one note."""
+    folder = evidence_dir(root, meta.lesson, meta.gpu_slug).relative_to(root).as_posix()
+    names = ["transcript.txt", "meta.json", *files]
+    builds = ", ".join(build_evidence_path(root, meta.lesson, b.arch).relative_to(root).as_posix() for b in built)
+    return (f"dry run: would write {folder}/ ({', '.join(names)})" + (f" and {builds}" if builds else "")
+            + "; nothing was written")
+
+
+def _state_of(gpu: Gpu):
+    try:
+        with span("GPU state", f"GPU {gpu.index} state"):
+            return gpu_state(gpu)
+    except Exception:  # noqa: BLE001 - the environment is a remark, never a failure
+        return None
