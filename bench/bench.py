@@ -45,7 +45,7 @@ from orchestrator.transcript.claims import evaluate_claims  # noqa: E402
 from orchestrator.judge.comparison import compare_fields  # noqa: E402
 from orchestrator.errors import ToolchainError  # noqa: E402
 from orchestrator.judge.evidence import list_gpus, load_evidence  # noqa: E402
-from orchestrator.manifest.model import load_manifest  # noqa: E402
+from orchestrator.manifest.load import load_manifest  # noqa: E402
 from orchestrator.cuda.toolchain import discover  # noqa: E402
 from orchestrator.transcript.parse import flatten, parse_transcript  # noqa: E402
 from output import emit, now  # noqa: E402  (bench/output.py, beside this script)

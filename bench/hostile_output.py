@@ -65,7 +65,7 @@ def peak_mib() -> float:
 def measure(case: str, size: int) -> dict:
     """One case, in this process: decode, parse, describe, as judging a failed run does."""
     from orchestrator.errors import TranscriptError
-    from orchestrator.manifest.model import load_manifest
+    from orchestrator.manifest.load import load_manifest
     from orchestrator.process import CommandResult, tail_lines
     from orchestrator.transcript.parse import decode_output, parse_transcript
 

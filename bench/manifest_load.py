@@ -24,7 +24,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.manifest.model import load_manifest  # noqa: E402
+from orchestrator.manifest.load import load_manifest  # noqa: E402
 from orchestrator.manifest.shorthand import written_out  # noqa: E402
 
 

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from orchestrator.cuda.build import build_lesson  # noqa: E402
 from orchestrator.files import atomic_write  # noqa: E402
-from orchestrator.manifest.model import load_manifest  # noqa: E402
+from orchestrator.manifest.load import load_manifest  # noqa: E402
 from orchestrator.cuda.toolchain import nvcc_version  # noqa: E402
 
 

@@ -369,7 +369,7 @@ class Course:
         return self.root / "evidence" / lesson_id / slug
 
     def load(self):
-        from orchestrator.manifest.model import load_manifest
+        from orchestrator.manifest.load import load_manifest
         return load_manifest(self.manifest)
 
 

@@ -10,9 +10,10 @@ from conftest import GPU_SLUG, ROOT, coursectl, edit, lines, unverified
 from orchestrator.cli.annotations import SUMMARY_LIMIT, command, commands_stopped, step_summary, workflow_commands
 from orchestrator.transcript.claims import ClaimResult
 from orchestrator.judge.comparison import FieldResult, FieldStatus
-from orchestrator.manifest.model import load_manifest
+from orchestrator.manifest.load import load_manifest
 from orchestrator.judge.results import LessonResult, PassResult, Status
-from orchestrator.cuda.sanitizer import Finding, Report, Summary, Tool
+from orchestrator.cuda.sanitizer import Finding, Report, Summary
+from orchestrator.manifest.passes import Tool
 
 
 def test_values_are_escaped_as_workflow_commands_require():

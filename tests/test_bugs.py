@@ -6,7 +6,7 @@ import pytest
 
 from bugs import ROOT, load_mutations, make_bug_course
 from conftest import build_in_background
-from orchestrator.manifest.model import load_manifest
+from orchestrator.manifest.load import load_manifest
 from orchestrator.workflows.pipeline import verify
 from orchestrator.judge.results import Options, Status
 from orchestrator.cuda.toolchain import discover

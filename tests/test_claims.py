@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.transcript.claims import ClaimResult, check_claims, evaluate_claim, evaluate_claims
-from orchestrator.manifest.model import Claim, Lesson, load_manifest
+from orchestrator.manifest.model import Claim, Lesson
+from orchestrator.manifest.load import load_manifest
 from orchestrator.transcript.parse import Transcript, parse_transcript
 
 REPO = Path(__file__).resolve().parent.parent

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.judge.comparison import FieldResult, FieldStatus, compare_fields, describe_rule, within
-from orchestrator.manifest.model import Lesson, load_manifest
-from orchestrator.transcript.schema import Compare, FieldSpec
+from orchestrator.manifest.model import Lesson
+from orchestrator.manifest.load import load_manifest
+from orchestrator.transcript.fields import Compare, FieldSpec
 from orchestrator.transcript.parse import Flat, flatten, parse_transcript
 
 REPO = Path(__file__).resolve().parent.parent

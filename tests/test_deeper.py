@@ -10,7 +10,7 @@ import pytest
 from bugs import ROOT, make_bug_course
 from conftest import build_in_background
 from orchestrator.judge.evidence import load_evidence, write_evidence
-from orchestrator.manifest.model import load_manifest
+from orchestrator.manifest.load import load_manifest
 from orchestrator.workflows.pipeline import verify_offline
 from orchestrator.judge.results import Options, Status
 from orchestrator.cuda.toolchain import discover

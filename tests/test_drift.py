@@ -20,7 +20,7 @@ from orchestrator.judge.drift import (Provenance, claim_changes, drift_report, f
                                 provenance_changes)
 from orchestrator.judge.evidence import EvidenceMeta, lesson_digest, load_evidence, write_evidence
 from orchestrator.judge.results import ClaimChange, FindingChange, LessonResult, ProvenanceChange, Status
-from orchestrator.cuda.sanitizer import Tool
+from orchestrator.manifest.passes import Tool
 from orchestrator.cuda.sanitizer_output import build_report
 from orchestrator.cuda.toolchain import Toolchain
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bugs import ROOT
-from orchestrator.manifest.model import load_manifest
+from orchestrator.manifest.load import load_manifest
 from orchestrator.workflows.pipeline import verify
 from orchestrator.judge.results import Options, Status
 from orchestrator.cuda.toolchain import discover

@@ -11,7 +11,7 @@ import pytest
 from bugs import ROOT
 from orchestrator.judge.comparison import FieldStatus, check_plausibility, fraction_of_peak
 from orchestrator.judge.evidence import EvidenceMeta, write_evidence
-from orchestrator.manifest.model import load_manifest
+from orchestrator.manifest.load import load_manifest
 from orchestrator.transcript.claims import ClaimResult
 from orchestrator.judge.judging import (claim_reason, describe_environment, judge_recorded_pass, judge_runs,
                                   parse_evidence, resolve_snippets)
@@ -176,7 +176,7 @@ def test_a_failed_claim_has_one_text_whatever_judged_it():
 
 
 def test_a_snippet_expectation_becomes_the_snippets_lines_in_the_source():
-    from orchestrator.cuda.sanitizer import ExpectedFinding
+    from orchestrator.manifest.passes import ExpectedFinding
     from orchestrator.manifest.snippets import Snippet
 
     snippets = {"racy": Snippet(name="racy", path="x.cu", first_line=145, last_line=159, text="")}

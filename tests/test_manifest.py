@@ -12,9 +12,11 @@ import pytest
 
 from conftest import FIRST_LESSONS, first_lessons_only
 from orchestrator.errors import ManifestError, TemplateError, UsageError
-from orchestrator.manifest.model import Manifest, load_manifest, select_lessons
+from orchestrator.manifest.model import Manifest
+from orchestrator.manifest.selection import select_lessons
+from orchestrator.manifest.load import load_manifest
 from orchestrator.names import ARCH, GPU_SLUG, IDENTIFIER, LESSON_ID, SNIPPET_NAME
-from orchestrator.transcript.schema import Compare
+from orchestrator.transcript.fields import Compare
 
 REPO = Path(__file__).resolve().parent.parent
 

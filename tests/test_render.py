@@ -19,7 +19,7 @@ from orchestrator.errors import EvidenceError, ManifestError, TemplateError
 from orchestrator.judge.evidence import EvidenceMeta, lesson_digest, write_evidence
 from orchestrator.render.figures import nice_ceiling_above
 from orchestrator.judge.judging import parse_evidence
-from orchestrator.manifest.model import load_manifest
+from orchestrator.manifest.load import load_manifest
 from orchestrator.render.course import (
     Page,
     diff_pages,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.judge.evidence import load_evidence, write_evidence
-from orchestrator.manifest.model import load_manifest
+from orchestrator.manifest.load import load_manifest
 from orchestrator.render.course import render_all
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,17 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from orchestrator.errors import EvidenceError
-from orchestrator.cuda.sanitizer import (
-    Access,
-    Expectation,
-    ExpectedFinding,
-    Finding,
-    Report,
-    Summary,
-    Tool,
-    judge,
-    sanitizer_command,
-)
+from orchestrator.cuda.sanitizer import Access, Finding, Report, Summary, judge, sanitizer_command
+from orchestrator.manifest.passes import Expectation, ExpectedFinding, Tool
 from orchestrator.cuda.sanitizer_output import (
     build_report,
     has_program_failed,

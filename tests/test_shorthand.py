@@ -13,9 +13,10 @@ import pytest
 import yaml
 
 from orchestrator.errors import ManifestError
-from orchestrator.manifest.model import load_manifest
+from orchestrator.manifest.load import load_manifest
 from orchestrator.transcript.schema import LineItem, SectionItem, TableItem
-from orchestrator.manifest.shorthand import claim_order, long_entry, split_rules, written_out
+from orchestrator.manifest.shorthand import claim_order, long_entry, written_out
+from orchestrator.transcript.forms import split_rules
 
 LONG = """\
 version: 1

@@ -16,11 +16,11 @@ from conftest import ROOT, coursectl, snapshot
 from orchestrator.render import limits
 from orchestrator.transcript.claims import ClaimResult
 from orchestrator.errors import TemplateError
-from orchestrator.manifest.model import load_manifest
+from orchestrator.manifest.load import load_manifest
 from orchestrator.render.markup import environment, render_template
 from orchestrator.render.navigation import NavLink
 from orchestrator.render.course import ClaimRow
-from orchestrator.transcript.schema import Compare
+from orchestrator.transcript.fields import Compare
 
 
 def render_text(tmp_path: Path, text: str, **context) -> str:

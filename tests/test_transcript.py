@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from conftest import real_lessons
-from orchestrator.transcript import schema as schema_module
+from orchestrator.transcript import patterns as patterns_module
 from orchestrator.transcript import parse as transcript_module
 from orchestrator.errors import TranscriptError
-from orchestrator.manifest.model import load_manifest
-from orchestrator.transcript.schema import Compare, OutputSchema
+from orchestrator.manifest.load import load_manifest
+from orchestrator.transcript.schema import OutputSchema
+from orchestrator.transcript.fields import Compare
 from orchestrator.transcript.parse import Scope, Transcript, decode_output, flatten, parse_transcript
 
 REPO = Path(__file__).resolve().parent.parent
@@ -640,7 +641,7 @@ def test_the_slow_schema_parses_when_its_patterns_are_fast(tmp_path):
 def test_a_regex_that_backtracks_without_end_is_stopped_naming_it_and_the_line(tmp_path, monkeypatch, slow, line,
                                                                                 item, where):
     """`re` cannot stop a match: `(a|aa)+$` on a line of 60 characters would run for years. `regex` takes a timeout."""
-    monkeypatch.setattr(schema_module, "LINE_SECONDS", 0.2)
+    monkeypatch.setattr(patterns_module, "LINE_SECONDS", 0.2)
     path, schema = slow_schema(tmp_path, slow)
     started = time.monotonic()
     with pytest.raises(TranscriptError) as info:
@@ -657,7 +658,7 @@ def test_a_regex_that_backtracks_without_end_is_stopped_naming_it_and_the_line(t
 
 def test_a_template_that_splits_a_long_line_too_many_ways_is_stopped(tmp_path, monkeypatch):
     """Four `str` fields split a line of 3,001 characters in billions of ways: 0.06 s at 300, hours at 3,000."""
-    monkeypatch.setattr(schema_module, "LINE_SECONDS", 0.2)
+    monkeypatch.setattr(patterns_module, "LINE_SECONDS", 0.2)
     path, schema = slow_schema(tmp_path)
     line = "a, " * 1000 + "z"
     with pytest.raises(TranscriptError) as info:
@@ -671,7 +672,7 @@ def test_a_template_that_splits_a_long_line_too_many_ways_is_stopped(tmp_path, m
 
 def test_the_matches_of_one_transcript_are_bounded_in_all(tmp_path, monkeypatch):
     """Lines each well inside the bound of one line still add up: the transcript's matches stop at their own bound."""
-    monkeypatch.setattr(schema_module, "TRANSCRIPT_SECONDS", 0.5)
+    monkeypatch.setattr(patterns_module, "TRANSCRIPT_SECONDS", 0.5)
     path, schema = slow_schema(tmp_path)
     line = "a, " * 100 + "z"       # about 0.06 s each
     started = time.monotonic()
@@ -685,7 +686,7 @@ def test_the_matches_of_one_transcript_are_bounded_in_all(tmp_path, monkeypatch)
         + re.escape("a template whose fields of type str can split a line in very many ways is slow on a long one: "
                     f"give them narrower types (int, float, word); found '{line[:200]}'… (301 characters)"),
         str(info.value))
-    assert (schema_module.LINE_SECONDS, schema_module.MatchBudget().total) == (1.0, 0.5)
+    assert (patterns_module.LINE_SECONDS, patterns_module.MatchBudget().total) == (1.0, 0.5)
 
 
 def test_the_patterns_found_to_hang_end_at_once(schemas):
@@ -704,7 +705,7 @@ def test_the_patterns_found_to_hang_end_at_once(schemas):
             with pytest.raises(TranscriptError) as info:
                 parse_transcript(schema, text, "tiled_matmul.txt")
             assert str(info.value) == error
-        assert time.monotonic() - started < schema_module.LINE_SECONDS
+        assert time.monotonic() - started < patterns_module.LINE_SECONDS
 
 
 @pytest.mark.slow   # waits out a pattern's time bound, on purpose

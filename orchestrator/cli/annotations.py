@@ -29,7 +29,7 @@ from typing import Callable, Iterator
 from ..files import relative
 from ..judge.judging import expectation_of
 from ..manifest.model import Lesson, Manifest, SanitizerPass
-from ..render.markup import cell
+from ..markdown import cell
 from ..judge.results import LessonResult, Status, why
 from ..cuda.sanitizer import unexpected_findings
 from ..transcript.schema import LineItem, SectionItem, TableItem

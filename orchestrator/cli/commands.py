@@ -26,11 +26,12 @@ from rich.table import Table
 from .. import __version__
 from . import display
 from ..errors import INTERRUPTED, CoursectlError, Interrupted, UsageError, describe_os_error
-from ..manifest.model import Manifest, load_manifest
+from ..manifest.model import Manifest
+from ..manifest.load import load_manifest
 from ..manifest.selection import choose_lessons
 from ..trace import recording, span
 from ..judge.results import Options
-from ..cuda.sanitizer import Tool
+from ..manifest.passes import Tool
 
 class Command(typer.core.TyperCommand):
     """A command whose --help names values by their metavar (FILE, N, sm_NN), never by a Python type."""

@@ -17,7 +17,7 @@ from .commands import (Command, JsonOpt, JunitOpt, ManifestOpt, StrictOpt, app, 
                   report_app, schema_app, write_reports)
 from ..manifest.selection import choose_lessons
 from ..errors import UsageError
-from ..manifest.model import select_lessons
+from ..manifest.selection import select_lessons
 from ..words import plural
 
 

@@ -10,25 +10,22 @@ lines, which the XML lacks. sanitizer_output.build_report reads both into a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from enum import Enum
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel
 
+from ..manifest.passes import Expectation, ExpectedFinding, Tool
 from ..process import clip_line
 from ..words import plural
 
 __all__ = [
     "DEFAULT_ERROR_EXITCODE",
     "Access",
-    "Expectation",
-    "ExpectedFinding",
     "Finding",
     "Report",
     "Severity",
     "Summary",
-    "Tool",
     "judge",
     "sanitizer_command",
     "unexpected_findings",
@@ -40,13 +37,6 @@ DEFAULT_ERROR_EXITCODE = 86
 PREFIX = "========="
 
 Severity = Literal["error", "warning", "info"]
-
-
-class Tool(str, Enum):
-    MEMCHECK = "memcheck"
-    RACECHECK = "racecheck"
-    SYNCCHECK = "synccheck"
-    INITCHECK = "initcheck"
 
 
 class Access(BaseModel):
@@ -117,53 +107,6 @@ class Report(BaseModel):
     program_failed: bool = False
 
 
-class ExpectedFinding(BaseModel):
-    """A finding a lesson is meant to produce; the fields left out match anything.
-
-    `kind` is compared without case, and `race` matches every race; `line`
-    matches either end of a race; `text` is a substring of the finding's
-    text (for API errors, which name no kernel); `snippet` names a snippet of
-    the lesson's source that the finding must fall in (resolved to
-    `line_range` before judging).
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    kernel: str | None = None
-    kind: str | None = None
-    severity: Literal["error", "warning"] | None = None
-    file: str | None = None
-    line: int | None = Field(default=None, ge=1)
-    text: str | None = None
-    snippet: str | None = None
-    line_range: tuple[int, int] | None = Field(default=None, exclude=True)
-
-    @model_validator(mode="after")
-    def _something(self) -> "ExpectedFinding":
-        if self.kernel is None and self.kind is None and self.text is None:
-            raise ValueError("an expected finding names a kernel, a kind or a text")
-        return self
-
-    def describe(self) -> str:
-        where = f"in {self.kernel}" if self.kernel else f"of kind {self.kind}" if self.kind else ""
-        if self.text:
-            where += f" saying {self.text!r}"
-        if self.snippet:
-            span = f" (lines {self.line_range[0]}-{self.line_range[1]})" if self.line_range else ""
-            where += f" inside snippet {self.snippet!r}{span}"
-        return where.strip()
-
-
-class Expectation(BaseModel):
-    """What one tool must report on a lesson: these findings, and no other unless allowed."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    tool: Tool
-    findings: list[ExpectedFinding] = []
-    allow_other: bool = False
-
-
 # --- the command ------------------------------------------------------------
 
 
@@ -227,7 +170,6 @@ def _location(file: str | None, line: int | None) -> str:
     if file is None:
         return f" at line {line}" if line is not None else ""
     return f" at {file}:{line}" if line is not None else f" at {file}"
-
 
 
 def _describe(finding: Finding) -> tuple[str, str, str]:

@@ -34,7 +34,8 @@ from pydantic import BaseModel, ValidationError
 from ..errors import CoursectlError
 from ..files import atomic_write, is_file, parse_json, read_file, sha256_bytes, sha256_file
 from ..process import CommandResult
-from .sanitizer import DEFAULT_ERROR_EXITCODE, Tool, sanitizer_command
+from .sanitizer import DEFAULT_ERROR_EXITCODE, sanitizer_command
+from ..manifest.passes import Tool
 
 CACHE_FORMAT = 3  # 2: the dynamic loader's variables; 3: the files the arguments name
 FOLDER = "sanitizer_passes"   # under the build cache's root; not a valid lesson id, so never one's folder

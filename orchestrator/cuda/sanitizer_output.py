@@ -14,7 +14,8 @@ from pathlib import Path
 from ..errors import EvidenceError
 from .kernels import split_kernel_name
 from ..process import clip_line
-from .sanitizer import DEFAULT_ERROR_EXITCODE, PREFIX, Access, Finding, Report, Severity, Summary, Tool
+from .sanitizer import DEFAULT_ERROR_EXITCODE, PREFIX, Access, Finding, Report, Severity, Summary
+from ..manifest.passes import Tool
 
 
 # --- XML --------------------------------------------------------------------

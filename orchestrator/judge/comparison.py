@@ -6,7 +6,7 @@ from enum import Enum
 
 from pydantic import BaseModel
 
-from ..transcript.schema import Compare, FieldSpec
+from ..transcript.fields import Compare, FieldSpec
 from ..transcript.parse import Flat, Value
 
 

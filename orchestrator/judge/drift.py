@@ -28,7 +28,7 @@ from ..manifest.model import Lesson, Manifest, SanitizerPass
 from .results import ClaimChange, FindingChange, LessonResult, ProvenanceChange, shown
 from ..cuda.sanitizer import Finding, Report
 from ..cuda.toolchain import Gpu, Toolchain
-from ..render.markup import cell, code, fence, md
+from ..markdown import cell, code, fence, md
 from ..words import format_value
 
 MAX_FAILURES = 3      # failures kept with a claim that changed

@@ -32,7 +32,8 @@ from ..manifest.model import Lesson, Manifest, SanitizerPass
 from ..process import CommandResult, tail_lines
 from ..cuda.resources import BuildEvidence, compare_resources
 from .results import LessonResult, PassResult, RunEnvironment, RunInfo, settle
-from ..cuda.sanitizer import Expectation, ExpectedFinding, Report, Tool, judge
+from ..cuda.sanitizer import Report, judge
+from ..manifest.passes import Expectation, ExpectedFinding, Tool
 from ..cuda.sanitizer_output import build_report, strip_sanitizer_lines
 from ..manifest.snippets import Snippet, extract_snippets
 from ..cuda.toolchain import Gpu, GpuState

@@ -7,7 +7,7 @@ import re
 from typing import List, Optional
 
 from ..errors import UsageError
-from .model import Lesson, Manifest, select_lessons
+from .model import Lesson, Manifest
 
 
 def choose_lessons(manifest: Manifest, ids: Optional[List[str]], all_: bool, shard: Optional[str] = None,
@@ -39,3 +39,18 @@ def shard_lessons(lessons: list[Lesson], shard: str) -> list[Lesson]:
     order = sorted(lessons, key=lambda l: l.id)
     mine = {l.id for i, l in enumerate(order) if i % n == k - 1}
     return [l for l in lessons if l.id in mine]
+
+
+def select_lessons(manifest: Manifest, ids: list[str], all_: bool) -> list[Lesson]:
+    """The lessons a command names, in manifest order; unknown ids are a usage error."""
+    if all_ or not ids:
+        if not all_ and not ids:
+            raise UsageError("name at least one lesson or pass --all",
+                             hint=f"lessons: {', '.join(l.id for l in manifest.lessons)}")
+        return list(manifest.lessons)
+    known = {lesson.id for lesson in manifest.lessons}
+    for ident in ids:
+        if ident not in known:
+            raise UsageError(f"no lesson {ident!r} in {manifest.path}",
+                             hint=f"lessons: {', '.join(sorted(known))}")
+    return [lesson for lesson in manifest.lessons if lesson.id in ids]

@@ -39,7 +39,8 @@ from ..manifest.snippets import Snippet, extract_snippets
 from .source_header import rewrite_header, without_verified
 from .navigation import INDEX_FILE, Navigation, link_days, link_to, navigation, rebase_links
 from .pages import check_page_paths
-from .markup import TEMPLATES, Problem, banner, code, environment, fence, md, render_template, with_banner
+from ..markdown import code, fence, md
+from .markup import TEMPLATES, Problem, banner, environment, render_template, with_banner
 from .sandbox import template_method
 from ..words import plural
 

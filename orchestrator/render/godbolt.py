@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import quote as _percent
 
 from ..files import TEXT_LIMIT, read_text, relative
-from .markup import code
+from ..markdown import code
 
 GODBOLT_URL = "https://godbolt.org/#"
 # What a lesson page's link asks Compiler Explorer for.

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from ..errors import TemplateError
 from ..manifest.model import Lesson, Manifest
-from .markup import md
+from ..markdown import md
 
 
 INDEX_FILE = "README.md"

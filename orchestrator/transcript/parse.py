@@ -9,8 +9,9 @@ from pydantic import BaseModel
 
 from ..errors import TranscriptError
 from ..process import clip_line
-from .schema import (FieldSpec, LineItem, MatchBudget, NumberTooLong, OutputSchema, PatternTimeout, SectionItem,
-                     TableItem, TextItem)
+from .schema import LineItem, OutputSchema, SectionItem, TableItem, TextItem
+from .patterns import MatchBudget, PatternTimeout
+from .fields import FieldSpec, NumberTooLong
 
 Value = Union[int, float, str, None]
 # A separator rule: only these characters, and three dashes in a row somewhere. Said as one regex,

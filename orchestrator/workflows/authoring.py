@@ -30,7 +30,8 @@ from ..errors import CoursectlError, ManifestError, SchemaMismatch, TranscriptEr
 from ..judge.evidence import list_gpus
 from ..files import TEXT_LIMIT, read_file, read_stream, read_text
 from ..judge.judging import parse_evidence, relative
-from ..manifest.model import Lesson, Manifest, load_manifest
+from ..manifest.model import Lesson, Manifest
+from ..manifest.load import load_manifest
 from ..names import ARCH
 from ..process import DEFAULT_OUTPUT_LIMIT, run_command
 from ..render.course import NO_EVIDENCE_LINE

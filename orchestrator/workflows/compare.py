@@ -29,8 +29,8 @@ from ..judge.judging import ParsedEvidence, parse_evidence
 from ..manifest.model import Lesson, Manifest
 from ..process import CommandResult, run_command
 from ..judge.results import ProvenanceChange, shown
-from ..transcript.schema import Compare
-from ..render.markup import code, md
+from ..transcript.fields import Compare
+from ..markdown import code, md
 from ..words import format_value
 
 GIT_TIMEOUT = 60.0

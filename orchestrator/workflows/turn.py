@@ -24,7 +24,8 @@ from ..judge.judging import build_evidence_of, compare_with_previous, describe_e
 from ..manifest.model import Lesson, Manifest, SanitizerPass
 from ..process import CommandResult
 from ..judge.results import Emit, Event, LessonResult, Options, PassResult, RunEnvironment, settle
-from ..cuda.sanitizer import Tool, sanitizer_command
+from ..cuda.sanitizer import sanitizer_command
+from ..manifest.passes import Tool
 from ..cuda.sanitizer_cache import expected_seconds, is_cacheable, load_pass, pass_key, store_pass
 from .sharing import Claim, Ticket
 from ..cuda.toolchain import Gpu, Toolchain, gpu_state

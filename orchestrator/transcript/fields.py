@@ -1,0 +1,173 @@
+"""A field of a lesson's output: its type, how its text converts, and how it is judged against evidence.
+
+`Strict` is the base of every model lessons.yaml is read into.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from enum import Enum
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+
+class Strict(BaseModel):
+    """What lessons.yaml is read into: no key it does not know, and `true` or `false` only where a truth value goes.
+
+    pydantic takes `true` for 1 in a number (`timeout: true` ran with a
+    one-second timeout, `rel: true` was a tolerance of 100%) and in a
+    Literal[1]; here every field that takes no bool refuses one, naming it.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_truth_value_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool):
+            types = _types(cls.model_fields[info.field_name].annotation)
+            if not types & {bool, Any}:
+                wanted = "a number" if types & {int, float} else "what this key takes"
+                raise ValueError(f"{str(value).lower()} is a truth value, not {wanted}")
+        return value
+
+
+def _types(annotation: Any) -> set:
+    """The types a field's annotation is made of (`float | None` is float and NoneType), Literal values left out."""
+    arguments = [argument for argument in get_args(annotation) if isinstance(argument, type) or get_args(argument)
+                 or argument is Any]
+    return {annotation} | set().union(*map(_types, arguments)) if arguments else {annotation}
+
+
+class Compare(str, Enum):
+    """How a field is judged against recorded evidence."""
+
+    exact = "exact"          # identical on every GPU: sizes, counts, gate arithmetic
+    tolerance = "tolerance"  # within rel/abs of this GPU's evidence: timings
+    device = "device"        # identical, but only against the same GPU's evidence
+    volatile = "volatile"    # recorded, never compared: racy counts
+
+
+FieldType = Literal["int", "float", "str", "word", "bool"]
+
+
+def _shorthand_schema(schema: dict) -> None:
+    """`name: float` is short for `name: {type: float}`: the JSON Schema says so too."""
+    schema["additionalProperties"] = {"anyOf": [schema["additionalProperties"],
+                                                {"enum": list(get_args(FieldType))}]}
+
+
+# `\d+(?:\.\d*)?`, not `\d+\.?\d*`: the second splits a run of digits in as many ways as it is long,
+# and a line of 40,000 digits then took 28 s to refuse.
+_FLOAT = r"[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|inf|nan)"
+
+
+TYPE_REGEX = {
+    "int": r"[-+]?\d+",
+    "float": _FLOAT,
+    "word": r"\S+",
+    "str": r".+?",
+    "bool": r"yes|no|true|false",
+}
+
+
+def _check_bound(value: float | None, info: ValidationInfo) -> float | None:
+    """A tolerance's `rel` or `abs`: a finite number, 0 or more (`.inf` would let any value pass)."""
+    if value is None:
+        return value
+    example = "rel: 0.25 lets a value move by 25%" if info.field_name == "rel" else "abs: 0.003 lets it move by 0.003"
+    if math.isnan(value) or value < 0:
+        raise ValueError(f"{value:g} is not a bound of 0 or more; give how far a value may move ({example})")
+    if math.isinf(value):
+        raise ValueError(f"inf would let any value pass; give a finite bound ({example})")
+    return value
+
+
+# The JSON Schema says what check_bound does, where it can: a number of 0 or more (JSON has no .inf).
+_BOUND = {"minimum": 0}
+
+
+class FieldSpec(Strict):
+    """A typed field and its comparison rule."""
+
+    type: FieldType = "str"
+    compare: Compare = Compare.exact
+    rel: float | None = Field(default=None, json_schema_extra=_BOUND)
+    abs: float | None = Field(default=None, json_schema_extra=_BOUND)
+    missing: str | None = None      # a token that means "no value", such as "-"
+    suffix: str | None = None       # stripped from a table cell: "x" in "1.91x"
+    unit: str | None = None         # "ms", "GB/s", "GFLOP/s": for reports and plausibility
+    label: str | None = None        # a human name for pages and reports
+
+    _bounds = field_validator("rel", "abs")(_check_bound)
+
+    @model_validator(mode="after")
+    def _tolerance_needs_bounds(self) -> "FieldSpec":
+        if self.compare is Compare.tolerance and self.rel is None and self.abs is None:
+            raise ValueError("compare 'tolerance' needs rel, abs or both")
+        if self.compare is not Compare.tolerance and (self.rel is not None or self.abs is not None):
+            raise ValueError(f"rel/abs only apply to compare 'tolerance', not {self.compare.value!r}")
+        if "type" in self.model_fields_set:
+            self.check_type()
+        return self
+
+    def check_type(self, name: str | None = None) -> "FieldSpec":
+        """This spec, once its type is settled: a tolerance is only for numbers.
+
+        A refinement under `fields:` that sets no type takes the one its
+        template declares (`{gflops:float}`), so the check waits until then.
+        """
+        if self.compare is Compare.tolerance and self.type not in ("int", "float"):
+            where = f"field {name!r}: " if name else ""
+            raise ValueError(f"{where}compare 'tolerance' needs a number, not type {self.type!r}")
+        return self
+
+    def convert(self, text: str) -> Any:
+        text = text.strip()
+        if self.missing is not None and text == self.missing:
+            return None
+        if self.suffix and text.endswith(self.suffix):
+            text = text[: -len(self.suffix)]
+        if self.type == "int":
+            digits = len(text.lstrip("+-"))
+            limit = _INT_DIGITS()
+            if limit and digits > limit:
+                raise NumberTooLong(text, digits, limit)
+            return int(text)
+        if self.type == "float":
+            return float(text)
+        if self.type == "bool":
+            return text in ("yes", "true")
+        return text
+
+    def value_regex(self) -> str:
+        core = TYPE_REGEX[self.type]
+        if self.suffix:
+            core = f"(?:{core}){re.escape(self.suffix)}"
+        if self.missing is not None:
+            core = f"(?:{core}|{re.escape(self.missing)})"
+        return core
+
+
+FieldMap = dict[str, FieldSpec]
+
+
+# Python before 3.10.7 converts ints of any length, and has no such limit.
+_INT_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 0)
+
+
+class NumberTooLong(ValueError):
+    """An int field's text has more digits than Python converts to an int (sys.get_int_max_str_digits, 4300).
+
+    Unlike any other value that does not convert, it is not taken for a line
+    that does not match: Pattern.match and TableItem.match_row raise it, and
+    the transcript's parser names the line that holds it.
+    """
+
+    def __init__(self, text: str, digits: int, limit: int):
+        super().__init__(f"the number here has {digits:,} digits, too long to read: Python converts at most "
+                         f"{limit:,} digits to an int")
+        self.text = text

@@ -1,0 +1,103 @@
+"""Patterns lessons.yaml wrote, matched in bounded time (`regex`, whose matches take a timeout).
+
+A regex such as `(a|aa)+$` takes hours on a line of a hundred characters, and
+`re`'s matches cannot be stopped; every match of a transcript's lines goes
+through `BoundedRegex` and one `MatchBudget` per transcript.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import regex as timed_re   # the `regex` package: its matches take a timeout, and `re`'s cannot be stopped
+
+
+# What matching a transcript with the patterns lessons.yaml wrote may take: a regex
+# such as `(a|aa)+$` takes hours on a line of a hundred characters, and a template with
+# several `str` fields is polynomial in the line's length. Each match gets LINE_SECONDS,
+# the matches of one transcript TRANSCRIPT_SECONDS in all; the parse then stops with
+# an error naming the pattern and the line (transcript.py).
+LINE_SECONDS = 1.0
+
+
+TRANSCRIPT_SECONDS = 5.0
+
+
+class MatchBudget:
+    """The time the pattern matches of one transcript may take, and what each pattern took of it."""
+
+    def __init__(self, line: float | None = None, total: float | None = None):
+        self.line = LINE_SECONDS if line is None else line
+        self.total = TRANSCRIPT_SECONDS if total is None else total
+        self.deadline = time.monotonic() + self.total
+        self.taken: dict[BoundedRegex, float] = {}
+
+    def match(self, pattern: "BoundedRegex", method, text: str):
+        """`method(text)` with the time left as its timeout: at most `line`, 0 once the whole is spent
+        (`regex` then stops at once)."""
+        start = time.monotonic()
+        left = self.deadline - start
+        try:
+            return method(text, timeout=max(0.0, min(self.line, left)))
+        except TimeoutError:
+            raise PatternTimeout(pattern, self, whole=left <= self.line) from None
+        finally:
+            self.taken[pattern] = self.taken.get(pattern, 0.0) + time.monotonic() - start
+
+
+class PatternTimeout(Exception):
+    """A match ran out of time: the line's (`whole` false) or the transcript's; the parser names the line."""
+
+    def __init__(self, pattern: "BoundedRegex", budget: MatchBudget, whole: bool):
+        super().__init__(pattern.source)
+        self.pattern = pattern
+        self.budget = budget
+        self.whole = whole
+
+    def culprit(self) -> "BoundedRegex":
+        """The pattern to blame: the one that ran out of time, or the one that took most of the transcript's."""
+        return max(self.budget.taken, key=self.budget.taken.__getitem__) if self.whole else self.pattern
+
+
+class BoundedRegex:
+    """A pattern lessons.yaml wrote, or made from one of its templates, matched in bounded time.
+
+    Written as Python's `re` reads it (checked with `re`, so its errors read as
+    they always did) and matched with the `regex` package, whose matches take a
+    timeout. Its error names it by `at`, its path in the lesson's `output`
+    (("items", 2, "row"), set by OutputSchema), and `origin`, `lessons.yaml:LINE`
+    (set by load_manifest).
+    """
+
+    def __init__(self, source: str, text: str, written: bool):
+        self.source = source      # as written in lessons.yaml
+        self.written = written    # a regex as written (regex: true, row_regex, ignore), not a template
+        self.compiled = timed_re.compile(text)
+        self.at: tuple = ()
+        self.origin = ""
+
+    @property
+    def groupindex(self):
+        return self.compiled.groupindex
+
+    def fullmatch(self, text: str, budget: MatchBudget | None = None):
+        return self._match(self.compiled.fullmatch, text, budget)
+
+    def search(self, text: str, budget: MatchBudget | None = None):
+        return self._match(self.compiled.search, text, budget)
+
+    def _match(self, method, text: str, budget: MatchBudget | None):
+        return (budget or MatchBudget()).match(self, method, text)
+
+
+def compile_regex(source: str, what: str = "regex") -> BoundedRegex:
+    """A regex lessons.yaml wrote; ValueError says what is wrong with it in `re`'s words."""
+    try:
+        re.compile(source)
+    except re.error as exc:
+        raise ValueError(f"invalid {what} {source!r}: {exc}") from None
+    try:
+        return BoundedRegex(source, source, written=True)
+    except timed_re.error as exc:
+        raise ValueError(f"invalid {what} {source!r}: {exc}") from None
