@@ -2,7 +2,7 @@
 
 Ctrl-C or SIGTERM at any moment ends a command with one line and exit 130,
 never a traceback: also in its first 0.3 s, while typer, rich and pydantic
-are imported, before the command's own handling (cli.handle_errors) is in
+are imported, before the command's own handling (cli/common.py's handle_errors) is in
 place. So nothing heavy is imported here, and both signals are held back
 while the rest is.
 """
@@ -27,7 +27,7 @@ def main() -> None:
         # command goes on). Held, it is raised here, at once once they are in.
         signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
         try:
-            from .cli.commands import app
+            from .cli.main import app
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
         app(prog_name="coursectl")

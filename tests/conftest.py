@@ -553,7 +553,7 @@ def _command():
     """The click command typer makes of coursectl's app, made once (typer's CliRunner makes it for every call)."""
     import typer.main
 
-    from orchestrator.cli.commands import app
+    from orchestrator.cli.main import app
 
     return typer.main.get_command(app)
 

@@ -106,7 +106,7 @@ def test_check_a_transcript_with_a_gate_broken(in_repo, tmp_path):
 def test_check_reads_standard_input(in_repo):
     from typer.testing import CliRunner
 
-    from orchestrator.cli.commands import app
+    from orchestrator.cli.main import app
 
     result = CliRunner().invoke(app, ["check", DAY16, "-"], input=EVIDENCE.read_text(), env={"COLUMNS": "200"})
     assert result.exit_code == 0

@@ -29,7 +29,7 @@ from conftest import (named, unverified, GPU_SLUG, GPU_UUID, ROOT, SEEDS, after,
 from orchestrator.judge import evidence as evidence_module
 from orchestrator import files
 from orchestrator.cli import report as report_module
-from orchestrator.cuda.build import cache_key
+from orchestrator.cuda.buildkey import cache_key
 from orchestrator.judge.evidence import EvidenceMeta, write_evidence
 
 INTERRUPTED = "coursectl: error: interrupted: running programs were stopped; nothing was recorded\n"

@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "orchestrator"
 # directly in orchestrator/ are the ground floor.
 STAGES = ("", "transcript", "manifest", "cuda", "judge", "render", "workflows", "cli")
 # The console script's entry point is the one module of the ground floor that starts the command line.
-ENTRY = {"orchestrator.__main__": {"orchestrator.cli.app", "orchestrator.cli.commands"}}
+ENTRY = {"orchestrator.__main__": {"orchestrator.cli.main"}}
 MAX_LINES = 500
 
 

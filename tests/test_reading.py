@@ -151,7 +151,7 @@ def test_check_reads_a_transcript_up_to_the_capture_limit(course_copy, tmp_path)
 def test_check_reads_standard_input_up_to_the_capture_limit(course_copy):
     from typer.testing import CliRunner
 
-    from orchestrator.cli.commands import app
+    from orchestrator.cli.main import app
 
     result = CliRunner().invoke(app, ["check", DAY16, "-"], input=b"y\n" * (8 * MiB) + b"y", env={"COLUMNS": "200"})
     assert (result.exit_code, result.stdout, result.stderr) == (

@@ -1,7 +1,7 @@
 """The commands that run no lesson: check, new, compare, report merge, schema.
 
-They register on cli.app, use its options and its one error handler, and
-print through cli.console, which each command's handler sets when it starts.
+They register on common.app, use its options and its one error handler, and
+print through common.console, which each command's handler sets when it starts.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import List, Optional
 
 import typer
 
-from . import commands as cli
+from . import common
 from . import display
-from .commands import (Command, JsonOpt, JunitOpt, ManifestOpt, StrictOpt, app, handle_errors, json_to_stdout, load,
+from .common import (Command, JsonOpt, JunitOpt, ManifestOpt, StrictOpt, app, handle_errors, json_to_stdout, load,
                   report_app, schema_app, write_reports)
 from ..manifest.selection import choose_lessons
 from ..errors import UsageError
@@ -47,7 +47,7 @@ def check(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesso
         raise UsageError("--gpu picks recorded evidence to check; leave it out when giving a TRANSCRIPT")
     text = None if transcript is None else read_transcript(transcript)
     checked = check_lesson(manifest, lesson, text, STDIN if transcript == "-" else transcript or "", gpu, arch)
-    display.print_check(cli.console, checked)
+    display.print_check(common.console, checked)
     if not checked.gates_held:
         raise typer.Exit(1)
 
@@ -66,9 +66,9 @@ def new(lesson_id: str = typer.Argument(..., metavar="dayNN-name", help="The new
 
     made = new_lesson(load(manifest_path), lesson_id, title)
     for name in made.files:
-        cli.console.print(f"wrote {name}" + (f" (the entry at line {made.line})" if name.endswith(".yaml") else ""),
+        common.console.print(f"wrote {name}" + (f" (the entry at line {made.line})" if name.endswith(".yaml") else ""),
                       markup=False, highlight=False, soft_wrap=True)   # a path whole on its line, never broken
-    cli.console.print(f"next: write the lesson, `coursectl build {made.lesson}`, `coursectl check {made.lesson} "
+    common.console.print(f"next: write the lesson, `coursectl build {made.lesson}`, `coursectl check {made.lesson} "
                   f"TRANSCRIPT`, `coursectl render`; docs/authoring.md walks through it", markup=False, highlight=False,
                   soft_wrap=True)
 
@@ -90,7 +90,7 @@ def compare(a: str = typer.Argument(..., metavar="A", help="One side: a GPU with
     lessons = select_lessons(manifest, lesson_ids or [], not lesson_ids)
     side_a, side_b = resolve_sides(manifest, a, b)
     compared = compare_evidence(manifest, lessons, side_a, side_b)
-    display.print_comparison(cli.console, side_a, side_b, compared)
+    display.print_comparison(common.console, side_a, side_b, compared)
     if report_path:
         write_comparison(report_path, side_a, side_b, compared)
 
@@ -112,9 +112,9 @@ def report_merge(reports: List[Path] = typer.Argument(..., metavar="REPORT", hel
 
     json_to_stdout(json_path)
     merged = merge_reports([read_json(p) for p in reports], allow_partial=allow_partial, strict=strict)
-    display.print_summary(cli.console, merged.results, f"merged {plural(len(reports), 'report')}" +
+    display.print_summary(common.console, merged.results, f"merged {plural(len(reports), 'report')}" +
                           (" (partial: shards missing)" if merged.partial else ""))
-    display.print_tally(cli.console, merged.results, 0.0, strict)
+    display.print_tally(common.console, merged.results, 0.0, strict)
     write_reports(merged, json_path, junit_path)
 
 

@@ -1,0 +1,248 @@
+"""What every command shares: the typer app, its options, the consoles, `handle_errors` and `load`.
+
+Commands print through `common.console` and `common.err_console`, which
+`handle_errors` makes anew as each command starts (so COLUMNS, NO_COLOR and
+--color are read then, not at import).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Callable, Optional
+
+import typer
+import typer.core
+from rich.console import Console
+
+from .. import __version__
+from ..errors import INTERRUPTED, CoursectlError, describe_os_error
+from ..judge.evidence import evidence_of_no_lesson
+from ..manifest.load import load_manifest
+from ..manifest.model import Manifest
+from ..trace import recording, span
+
+
+class Command(typer.core.TyperCommand):
+    """A command whose --help names values by their metavar (FILE, N, sm_NN), never by a Python type."""
+
+    def get_help(self, ctx) -> str:
+        for param in self.params:
+            if isinstance(param, typer.core.TyperArgument):
+                param.display_type_rich = lambda ctx: None   # the metavar says it: LESSON...
+        return super().get_help(ctx)
+
+
+class Group(typer.core.TyperGroup):
+    """The root command. A Ctrl-C that lands outside a command's own handling (handle_errors), as the
+    command starts or ends, ends as one inside does: one line and exit 130, where typer and click would
+    end it, by their versions, with `Aborted!` and exit 1 or with exit 130 and not a word."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            err_console.print(INTERRUPTED, markup=False)
+            raise typer.Exit(130)
+
+
+app = typer.Typer(cls=Group, no_args_is_help=True, rich_markup_mode=None,
+                  help="Build, run, sanitize, verify, record and render the lessons of a CUDA course.")
+
+
+report_app = typer.Typer(no_args_is_help=True, help="Work with JSON reports.")
+
+
+schema_app = typer.Typer(no_args_is_help=True, help="Print the JSON Schemas of coursectl's files.")
+
+
+app.add_typer(report_app, name="report", help="Work with JSON reports (merge shards).")
+
+
+app.add_typer(schema_app, name="schema", help="Print the JSON Schema of the report or of lessons.yaml.")
+
+
+class Color(str, Enum):
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+
+_color = Color.auto
+
+
+def _consoles() -> tuple[Console, Console]:
+    """Consoles for this command, made when it starts (not at import).
+
+    In a CI log (no terminal, no COLUMNS) rich would assume 80 columns and
+    fold the tables; logs have room. --color always/never win over the
+    environment; with auto, NO_COLOR turns every escape off and FORCE_COLOR
+    turns colour on without a terminal.
+    """
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+    color = _color
+    if color is Color.auto and os.environ.get("NO_COLOR"):
+        color = Color.never
+    elif color is Color.auto and os.environ.get("FORCE_COLOR"):
+        color = Color.always
+    style: dict = {Color.always: {"force_terminal": True}, Color.never: {"color_system": None, "no_color": True},
+                   Color.auto: {}}[color]
+    return (Console(highlight=False, width=width, **style),
+            Console(stderr=True, highlight=False, width=width, **style))
+
+
+console, err_console = _consoles()
+
+
+# readable=False: click's own check turned an unreadable lessons.yaml into a `Usage:` block, and doctor then
+# printed nothing; coursectl's reader says what is wrong with the file, as for every other file it reads.
+ManifestOpt = typer.Option(Path("lessons.yaml"), "--manifest", "-m", metavar="FILE", readable=False,
+                           help="The course manifest.")
+
+
+LessonsArg = typer.Argument(None, metavar="LESSON", show_default=False,
+                            help="Lesson ids (see lessons.yaml); none with --all or -k.")
+
+
+AllOpt = typer.Option(False, "--all", help="Every lesson in the manifest.")
+
+
+KeywordOpt = typer.Option(None, "-k", metavar="PATTERN",
+                          help="Only lessons whose id or title contains PATTERN, or matches it as a glob (day1*).")
+
+
+JobsOpt = typer.Option(None, "--jobs", "-j", min=1, metavar="N", help="Parallel builds (default: all cores).")
+
+
+ArchOpt = typer.Option(None, "--arch", metavar="sm_NN", help="Build for this architecture instead of the GPU's.")
+
+
+GpusOpt = typer.Option(None, "--gpus", metavar="IDS", help="GPUs to use: indices or UUIDs, comma-separated.")
+
+
+RepeatOpt = typer.Option(1, "--repeat", min=1, metavar="N",
+                         help="Run each lesson N times; judge timings by their median.")
+
+
+JsonOpt = typer.Option(None, "--json", metavar="FILE", help="Write the JSON report here; - for standard output.")
+
+
+JunitOpt = typer.Option(None, "--junit", metavar="FILE", help="Write a JUnit XML report here.")
+
+
+StrictOpt = typer.Option(False, "--strict", help="Count NO_EVIDENCE, UNSUPPORTED, SKIPPED and an empty "
+                                                 "selection as failures (exit 1).")
+
+
+ExitFirstOpt = typer.Option(False, "--exitfirst", "-x", help="Stop at the first failing lesson; the rest are SKIPPED.")
+
+
+QuietOpt = typer.Option(False, "--quiet", "-q", help="Only the summary table, the reasons and notes under it, and the tally.")
+
+
+SanitizerJobsOpt = typer.Option(None, "--sanitizer-jobs", min=1, metavar="N",
+                                help="Sanitizer passes at once on each GPU (default: 6, and the CPU cores in "
+                                     "all; fewer where the GPU's free memory holds fewer).")
+
+
+StartGapOpt = typer.Option(None, "--start-gap", min=0.0, max=10.0, metavar="SECONDS",
+                           help="Start timed runs on different GPUs at least this far apart, as CUDA programs "
+                                "start one at a time on a host (default: 0.3; 0: together).")
+
+
+VerboseOpt = typer.Option(0, "--verbose", "-v", count=True, show_default=False,
+                          help="-v: also every stage and each lesson's claims; -vv: also every field and command.")
+
+
+DriftOpt = typer.Option(None, "--report", metavar="FILE.md",
+                        help="Write a Markdown drift report here (for the pull request): what changed underneath, "
+                             "the fields that moved, the claims and sanitizer findings that changed.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"coursectl {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="Print the version and exit."),
+         color: Color = typer.Option(Color.auto, "--color", help="Colour: auto (honours NO_COLOR and FORCE_COLOR), "
+                                                                  "always or never.")) -> None:
+    """coursectl keeps a CUDA course honest."""
+    global _color
+    _color = color
+
+
+def _on_sigterm(signum, frame):  # noqa: ARG001
+    raise KeyboardInterrupt
+
+
+def handle_errors(func: Callable) -> Callable:
+    """The one place where exceptions become messages and exit statuses."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        global console, err_console
+        console, err_console = _consoles()
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        try:
+            with recording():
+                return func(*args, **kwargs)
+        except KeyboardInterrupt:
+            err_console.print(INTERRUPTED, markup=False)
+            raise typer.Exit(130)
+        except CoursectlError as exc:
+            err_console.print(f"coursectl: error: {exc}", markup=False, soft_wrap=True)
+            if exc.hint:
+                err_console.print(f"hint: {exc.hint}", markup=False, soft_wrap=True)
+            raise typer.Exit(exc.exit_status)
+        except OSError as exc:
+            # A full disk or a read-only folder: one line naming the file, never a traceback.
+            err_console.print(f"coursectl: error: {describe_os_error(exc)}", markup=False, soft_wrap=True)
+            raise typer.Exit(1)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    return wrapper
+
+
+def load(manifest_path: Path) -> Manifest:
+    """load_manifest, then each of its warnings on standard error: `coursectl: warning: lessons.yaml:N: ...`."""
+    with span("load the manifest", "coursectl"):
+        manifest = load_manifest(manifest_path)
+
+    stray = [f"evidence/{name}/: no lesson '{name}' in {manifest.path.name}, so nothing checks this evidence "
+             "(a lesson renamed or removed?): move it to the lesson's id, or delete it"
+             for name in evidence_of_no_lesson(manifest.root, (lesson.id for lesson in manifest.lessons))]
+    for warning in [*manifest.warnings, *stray]:
+        err_console.print(f"coursectl: warning: {warning}", markup=False, soft_wrap=True)
+    return manifest
+
+
+def _jobs(jobs: Optional[int]) -> int:
+    return jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
+
+
+def json_to_stdout(json_path: Optional[Path]) -> None:
+    """With `--json -` the report owns standard output; everything else goes to standard error."""
+    global console
+    if json_path is not None and str(json_path) == "-":
+        console = err_console
+
+
+def write_reports(report, json_path, junit_path, raise_on_failure: bool = True) -> None:
+    """Write the reports asked for; exit 1 if the run failed."""
+    from .report import write_json, write_junit
+
+    if json_path:
+        write_json(report, json_path)
+    if junit_path:
+        write_junit(report, junit_path)
+    if report.has_failed() and raise_on_failure:
+        raise typer.Exit(1)
