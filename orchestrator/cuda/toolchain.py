@@ -154,7 +154,7 @@ class NvmlSession:
     Every nvmlInit asks the driver about each GPU: 25 ms on an H200, up to
     130 ms while a CUDA program starts on another GPU of the host, and the
     state of a lesson's GPU is read before and after its timed runs
-    (bench/results/2026-11-30-nvidia-h200-x2-start-gap/sweep-2/traces/).
+    (bench/results/HISTORY.md, 2026-11-30-nvidia-h200-x2-start-gap, sweep-2).
     """
 
     def __init__(self):

@@ -22,7 +22,7 @@ PASS_MEMORY_MIB = 4096
 
 # Passes at once on one GPU, unless --sanitizer-jobs says otherwise. On an
 # H200 the course's 20 passes took 22.8 s four at a time, 19.8 s eight at a
-# time and 20.4 s all at once (bench/results/2026-11-30-nvidia-h200-x2/): past
+# time and 20.4 s all at once (commit 4f1b086's message): past
 # a handful, more at once only makes each slower. Fewer at once also leaves
 # passes waiting that another GPU, once its timed runs are done, can take.
 PASSES_PER_GPU = 6
@@ -36,7 +36,7 @@ PASSES_PER_GPU = 6
 # apart, each starts while the other runs. Twelve lesson runs on each GPU took
 # 13.4 s started together, 12.8 s with starts at least 0.15 s apart and 11.3
 # to 11.5 s at least 0.3 s apart, against 9.3 to 9.9 s for each GPU alone
-# (bench/results/2026-11-30-nvidia-h200-x2-start-gap/). One GPU's runs never
+# (bench/results/HISTORY.md, 2026-11-30-nvidia-h200-x2-start-gap). One GPU's runs never
 # wait: its previous run has ended.
 START_GAP = 0.3
 
@@ -57,11 +57,11 @@ class GpuShare:
     one without passes if there is one, and holds it until its timed runs are
     done. Those wait until no pass runs on any GPU. On two H200s of one host,
     passes on the other GPU once slowed a 10 µs kernel to 240 µs
-    (bench/results/2026-11-30-nvidia-h200-x2-early/); in 20 runs meant to
+    (bench/results/HISTORY.md, 2026-11-30-nvidia-h200-x2-early); in 20 runs meant to
     catch it, the kernels kept their times, but the lessons' runs took about
     1.5 times as long (18.5 s against 12.6 s for 16), and letting passes use
     the other GPU meanwhile lowered the throughput of two GPUs from 1.65× to
-    1.39× (bench/results/2026-11-30-nvidia-h200-x2-interference/ and -overlap/).
+    1.39× (bench/results/HISTORY.md, 2026-11-30-nvidia-h200-x2-interference and -overlap).
     So a timed run has the host's GPUs to the timed runs alone. Timed runs on
     different GPUs start `start_gap` seconds apart (`starts`: see START_GAP).
 
@@ -72,7 +72,7 @@ class GpuShare:
     as the pass takes: in a cold verify on an H200, day 14's racecheck (6 s)
     began 0.13 s before day 71's build was done, day 71's timed runs waited
     5.9 s for it, and the run took 14.8 s; with every timed run first, 11.8 s
-    and 11.5 s on the next machine (bench/results/2026-11-30-nvidia-h200-cold/).
+    and 11.5 s on the next machine (bench/results/HISTORY.md, 2026-11-30-nvidia-h200-cold).
 
     A pass is not tied to its lesson's GPU: it runs on any GPU of the same
     model and architecture, the one with the fewest passes. Passes waiting
