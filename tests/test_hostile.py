@@ -446,9 +446,9 @@ def ignore_backtracking(made) -> int:
 def test_a_pattern_that_backtracks_without_end_fails_its_lesson_and_the_others_stand(course, fake_sanitizer, prebuilt,
                                                                                       tmp_path, monkeypatch):
     """verify --offline, render --check and check hung on day 16's first line; now each match has 1 s (0.2 here)."""
-    from orchestrator.transcript import schema
+    from orchestrator.transcript import patterns
 
-    monkeypatch.setattr(schema, "LINE_SECONDS", 0.2)
+    monkeypatch.setattr(patterns, "LINE_SECONDS", 0.2)
     # Day 16 first (as day 1), so that render --check parses its evidence before it makes any page.
     made = course(["day16-tiled-matmul", "day14-syncthreads"], sanitizers=DAY14_MEMCHECK,
                   edit=lambda manifest: manifest["lessons"][0].update(day=1))

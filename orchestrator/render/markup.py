@@ -1,4 +1,4 @@
-"""What pages are written with: the sandboxed Jinja environment, its filters, and Markdown helpers.
+"""What pages are written with: the sandboxed Jinja environment, its filters, and the banner of every page.
 
 Templates are text anyone can edit, so they render in a sandbox (sandbox.py,
 limits.py): they format data, never reach Python's internals, a file or a
