@@ -541,7 +541,8 @@ def test_manifest_that_is_not_a_mapping(tmp_path, text):
 @pytest.mark.parametrize("arch", ["sm_9x", "compute_90"])
 def test_unknown_architecture(tmp_path, arch):
     path, error = manifest_error(tmp_path, edited("version: 1\n", f"version: 1\narchitectures: [sm_90, {arch}]\n"))
-    assert str(error) == f"{path}:2: architectures: architecture {arch!r} must look like sm_90"
+    assert str(error) == (f"{path}:2: architectures: architecture {arch!r} is not a GPU architecture; "
+                          "write one like sm_90")
 
 
 def test_no_architecture(tmp_path):
@@ -669,7 +670,8 @@ def test_lesson_id_with_a_trailing_newline(tmp_path):
 
 def test_architecture_with_a_trailing_newline(tmp_path):
     path, error = manifest_error(tmp_path, edited("version: 1\n", 'version: 1\narchitectures: ["sm_90\\n"]\n'))
-    assert str(error) == f"{path}:2: architectures: architecture 'sm_90\\n' must look like sm_90"
+    assert str(error) == (f"{path}:2: architectures: architecture 'sm_90\\n' is not a GPU architecture; "
+                          "write one like sm_90")
 
 
 def test_compute_capability_with_a_trailing_newline(tmp_path):

@@ -31,11 +31,12 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ..errors import BuildError, CoursectlError, UsageError
+from ..errors import BuildError, CoursectlError
 from ..files import TEXT_LIMIT, atomic_write, parse_json, read_file, sha256_bytes, sha256_file
 from .buildkey import key_of, headers_key, host_programs, key_material, what_changed
 from .includes import places_looked
-from ..manifest.model import ARCH, Lesson, Manifest
+from ..manifest.model import Lesson, Manifest
+from ..names import check_arch
 from ..process import run_command
 from .resources import KernelResources, parse_resources
 from ..trace import span
@@ -172,13 +173,6 @@ def course_path(path: Path, root: Path) -> str:
 
 
 _DIAG = re.compile(r"^(?P<file>.+?\.(?:cu|cuh|h|hpp|cpp))[(:](?P<line>\d+)")
-
-
-def check_arch(arch: str, what: str = "--arch") -> str:
-    """`arch` if it is an architecture as lessons.yaml writes one (sm_90, sm_90a, sm_100f), whole."""
-    if not ARCH.fullmatch(arch):
-        raise UsageError(f"{what} {arch!r} is not a GPU architecture; write one like sm_90")
-    return arch
 
 
 def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_version: str | None,
