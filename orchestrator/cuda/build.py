@@ -32,7 +32,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from ..errors import BuildError, CoursectlError
-from ..files import TEXT_LIMIT, atomic_write, parse_json, read_file, sha256_bytes, sha256_file
+from ..files import TEXT_LIMIT, atomic_write, parse_json, read_file, relative, sha256_bytes, sha256_file
 from .buildkey import key_of, headers_key, host_programs, key_material, what_changed
 from .includes import places_looked
 from ..manifest.model import Lesson, Manifest
@@ -167,11 +167,6 @@ def hash_files(paths: list[Path]) -> dict[Path, str | None]:
     return {path: sha256_file(path) for path in paths}
 
 
-def course_path(path: Path, root: Path) -> str:
-    """A path as the course names it, relative to its root."""
-    return Path(os.path.relpath(os.path.normpath(path), os.path.normpath(Path(root).resolve()))).as_posix()
-
-
 _DIAG = re.compile(r"^(?P<file>.+?\.(?:cu|cuh|h|hpp|cpp))[(:](?P<line>\d+)")
 
 
@@ -241,7 +236,7 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if not misses:
-        misses = _changed_since(previous, material, course_path(source_path, manifest.root))
+        misses = _changed_since(previous, material, relative(source_path, manifest.root))
     _remember(last, material, previous)
     return BuildResult(lesson=lesson.id, arch=arch, variant=variant, binary=binary, cached=False,
                        seconds=result.seconds, command=display, diagnostics=_without_ptxas(diagnostics),
@@ -270,9 +265,9 @@ def _absent(source: Path, headers: dict[str, str], flags: list[str], folder: Pat
 
 def _sources(manifest: Manifest, source: Path, digest: str, folder: Path, headers: dict[str, str]) -> dict[str, str]:
     """BuildResult.sources: the source, then its headers, by their paths in the course."""
-    out = {course_path(source, manifest.root): digest}
+    out = {relative(source, manifest.root): digest}
     for name, sha in headers.items():
-        out[course_path(folder / name, manifest.root)] = sha
+        out[relative(folder / name, manifest.root)] = sha
     return out
 
 
@@ -314,9 +309,9 @@ def _lookup(group: Path, binary_name: str, folder: Path, root: Path) -> tuple[Pa
             continue
         paths = {name: Path(os.path.normpath(folder / name)) for name in info["headers"]}
         now = hash_files(list(paths.values()))
-        changed = [course_path(paths[name], root) for name, digest in info["headers"].items()
+        changed = [relative(paths[name], root) for name, digest in info["headers"].items()
                    if now[paths[name]] != digest]
-        appeared = [course_path(folder / name, root) for name in info.get("absent", [])
+        appeared = [relative(folder / name, root) for name in info.get("absent", [])
                     if Path(os.path.normpath(folder / name)).is_file()]
         if not changed and not appeared:
             return entry, info, []
