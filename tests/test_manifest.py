@@ -14,8 +14,10 @@ from conftest import FIRST_LESSONS, first_lessons_only
 from orchestrator.errors import ManifestError, TemplateError, UsageError
 from orchestrator.manifest.model import Manifest
 from orchestrator.manifest.selection import select_lessons
+from orchestrator.manifest import load as load_module
 from orchestrator.manifest.load import load_manifest
 from orchestrator.names import ARCH, GPU_SLUG, IDENTIFIER, LESSON_ID, SNIPPET_NAME
+from orchestrator.transcript.claims import ClaimError
 from orchestrator.transcript.fields import Compare
 
 REPO = Path(__file__).resolve().parent.parent
@@ -469,6 +471,16 @@ def test_claim_where_naming_a_field_that_does_not_exist(tmp_path):
     assert str(error) == (f"{path}:18: lesson 'hello': claims[0].where: "
                           "\"nme == 'a'\" names unknown name 'nme': not a field of this lesson and not an allowed "
                           "function (fields here: gbps, n, name, resources, rows)")
+
+
+def test_a_claim_error_is_placed_by_the_key_it_names_not_by_its_words(tmp_path, monkeypatch):
+    """A reason about the gate that starts like a message about `each` points at the gate, and is said whole."""
+    def check_claims(schema, claim, known=None):
+        raise ClaimError(("gate",), "each: words that read like a message about 'each'")
+    monkeypatch.setattr(load_module, "check_claims", check_claims)
+    path, error = manifest_error(tmp_path, edited("        gate: n > 0", "        each: rows\n        gate: gbps > 0"))
+    assert str(error) == (f"{path}:18: lesson 'hello': claims[0].gate: "
+                          "each: words that read like a message about 'each'")
 
 
 def test_claim_with_a_syntax_error(tmp_path):
