@@ -56,10 +56,23 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def relative(path: Path, root: Path) -> str:
-    """A path as the course names it: relative to `root` where it lies inside, else as it is."""
+    """A path as the course names it: relative to `root` where it lies inside, else as it is.
+
+    Inside by its own name first (`..` taken out, links not followed), so that a
+    file of the course that is a link to one elsewhere keeps the course's name
+    for it; else by where it leads, so that a path reaching the course through a
+    link is named from the root too. A path outside the root either way is named
+    as it was given (`/usr/include/stdio.h`, `../t.txt`), never as a walk out
+    of the root.
+    """
     path = Path(path)
+    named = Path(os.path.normpath(path.absolute()))
+    resolved_root = Path(root).resolve()
+    for base in (Path(os.path.normpath(Path(root).absolute())), resolved_root):
+        if named.is_relative_to(base):
+            return named.relative_to(base).as_posix()
     try:
-        return path.resolve().relative_to(Path(root).resolve()).as_posix()
+        return path.resolve().relative_to(resolved_root).as_posix()
     except ValueError:
         return path.as_posix()
 

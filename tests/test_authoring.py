@@ -155,11 +155,18 @@ def test_a_section_item_is_named_by_its_path(in_repo, tmp_path):
     (["nothing.txt"], "coursectl: error: no transcript nothing.txt: no such file\n"),
     (["t.txt", "--gpu", "nvidia-h200"], "coursectl: error: --gpu picks recorded evidence to check; leave it out "
                                         "when giving a TRANSCRIPT\n"),
-    (["--arch", "sm90"], "coursectl: error: --arch 'sm90' must look like sm_90\n"),
+    (["--arch", "sm90"], "coursectl: error: --arch 'sm90' is not a GPU architecture; write one like sm_90\n"),
 ])
 def test_check_usage_errors(in_repo, args, message):
     result = coursectl("check", DAY16, *args)
     assert (result.exit_code, result.stdout, result.stderr) == (2, "", message)
+
+
+def test_check_verify_and_build_refuse_an_architecture_with_one_line(in_repo):
+    said = {name: coursectl(*name.split(), "--arch", "foo")
+            for name in (f"check {DAY16}", "verify --offline --all", "build --all")}
+    refused = (2, "", "coursectl: error: --arch 'foo' is not a GPU architecture; write one like sm_90\n")
+    assert {name: (r.exit_code, r.stdout, r.stderr) for name, r in said.items()} == {name: refused for name in said}
 
 
 # -- new --------------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ from orchestrator.errors import ManifestError
 
 from conftest import FLAGS, SEEDS, STANDINS, write_course
 from orchestrator import process
-from orchestrator.cuda.build import build_lesson, check_arch, local_files, nvcc_command, parse_dependencies
+from orchestrator.cuda.build import build_lesson, local_files, nvcc_command, parse_dependencies
+from orchestrator.names import check_arch
 from orchestrator.cuda.buildkey import cache_key, headers_key, host_programs, key_material, what_changed
 from orchestrator.workflows.pipeline import build_many
 from orchestrator.errors import BuildError, UsageError

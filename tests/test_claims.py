@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.transcript.claims import ClaimResult, check_claims, evaluate_claim, evaluate_claims
+from orchestrator.transcript.claims import ClaimError, ClaimResult, check_claims, evaluate_claim, evaluate_claims
 from orchestrator.manifest.model import Claim, Lesson
 from orchestrator.manifest.load import load_manifest
 from orchestrator.transcript.parse import Transcript, parse_transcript
@@ -312,6 +312,21 @@ def test_check_claims_syntax_error(lessons):
     with pytest.raises(ValueError) as info:
         check_claims(lessons[DAY14].output, Claim(id="probe", gate="mismatches == 0 and"))
     assert str(info.value) == "invalid expression 'mismatches == 0 and': invalid syntax"
+
+
+@pytest.mark.parametrize("claim, loc, reason", [
+    (Claim(id="probe", expect="mismatches == 0 and"), ("expect",),
+     "invalid expression 'mismatches == 0 and': invalid syntax"),
+    (Claim(id="probe", each="blocks", where="kernal == 1", gate="mismatches == 0"), ("where",),
+     "'kernal == 1' names unknown name 'kernal'"),
+    (Claim(id="probe", each="nothing", gate="mismatches == 0"), ("each",),
+     "'nothing' is not a table or section of the output"),
+], ids=["expect", "where", "each"])
+def test_a_claim_error_carries_the_key_it_is_about(lessons, claim, loc, reason):
+    with pytest.raises(ClaimError) as info:
+        check_claims(lessons[DAY14].output, claim)
+    assert (info.value.loc, info.value.reason[:len(reason)]) == (loc, reason)
+    assert str(info.value) == (info.value.reason if loc == ("expect",) else f"{loc[0]}: {info.value.reason}")
 
 
 def test_comprehension_variables_are_not_fields(lessons):

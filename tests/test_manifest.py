@@ -14,8 +14,10 @@ from conftest import FIRST_LESSONS, first_lessons_only
 from orchestrator.errors import ManifestError, TemplateError, UsageError
 from orchestrator.manifest.model import Manifest
 from orchestrator.manifest.selection import select_lessons
+from orchestrator.manifest import load as load_module
 from orchestrator.manifest.load import load_manifest
 from orchestrator.names import ARCH, GPU_SLUG, IDENTIFIER, LESSON_ID, SNIPPET_NAME
+from orchestrator.transcript.claims import ClaimError
 from orchestrator.transcript.fields import Compare
 
 REPO = Path(__file__).resolve().parent.parent
@@ -471,6 +473,16 @@ def test_claim_where_naming_a_field_that_does_not_exist(tmp_path):
                           "function (fields here: gbps, n, name, resources, rows)")
 
 
+def test_a_claim_error_is_placed_by_the_key_it_names_not_by_its_words(tmp_path, monkeypatch):
+    """A reason about the gate that starts like a message about `each` points at the gate, and is said whole."""
+    def check_claims(schema, claim, known=None):
+        raise ClaimError(("gate",), "each: words that read like a message about 'each'")
+    monkeypatch.setattr(load_module, "check_claims", check_claims)
+    path, error = manifest_error(tmp_path, edited("        gate: n > 0", "        each: rows\n        gate: gbps > 0"))
+    assert str(error) == (f"{path}:18: lesson 'hello': claims[0].gate: "
+                          "each: words that read like a message about 'each'")
+
+
 def test_claim_with_a_syntax_error(tmp_path):
     path, error = manifest_error(tmp_path, edited("gate: n > 0", "gate: n >"))
     assert str(error) == f"{path}:17: lesson 'hello': claims[0].gate: invalid expression 'n >': invalid syntax"
@@ -541,7 +553,8 @@ def test_manifest_that_is_not_a_mapping(tmp_path, text):
 @pytest.mark.parametrize("arch", ["sm_9x", "compute_90"])
 def test_unknown_architecture(tmp_path, arch):
     path, error = manifest_error(tmp_path, edited("version: 1\n", f"version: 1\narchitectures: [sm_90, {arch}]\n"))
-    assert str(error) == f"{path}:2: architectures: architecture {arch!r} must look like sm_90"
+    assert str(error) == (f"{path}:2: architectures: architecture {arch!r} is not a GPU architecture; "
+                          "write one like sm_90")
 
 
 def test_no_architecture(tmp_path):
@@ -669,7 +682,8 @@ def test_lesson_id_with_a_trailing_newline(tmp_path):
 
 def test_architecture_with_a_trailing_newline(tmp_path):
     path, error = manifest_error(tmp_path, edited("version: 1\n", 'version: 1\narchitectures: ["sm_90\\n"]\n'))
-    assert str(error) == f"{path}:2: architectures: architecture 'sm_90\\n' must look like sm_90"
+    assert str(error) == (f"{path}:2: architectures: architecture 'sm_90\\n' is not a GPU architecture; "
+                          "write one like sm_90")
 
 
 def test_compute_capability_with_a_trailing_newline(tmp_path):

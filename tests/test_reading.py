@@ -19,7 +19,7 @@ import pytest
 
 from conftest import after, coursectl, statuses
 from orchestrator.errors import CoursectlError, UsageError
-from orchestrator.files import parse_json, read_file, read_stream, read_text
+from orchestrator.files import parse_json, read_file, read_stream, read_text, relative
 
 DAY16 = "day16-tiled-matmul"
 NOT_UTF8 = "is not UTF-8 text: byte 0xe9 cannot be decoded"
@@ -84,6 +84,39 @@ def test_json_nested_100000_deep_is_a_value_error():
     with pytest.raises(ValueError, match="^nested too deeply for Python's JSON parser$"):
         parse_json(DEEP)
     assert parse_json(b"[[[1]]]") == [[[1]]]
+
+
+# -- a path as the course names it -----------------------------------------------------------------
+def test_a_path_inside_the_root_is_named_from_it(tmp_path):
+    root = tmp_path / "course"
+    assert relative(root / "lessons" / "a.cu", root) == "lessons/a.cu"
+    assert relative(root / "lessons" / ".." / "README.md", root) == "README.md"
+    assert relative(root, root) == "."
+
+
+def test_a_path_outside_the_root_is_named_as_it_was_given(tmp_path, monkeypatch):
+    root = tmp_path / "course"
+    root.mkdir()
+    assert relative(tmp_path / "t.txt", root) == (tmp_path / "t.txt").as_posix()
+    assert relative(Path("/usr/include/stdio.h"), root) == "/usr/include/stdio.h"
+    assert relative(root / ".." / "t.txt", root) == (root / ".." / "t.txt").as_posix()
+    monkeypatch.chdir(root)
+    assert relative(Path("../t.txt"), root) == "../t.txt"
+    assert relative(Path("lessons/a.cu"), root) == "lessons/a.cu"
+
+
+def test_a_link_is_named_as_the_course_names_it(tmp_path):
+    root = tmp_path / "course"
+    (root / "lessons").mkdir(parents=True)
+    shared = tmp_path / "shared" / "check.cuh"   # a file of the course kept outside it
+    shared.parent.mkdir()
+    shared.write_text("")
+    (root / "lessons" / "check.cuh").symlink_to(shared)
+    assert relative(root / "lessons" / "check.cuh", root) == "lessons/check.cuh"
+    link = tmp_path / "link"                     # the course reached through a link, or named by one
+    link.symlink_to(root)
+    assert relative(link / "lessons" / "a.cu", root) == "lessons/a.cu"
+    assert relative(root / "lessons" / "a.cu", link) == "lessons/a.cu"
 
 
 # -- 1. text that is not UTF-8 --------------------------------------------------------------------

@@ -96,7 +96,7 @@ def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, key
     """
     import shlex
 
-    from ..cuda.build import check_arch
+    from ..names import check_arch
     from ..workflows.pipeline import build_many
     from ..cuda.resources import RESOURCE_FIELDS
 
@@ -142,7 +142,7 @@ def run(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson 
         gpu: Optional[str] = typer.Option(None, "--gpu", metavar="ID", help="GPU index or UUID (default: the first)."),
         manifest_path: Path = ManifestOpt) -> None:
     """Build and run one lesson on a GPU and print its transcript."""
-    from ..cuda.build import check_arch
+    from ..names import check_arch
     from ..workflows.pipeline import run as run_workflow
 
     if arch is not None:
@@ -226,7 +226,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
            drift_path: Optional[Path] = DriftOpt,
            quiet: bool = QuietOpt, verbose: int = VerboseOpt, manifest_path: Path = ManifestOpt) -> None:
     """Build, run, sanitize, parse, check claims and compare with this GPU's evidence."""
-    from ..cuda.build import check_arch
+    from ..names import check_arch
     from ..workflows.pipeline import verify as verify_workflow, verify_offline
 
     if arch is not None:

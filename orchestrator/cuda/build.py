@@ -31,11 +31,12 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ..errors import BuildError, CoursectlError, UsageError
-from ..files import TEXT_LIMIT, atomic_write, parse_json, read_file, sha256_bytes, sha256_file
+from ..errors import BuildError, CoursectlError
+from ..files import TEXT_LIMIT, atomic_write, parse_json, read_file, relative, sha256_bytes, sha256_file
 from .buildkey import key_of, headers_key, host_programs, key_material, what_changed
 from .includes import places_looked
-from ..manifest.model import ARCH, Lesson, Manifest
+from ..manifest.model import Lesson, Manifest
+from ..names import check_arch
 from ..process import run_command
 from .resources import KernelResources, parse_resources
 from ..trace import span
@@ -166,19 +167,7 @@ def hash_files(paths: list[Path]) -> dict[Path, str | None]:
     return {path: sha256_file(path) for path in paths}
 
 
-def course_path(path: Path, root: Path) -> str:
-    """A path as the course names it, relative to its root."""
-    return Path(os.path.relpath(os.path.normpath(path), os.path.normpath(Path(root).resolve()))).as_posix()
-
-
 _DIAG = re.compile(r"^(?P<file>.+?\.(?:cu|cuh|h|hpp|cpp))[(:](?P<line>\d+)")
-
-
-def check_arch(arch: str, what: str = "--arch") -> str:
-    """`arch` if it is an architecture as lessons.yaml writes one (sm_90, sm_90a, sm_100f), whole."""
-    if not ARCH.fullmatch(arch):
-        raise UsageError(f"{what} {arch!r} is not a GPU architecture; write one like sm_90")
-    return arch
 
 
 def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_version: str | None,
@@ -247,7 +236,7 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if not misses:
-        misses = _changed_since(previous, material, course_path(source_path, manifest.root))
+        misses = _changed_since(previous, material, relative(source_path, manifest.root))
     _remember(last, material, previous)
     return BuildResult(lesson=lesson.id, arch=arch, variant=variant, binary=binary, cached=False,
                        seconds=result.seconds, command=display, diagnostics=_without_ptxas(diagnostics),
@@ -276,9 +265,9 @@ def _absent(source: Path, headers: dict[str, str], flags: list[str], folder: Pat
 
 def _sources(manifest: Manifest, source: Path, digest: str, folder: Path, headers: dict[str, str]) -> dict[str, str]:
     """BuildResult.sources: the source, then its headers, by their paths in the course."""
-    out = {course_path(source, manifest.root): digest}
+    out = {relative(source, manifest.root): digest}
     for name, sha in headers.items():
-        out[course_path(folder / name, manifest.root)] = sha
+        out[relative(folder / name, manifest.root)] = sha
     return out
 
 
@@ -320,9 +309,9 @@ def _lookup(group: Path, binary_name: str, folder: Path, root: Path) -> tuple[Pa
             continue
         paths = {name: Path(os.path.normpath(folder / name)) for name in info["headers"]}
         now = hash_files(list(paths.values()))
-        changed = [course_path(paths[name], root) for name, digest in info["headers"].items()
+        changed = [relative(paths[name], root) for name, digest in info["headers"].items()
                    if now[paths[name]] != digest]
-        appeared = [course_path(folder / name, root) for name in info.get("absent", [])
+        appeared = [relative(folder / name, root) for name in info.get("absent", [])
                     if Path(os.path.normpath(folder / name)).is_file()]
         if not changed and not appeared:
             return entry, info, []

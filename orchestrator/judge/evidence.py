@@ -93,10 +93,7 @@ def named_from(course_root: Path | None):
         yield
     except EvidenceError as exc:
         if exc.path and course_root is not None:
-            try:
-                exc.path = Path(exc.path).relative_to(course_root).as_posix()
-            except ValueError:
-                exc.path = relative(Path(exc.path), course_root)
+            exc.path = relative(Path(exc.path), course_root)
         raise
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from ..cuda.build import BuildResult, course_path
+from ..cuda.build import BuildResult
 from ..transcript.claims import ClaimResult, evaluate_claim, evaluate_claims, resources_view, transcript_names, uses_resources
 from .comparison import FieldStatus, check_plausibility, compare_fields, tolerance_bound
 from ..errors import CoursectlError, EvidenceError, TranscriptError
@@ -244,7 +244,7 @@ def sources_now(manifest: Manifest, lesson: Lesson, builds: list[BuildResult],
     build, those the evidence names.
     """
     files = list(builds[0].sources) if builds else list(recorded or {})
-    source = course_path(manifest.source_path(lesson), manifest.root)
+    source = relative(manifest.source_path(lesson), manifest.root)
     return source_digests(manifest.root, source, files or [source])
 
 

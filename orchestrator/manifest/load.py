@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from ..errors import CoursectlError, ManifestError, TemplateError
 from ..names import SNIPPET_NAME
-from ..transcript.claims import check_claims
+from ..transcript.claims import ClaimError, check_claims
 from ..transcript.schema import COUNT_TAGS
 from .model import Lesson, Manifest
 from .page import PageSpecError, check_page
@@ -137,15 +137,8 @@ def load_manifest(path: Path) -> Manifest:
         for c_index, claim in enumerate(lesson.claims):
             try:
                 check_claims(lesson.output, claim, known)
-            except ValueError as exc:
-                field = "gate" if claim.gate is not None else "expect"
-                sub = field
-                text = str(exc)
-                if text.startswith("each:"):
-                    sub, text = "each", text[5:].strip()
-                elif text.startswith("where:"):
-                    sub, text = "where", text[6:].strip()
-                raise fail(("lessons", index, "claims", c_index, sub), text) from None
+            except ClaimError as exc:
+                raise fail(("lessons", index, "claims", c_index, *exc.loc), exc.reason) from None
         if lesson.page is not None:
             try:
                 check_page(lesson.output, lesson.page)

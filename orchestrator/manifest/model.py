@@ -14,7 +14,8 @@ from pydantic import (BeforeValidator, ConfigDict, Field, ValidationInfo, field_
 from pydantic.json_schema import SkipJsonSchema
 
 from .page import PageSpec
-from ..names import ARCH, COMPUTE_CAPABILITY, LESSON_ID
+from ..errors import UsageError
+from ..names import ARCH, COMPUTE_CAPABILITY, LESSON_ID, check_arch
 from .passes import ExpectedFinding, Tool
 from ..transcript.schema import Item, OutputSchema
 from ..transcript.fields import Strict
@@ -283,8 +284,10 @@ class Manifest(Strict):
     @classmethod
     def _archs(cls, value: list[str]) -> list[str]:
         for arch in value:
-            if not ARCH.fullmatch(arch):
-                raise ValueError(f"architecture {arch!r} must look like sm_90")
+            try:
+                check_arch(arch, "architecture")
+            except UsageError as exc:   # pydantic turns a ValueError into the manifest's error
+                raise ValueError(exc.message) from None
         if not value:
             raise ValueError("list at least one architecture")
         twice = next((arch for index, arch in enumerate(value) if arch in value[:index]), None)

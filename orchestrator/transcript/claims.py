@@ -151,6 +151,17 @@ def _elements(items: list, scope: Scope, path: list[str], label: str,
 
 
 # -- static check ---------------------------------------------------------------
+class ClaimError(ValueError):
+    """A claim that cannot load. `loc`: the claim's key it is about, ("gate",), ("expect",), ("each",) or
+    ("where",); `reason`: what is wrong, without the key. The message names the key where it is not the
+    claim's expression: `where: 'kernal == 1' names unknown name 'kernal': ...`."""
+
+    def __init__(self, loc: tuple[str], reason: str):
+        self.loc = loc
+        self.reason = reason
+        super().__init__(reason if loc[0] in ("gate", "expect") else f"{loc[0]}: {reason}")
+
+
 def scope_names(items: list) -> dict[str, Any]:
     """Names visible at this level: fields, tables (with notes) and sections."""
     names: dict[str, Any] = {}
@@ -176,18 +187,18 @@ def _static_names(schema: OutputSchema, each: str | None) -> set[str]:
         found = scope_names(items).get(part)
         if isinstance(found, TableItem):
             if index != len(parts) - 1:
-                raise ValueError(f"each: {part!r} is a table; only the last part of 'each' can be one")
+                raise ClaimError(("each",), f"{part!r} is a table; only the last part of 'each' can be one")
             return names | set(found.columns)
         if isinstance(found, NoteItem):
             if index != len(parts) - 1:
-                raise ValueError(f"each: {part!r} is a note table; only the last part of 'each' can be one")
+                raise ClaimError(("each",), f"{part!r} is a note table; only the last part of 'each' can be one")
             return names | set(found.pattern.fields)
         if isinstance(found, SectionItem):
             items = found.items
             names |= set(scope_names(items))
             continue
-        raise ValueError(f"each: {part!r} is not a table or section of the output "
-                         f"(known: {', '.join(sorted(k for k, v in scope_names(items).items() if not isinstance(v, type(None)) and not hasattr(v, 'type')))})")
+        raise ClaimError(("each",), f"{part!r} is not a table or section of the output "
+                                    f"(known: {', '.join(sorted(k for k, v in scope_names(items).items() if not isinstance(v, type(None)) and not hasattr(v, 'type')))})")
     return names
 
 
@@ -204,7 +215,7 @@ def uses_resources(claim: Any) -> bool:
 
 
 def check_claims(schema: OutputSchema, claim: Any, known: dict[str | None, set[str]] | None = None) -> None:
-    """Raise ValueError if a claim's expression is malformed, not allowed, or names a missing field.
+    """Raise ClaimError if a claim's expression is malformed, not allowed, or names a missing field.
 
     `known` keeps the names each `each` sees between the claims of one lesson.
     """
@@ -212,24 +223,24 @@ def check_claims(schema: OutputSchema, claim: Any, known: dict[str | None, set[s
     if claim.each not in known:
         known[claim.each] = _static_names(schema, claim.each) | set(EXTRA_NAMES)
     fields = known[claim.each]
-    for label, text in (("", claim.expression), ("where: ", claim.where)):
+    for key, text in ((claim.kind, claim.expression), ("where", claim.where)):
         if text is None:
             continue
         try:
             expression = parse_expression(text)
         except ExpressionError as exc:
-            raise ValueError(f"{label}{exc}") from None
+            raise ClaimError((key,), str(exc)) from None
         for name in sorted(expression.free):
             if name in fields:
                 if name in expression.called and name not in FUNCTIONS:
-                    raise ValueError(f"{label}{quote(text)} calls {name!r}, which is a field, not a function; "
+                    raise ClaimError((key,), f"{quote(text)} calls {name!r}, which is a field, not a function; "
                                      f"a claim calls only the allowed functions ({ALLOWED})")
                 continue
             if name in FUNCTIONS:
                 continue
             known = (f"allowed: {ALLOWED}" if name in expression.called
                      else f"fields here: {', '.join(sorted(fields))}")
-            raise ValueError(f"{label}{quote(text)} names unknown name {name!r}: not a field of this lesson "
+            raise ClaimError((key,), f"{quote(text)} names unknown name {name!r}: not a field of this lesson "
                              f"and not an allowed function ({known})")
 
 

@@ -32,7 +32,7 @@ from ..files import TEXT_LIMIT, read_file, read_stream, read_text
 from ..judge.judging import parse_evidence, relative
 from ..manifest.model import Lesson, Manifest
 from ..manifest.load import load_manifest
-from ..names import ARCH
+from ..names import check_arch
 from ..process import DEFAULT_OUTPUT_LIMIT, run_command
 from ..render.course import NO_EVIDENCE_LINE
 from ..manifest.shorthand import LESSON_FOLDER, PROSE
@@ -94,8 +94,8 @@ def check_lesson(manifest: Manifest, lesson: Lesson, text: str | None, name: str
     A transcript that does not match the schema raises SchemaMismatch naming
     its line and the line of the schema item in lessons.yaml.
     """
-    if arch is not None and not ARCH.fullmatch(arch):
-        raise UsageError(f"--arch {arch!r} must look like sm_90")
+    if arch is not None:
+        check_arch(arch)
     try:
         if text is None:
             gpu = _recorded_gpu(manifest, lesson, gpu)

@@ -18,6 +18,7 @@ from pathlib import Path
 from .. import __version__
 from ..cuda.build import BuildResult, cache_root
 from ..errors import EvidenceError, describe_os_error
+from ..files import relative
 from ..judge.evidence import (EvidenceMeta, build_evidence_path, evidence_dir, lesson_digest, load_evidence,
                        read_evidence_file, source_changes, write_build_evidence, write_evidence)
 from ..judge.judging import build_evidence_of, compare_with_previous, describe_environment, judge_sanitizer_run, sources_now
@@ -266,9 +267,9 @@ def expected_passes(manifest: Manifest, options: Options, lesson: Lesson) -> dic
 
 def would_write(root: Path, meta: EvidenceMeta, files: dict[str, bytes], built: list) -> str:
     """What a dry run of record leaves unwritten, as one note."""
-    folder = evidence_dir(root, meta.lesson, meta.gpu_slug).relative_to(root).as_posix()
+    folder = relative(evidence_dir(root, meta.lesson, meta.gpu_slug), root)
     names = ["transcript.txt", "meta.json", *files]
-    builds = ", ".join(build_evidence_path(root, meta.lesson, b.arch).relative_to(root).as_posix() for b in built)
+    builds = ", ".join(relative(build_evidence_path(root, meta.lesson, b.arch), root) for b in built)
     return (f"dry run: would write {folder}/ ({', '.join(names)})" + (f" and {builds}" if builds else "")
             + "; nothing was written")
 
