@@ -13,8 +13,8 @@ from orchestrator.judge.comparison import FieldStatus, check_plausibility, fract
 from orchestrator.judge.evidence import EvidenceMeta, write_evidence
 from orchestrator.manifest.load import load_manifest
 from orchestrator.transcript.claims import ClaimResult
-from orchestrator.judge.judging import (claim_reason, describe_environment, judge_recorded_pass, judge_runs,
-                                  parse_evidence, resolve_snippets)
+from orchestrator.judge.judging import (claim_reason, compare_with_previous, describe_environment, judge_recorded_pass,
+                                        judge_runs, parse_evidence, resolve_snippets)
 from orchestrator.judge.results import Status
 from orchestrator.process import CommandResult
 from orchestrator.cuda.toolchain import Gpu, GpuState, peak_fp32
@@ -86,6 +86,24 @@ def test_a_spread_wider_than_the_tolerance_is_ambiguous_not_failed(course):
     assert fields["cases[611x613x617/tiled].ms"].status is FieldStatus.ambiguous
     assert fields["cases[611x613x617/naive].gflops"].status is FieldStatus.same
     assert result.status is Status.PASS, result.reasons
+
+
+def test_record_gives_each_field_the_status_verify_gives_it(course):
+    """Repeated runs on a throttled GPU: a spread past its tolerance is ambiguous, a move untrusted, for both."""
+    manifest, lesson, transcript = course
+    row = "611x613x617      tiled         0.070      6589.1            78"
+    slow = with_time(transcript, "256x256x256      tiled         0.010      3350.1",
+                     "256x256x256      tiled         0.200       167.5")
+    runs = [run_of(slow), run_of(with_time(slow, row, "611x613x617      tiled         0.140      3300.0            78")),
+            run_of(with_time(slow, row, "611x613x617      tiled         0.070      6600.0            78"))]
+    environment = describe_environment(GpuState(throttle_reasons=0x20), GpuState(throttle_reasons=0x20))
+    verified, _ = judge_runs(manifest, lesson, runs, H200, "sm_90", True, None, environment)
+    recorded, _ = judge_runs(manifest, lesson, runs, H200, "sm_90", False, None, environment)
+    compare_with_previous(manifest, lesson, recorded, "nvidia-h200")
+    statuses = {f.path: f.status for f in verified.fields}
+    assert (statuses["cases[611x613x617/tiled].gflops"], statuses["cases[256x256x256/tiled].gflops"]) == (
+        FieldStatus.ambiguous, FieldStatus.untrusted)
+    assert {f.path: f.status for f in recorded.fields} == statuses
 
 
 def test_a_gate_failing_in_any_run_fails_the_lesson(course):

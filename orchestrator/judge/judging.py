@@ -16,14 +16,13 @@ here runs a program or writes a file.
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 from ..cuda.build import BuildResult, course_path
 from ..transcript.claims import ClaimResult, evaluate_claim, evaluate_claims, resources_view, transcript_names, uses_resources
-from .comparison import FieldStatus, check_plausibility, compare_fields, tolerance_bound
+from .comparison import check_plausibility, compare_fields, spread_of_runs
 from ..errors import CoursectlError, EvidenceError, TranscriptError
 from ..files import relative
 from .evidence import (Evidence, describe_source_change, lesson_digest, list_gpus, load_build_evidence,
@@ -152,7 +151,7 @@ def judge_runs(manifest: Manifest, lesson: Lesson, runs: list[CommandResult], gp
     parsed = [(index, result.flats) for index, result in enumerate(judged) if result.flats is not None]
     chosen, medians, spread, ambiguous = 0, {}, {}, set()
     if len(parsed) > 1:
-        medians, spread, ambiguous = _spread([flats for _, flats in parsed])
+        medians, spread, ambiguous = spread_of_runs([flats for _, flats in parsed])
 
         def distance(flats: list[Flat]) -> float:
             return sum(abs(float(f.value) - medians[f.path]) / (abs(medians[f.path]) or 1.0)
@@ -164,32 +163,13 @@ def judge_runs(manifest: Manifest, lesson: Lesson, runs: list[CommandResult], gp
             result.reasons += [f"run {index + 1} of {len(runs)}: {r}" for r in other.reasons]
     result.runs = len(runs)
     result.spread = spread
+    result.ambiguous = sorted(ambiguous)
     if compare and parsed:
         flats = dict(parsed).get(chosen) or parsed[0][1]
         if medians:
             flats = [f.model_copy(update={"value": medians[f.path]}) if f.path in medians else f for f in flats]
-        compare_with_evidence(manifest, lesson, flats, gpu.slug, result, ambiguous)
+        compare_with_evidence(manifest, lesson, flats, gpu.slug, result)
     return settle(result, compare), chosen
-
-
-def _spread(runs: list[list[Flat]]) -> tuple[dict[str, float], dict[str, float], set[str]]:
-    """(median, spread, ambiguous paths) of every numeric tolerance field over several runs."""
-    values: dict[str, list[float]] = {}
-    specs = {}
-    for flats in runs:
-        for flat in flats:
-            if flat.spec.compare.value == "tolerance" and isinstance(flat.value, (int, float)):
-                values.setdefault(flat.path, []).append(float(flat.value))
-                specs[flat.path] = flat.spec
-    medians, spread, ambiguous = {}, {}, set()
-    for path, series in values.items():
-        median = statistics.median(series)
-        medians[path] = median
-        width = max(series) - min(series)
-        spread[path] = round(width / abs(median), 4) if median else 0.0
-        if width > tolerance_bound(specs[path], median):
-            ambiguous.add(path)
-    return medians, spread, ambiguous
 
 
 def describe_environment(before: GpuState | None, after: GpuState | None) -> RunEnvironment:
@@ -205,8 +185,11 @@ def describe_environment(before: GpuState | None, after: GpuState | None) -> Run
 
 # -- against evidence ----------------------------------------------------------------------------
 def compare_with_evidence(manifest: Manifest, lesson: Lesson, new: list[Flat], gpu_slug: str | None,
-                          out: LessonResult, ambiguous: set[str] = frozenset()) -> None:
-    """Each field against this GPU's evidence (or another GPU's exact fields); moves are reasons."""
+                          out: LessonResult) -> None:
+    """Each field against this GPU's evidence (or another GPU's exact fields); moves are reasons.
+
+    The fields' statuses are compare_fields', given the run's ambiguous fields and whether its timings are trusted.
+    """
     slugs = list_gpus(manifest.root, lesson.id)
     slug = gpu_slug if gpu_slug in slugs else (slugs[0] if slugs else None)
     if slug is None:
@@ -218,14 +201,8 @@ def compare_with_evidence(manifest: Manifest, lesson: Lesson, new: list[Flat], g
         out.reasons.append(f"evidence: {exc}")
         return
     out.evidence = slug
-    out.fields = compare_fields(new, old.flats, same_gpu=slug == gpu_slug)
-    for field in out.fields:
-        if field.path in ambiguous and field.status in (FieldStatus.within, FieldStatus.moved, FieldStatus.same):
-            field.status = FieldStatus.ambiguous
-    if out.environment.untrusted:
-        for field in out.fields:
-            if field.status is FieldStatus.moved and field.rule.startswith("tolerance"):
-                field.status = FieldStatus.untrusted
+    out.fields = compare_fields(new, old.flats, same_gpu=slug == gpu_slug, ambiguous=out.ambiguous,
+                                untrusted=bool(out.environment.untrusted))
     moved = [f for f in out.fields if f.status.is_failure]
     if moved:
         lines = [f"{len(moved)} field(s) differ from the {slug} evidence:"]
@@ -259,7 +236,8 @@ def compare_with_previous(manifest: Manifest, lesson: Lesson, out: LessonResult,
         out.notes.append(f"previous evidence no longer parses ({exc}); nothing to compare")
         return
     if previous is not None:
-        out.fields = compare_fields(out.flats or [], previous.flats, same_gpu=True)
+        out.fields = compare_fields(out.flats or [], previous.flats, same_gpu=True, ambiguous=out.ambiguous,
+                                    untrusted=bool(out.environment.untrusted))
         out.evidence = slug
 
 
