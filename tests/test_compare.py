@@ -250,3 +250,41 @@ def test_git_runs_through_the_process_runner_with_argument_lists(history):
                      (["git", "ls-tree", "-r", "--name-only", a.commit, "--", "evidence"], 60.0)]
     with pytest.raises(UsageError):
         resolve_sides(history.load(), "HEAD~1", "HEAD", runner)
+
+
+def test_a_field_verify_finds_untrusted_is_untrusted_for_record_and_compare_too(two_gpus):
+    """One status for one field: what verify says of a run on a throttled GPU, record says of it, and compare
+    says of it once it is recorded (B stands where verify's run does)."""
+    from orchestrator.cuda.toolchain import Gpu, GpuState
+    from orchestrator.judge.comparison import FieldStatus
+    from orchestrator.judge.judging import compare_with_previous, describe_environment, judge_runs
+    from orchestrator.process import CommandResult
+    from orchestrator.workflows.compare import compare_evidence
+
+    root = two_gpus.root
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "evidence")
+    manifest = two_gpus.load()
+    lesson = manifest.lesson(DAY16)
+    text = (SEEDS / "tiled_matmul.txt").read_text()
+    slow = text.replace("tiled         0.010      3350.1", "tiled         0.200       167.5")
+    assert slow != text
+    gpu = Gpu(index=0, name="NVIDIA H200", uuid="GPU-test", compute_capability="9.0", peak_gbps=4814.3,
+              peak_fp32_gflops=66908.2)
+    throttled = describe_environment(GpuState(throttle_reasons=0x20), GpuState(throttle_reasons=0x20))
+    run = CommandResult(argv=["./tiled_matmul"], returncode=0, stdout=slow.encode(), seconds=0.5)
+
+    verified, _ = judge_runs(manifest, lesson, [run], gpu, "sm_90", True, None, throttled)
+    recorded, _ = judge_runs(manifest, lesson, [run], gpu, "sm_90", False, None, throttled)
+    compare_with_previous(manifest, lesson, recorded, gpu.slug)
+    put(root, DAY16, {**H200, "environment": throttled.model_dump(exclude_none=True)}, slow,
+        date="2026-12-03T09:00:00+00:00")
+    git(root, "commit", "-qam", "re-record day 16 on a throttled GPU")
+    [compared] = compare_evidence(manifest, [lesson], *resolve_sides(manifest, "HEAD~1:nvidia-h200", "nvidia-h200"))
+
+    def statuses(fields):
+        return {f.path: f.status for f in fields if f.status is not FieldStatus.volatile}
+    assert statuses(verified.fields)["cases[256x256x256/tiled].ms"] is FieldStatus.untrusted
+    assert statuses(compared.fields) == statuses(recorded.fields) == statuses(verified.fields)
+    assert FieldStatus.moved not in statuses(compared.fields).values()

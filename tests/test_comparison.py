@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.judge.comparison import FieldResult, FieldStatus, compare_fields, describe_rule, within
+from orchestrator.judge.comparison import (FieldResult, FieldStatus, compare_fields, describe_rule, spread_of_runs,
+                                           within)
 from orchestrator.manifest.model import Lesson
 from orchestrator.manifest.load import load_manifest
 from orchestrator.transcript.fields import Compare, FieldSpec
@@ -299,6 +300,33 @@ def test_missing_device_and_tolerance_fields_are_not_reported_against_another_gp
 def test_new_device_field_against_another_gpu_is_other_gpu():
     [result] = compare_fields([flat("gpu", "Tesla T4", compare="device")], [], same_gpu=False)
     assert result.status is FieldStatus.other_gpu
+
+
+def test_untrusted_timings_make_only_a_moved_tolerance_field_untrusted():
+    new = [flat("ms", 9.0, **TOLERANCE_25), flat("n", 4, type="int"), flat("gpu", "B", compare="device"),
+           flat("us", 1.1, **TOLERANCE_25)]
+    old = [flat("ms", 4.0, **TOLERANCE_25), flat("n", 3, type="int"), flat("gpu", "A", compare="device"),
+           flat("us", 1.0, **TOLERANCE_25)]
+    assert statuses(compare_fields(new, old, same_gpu=True, untrusted=True)) == {"untrusted": 1, "moved": 2,
+                                                                                   "within": 1}
+    assert statuses(compare_fields(new, old, same_gpu=True)) == {"moved": 3, "within": 1}
+
+
+def test_a_field_whose_runs_spread_past_its_tolerance_is_ambiguous_whatever_it_did():
+    new = [flat("a", 9.0, **TOLERANCE_25), flat("b", 4.0, **TOLERANCE_25), flat("c", 4.1, **TOLERANCE_25),
+           flat("d", 1.0, **TOLERANCE_25)]
+    old = [flat("a", 4.0, **TOLERANCE_25), flat("b", 4.0, **TOLERANCE_25), flat("c", 4.0, **TOLERANCE_25),
+           flat("e", 1.0, **TOLERANCE_25)]
+    results = compare_fields(new, old, same_gpu=True, ambiguous={"a", "b", "c", "d", "e"}, untrusted=True)
+    assert [(r.path, r.status.value) for r in results] == [("a", "ambiguous"), ("b", "ambiguous"),
+                                                           ("c", "ambiguous"), ("d", "new"), ("e", "missing")]
+
+
+def test_the_spread_of_repeated_runs_is_judged_against_each_fields_tolerance():
+    runs = [[flat("ms", value, **TOLERANCE_25), flat("us", value, type="float", compare="tolerance", rel=0.6),
+             flat("n", 3, type="int")] for value in (1.0, 1.2, 1.5)]
+    medians, spread, ambiguous = spread_of_runs(runs)
+    assert (medians, spread, ambiguous) == ({"ms": 1.2, "us": 1.2}, {"ms": 0.4167, "us": 0.4167}, {"ms"})
 
 
 def test_which_statuses_are_failures():

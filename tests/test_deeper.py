@@ -61,6 +61,22 @@ def test_a_padded_tile_fails_offline_naming_the_kernel_and_resource(tmp_path, re
 
 
 @pytest.mark.slow
+def test_a_padded_tile_still_holds_on_the_evidence_offline_as_the_page_shows(tmp_path, real_builds):
+    """Today's build changed, the evidence did not: verify --offline gives the claim on the evidence the page's
+    outcome, and today's build its own."""
+    from orchestrator.render.course import render_all
+
+    manifest = load_manifest(make_bug_course(PADDED_TILE, tmp_path / "course"))
+    shutil.copy(ROOT / "README.md", manifest.root / "README.md")   # render also writes its lessons table
+    [result] = verify_offline(manifest, manifest.lessons, discover(), Options(jobs=2, arch="sm_90"))
+    held = {claim.id: claim.held for claim in result.claims}
+    assert (held["tiled-smem-is-two-tiles"], held["tiled-smem-is-two-tiles [sm_90]"]) == (True, False)
+    [page] = [p for p in render_all(manifest, ROOT / "templates") if p.name == f"lessons/{DAY16}/README.md"]
+    assert ("<summary>ptxas agrees that the tiled kernel holds two 16 x 16 float tiles and the naive one none: "
+            "<b>held</b> (gate)</summary>") in page.new
+
+
+@pytest.mark.slow
 def test_a_figure_above_the_recorded_peak_fails_plausibility(tmp_path, real_builds):
     manifest = load_manifest(ROOT / "lessons.yaml")
     evidence = load_evidence(ROOT, DAY13, "nvidia-h200")

@@ -435,3 +435,26 @@ def test_the_json_report_carries_what_changed(command, course, fake_sanitizer, p
     [lesson] = json.loads(report.read_text())["results"]
     assert [change["what"] for change in lesson["provenance"]] == ["driver", "CUDA"]
     assert [change["id"] for change in lesson["claim_changes"]] == ["tiled-is-faster"]
+
+
+def test_a_claim_over_ptxas_report_drifts_against_todays_build_where_no_build_evidence_was_recorded(course_copy):
+    """The evidence's claims come from judging.claims_on_evidence: without build evidence for its architecture,
+    with the build that ran; so a claim over ptxas' report that now fails is a change, not left out."""
+    from orchestrator.cuda.build import BuildResult
+    from orchestrator.cuda.resources import BuildEvidence
+    from orchestrator.cuda.toolchain import Gpu
+    from orchestrator.judge.drift import describe_drift
+    from orchestrator.manifest.load import load_manifest
+
+    path = course_copy / "evidence" / DAY16 / "build" / "sm_90.json"
+    kernels = BuildEvidence.model_validate_json(path.read_text()).kernels
+    path.unlink()
+    manifest = load_manifest(course_copy / "lessons.yaml")
+    build = BuildResult(lesson=DAY16, arch="sm_90", binary=course_copy / "tiled_matmul", cached=True,
+                        command=["nvcc"], resources=kernels)
+    failed = ClaimResult(id="tiled-smem-is-two-tiles", kind="gate", says="", expression="", held=False, checked=1,
+                         failures=["smem moved"])
+    result = LessonResult(lesson=DAY16, claims=[failed])
+    gpu = Gpu(index=0, name="NVIDIA H200", uuid="GPU-test", compute_capability="9.0")
+    describe_drift(manifest, manifest.lesson(DAY16), Toolchain(), gpu, "sm_90", result, build)
+    assert [(c.id, c.was, c.now) for c in result.claim_changes] == [("tiled-smem-is-two-tiles", True, False)]

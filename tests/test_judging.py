@@ -13,8 +13,8 @@ from orchestrator.judge.comparison import FieldStatus, check_plausibility, fract
 from orchestrator.judge.evidence import EvidenceMeta, write_evidence
 from orchestrator.manifest.load import load_manifest
 from orchestrator.transcript.claims import ClaimResult
-from orchestrator.judge.judging import (claim_reason, describe_environment, judge_recorded_pass, judge_runs,
-                                  parse_evidence, resolve_snippets)
+from orchestrator.judge.judging import (claim_reason, compare_with_previous, describe_environment, judge_recorded_pass,
+                                        judge_runs, parse_evidence, resolve_snippets)
 from orchestrator.judge.results import Status
 from orchestrator.process import CommandResult
 from orchestrator.cuda.toolchain import Gpu, GpuState, peak_fp32
@@ -86,6 +86,24 @@ def test_a_spread_wider_than_the_tolerance_is_ambiguous_not_failed(course):
     assert fields["cases[611x613x617/tiled].ms"].status is FieldStatus.ambiguous
     assert fields["cases[611x613x617/naive].gflops"].status is FieldStatus.same
     assert result.status is Status.PASS, result.reasons
+
+
+def test_record_gives_each_field_the_status_verify_gives_it(course):
+    """Repeated runs on a throttled GPU: a spread past its tolerance is ambiguous, a move untrusted, for both."""
+    manifest, lesson, transcript = course
+    row = "611x613x617      tiled         0.070      6589.1            78"
+    slow = with_time(transcript, "256x256x256      tiled         0.010      3350.1",
+                     "256x256x256      tiled         0.200       167.5")
+    runs = [run_of(slow), run_of(with_time(slow, row, "611x613x617      tiled         0.140      3300.0            78")),
+            run_of(with_time(slow, row, "611x613x617      tiled         0.070      6600.0            78"))]
+    environment = describe_environment(GpuState(throttle_reasons=0x20), GpuState(throttle_reasons=0x20))
+    verified, _ = judge_runs(manifest, lesson, runs, H200, "sm_90", True, None, environment)
+    recorded, _ = judge_runs(manifest, lesson, runs, H200, "sm_90", False, None, environment)
+    compare_with_previous(manifest, lesson, recorded, "nvidia-h200")
+    statuses = {f.path: f.status for f in verified.fields}
+    assert (statuses["cases[611x613x617/tiled].gflops"], statuses["cases[256x256x256/tiled].gflops"]) == (
+        FieldStatus.ambiguous, FieldStatus.untrusted)
+    assert {f.path: f.status for f in recorded.fields} == statuses
 
 
 def test_a_gate_failing_in_any_run_fails_the_lesson(course):
@@ -197,3 +215,85 @@ def test_the_recorded_racecheck_of_day14_is_judged_once_for_verify_and_render():
     assert outcome.findings == len(report.findings) > 0
     assert judge_recorded_pass(manifest, lesson, parsed.evidence, "synccheck",
                                manifest.sanitizers(lesson)["racecheck"]) is None   # never recorded
+
+
+# -- a claim over ptxas' report on the evidence: one outcome for the page and verify --offline -------------
+TILED_SMEM = "ptxas agrees that the tiled kernel holds two 16 x 16 float tiles and the naive one none"
+
+
+def on_the_page(manifest, says: str) -> str:
+    """What day 16's page says of a claim on the H200 evidence: held, failed or not checked."""
+    import re
+
+    from orchestrator.render.course import render_all
+
+    [page] = [p for p in render_all(manifest) if p.name == f"lessons/{DAY16}/README.md"]
+    return re.search(rf"<summary>{re.escape(says)}: <b>([a-z ]+)</b>", page.new).group(1)
+
+
+def with_smem(kernels: dict, smem: int) -> dict:
+    return {name: k.model_copy(update={"smem": smem}) if name == "matmulTiled" else k for name, k in kernels.items()}
+
+
+@pytest.mark.parametrize("recorded_smem, today_smem, on_the_evidence", [
+    (2048, 2112, "held"),     # today's build pads a tile: the evidence, and its ptxas report, still hold
+    (2112, 2048, "failed"),   # the recorded ptxas report disagrees with the transcript; today's build does not
+], ids=["today-changed", "recorded-differs"])
+def test_a_claim_over_ptxas_report_has_the_pages_outcome_in_verify_offline(course_copy, recorded_smem, today_smem,
+                                                                           on_the_evidence):
+    from orchestrator.cuda.build import BuildResult
+    from orchestrator.cuda.resources import BuildEvidence
+    from orchestrator.judge.judging import judge_evidence
+    from orchestrator.judge.results import LessonResult
+
+    path = course_copy / "evidence" / DAY16 / "build" / "sm_90.json"
+    recorded = BuildEvidence.model_validate_json(path.read_text())
+    assert recorded.kernels["matmulTiled"].smem == 2048
+    path.write_text(recorded.model_copy(update={"kernels": with_smem(recorded.kernels, recorded_smem)})
+                    .model_dump_json(indent=2) + "\n")
+    manifest = load_manifest(course_copy / "lessons.yaml")
+    today = BuildResult(lesson=DAY16, arch="sm_90", binary=course_copy / "tiled_matmul", cached=True,
+                        command=["nvcc"], resources=with_smem(recorded.kernels, today_smem))
+    out = LessonResult(lesson=DAY16, builds=[today])
+    judge_evidence(manifest, manifest.lesson(DAY16), out)
+    claims = {claim.id: claim for claim in out.claims}
+
+    assert on_the_page(manifest, TILED_SMEM) == on_the_evidence
+    assert ("held" if claims["tiled-smem-is-two-tiles"].held else "failed") == on_the_evidence
+    assert claims["tiled-smem-is-two-tiles [sm_90]"].held is (today_smem == 2048)
+    failed = [reason.splitlines()[0] for reason in out.reasons if "tiled-smem-is-two-tiles" in reason]
+    assert failed == [f"nvidia-h200: gate 'tiled-smem-is-two-tiles{'' if on_the_evidence == 'failed' else ' [sm_90]'}' "
+                      f"failed ({TILED_SMEM})"]
+    # Every other claim: the evidence and today's build agree, and it is listed once.
+    assert [c for c in claims if c.startswith("no-kernel-spills")] == ["no-kernel-spills [sm_90]"]
+
+
+def test_the_evidence_is_judged_with_its_build_evidence_else_with_todays_build_of_its_architecture(course_copy):
+    from orchestrator.cuda.build import BuildResult
+    from orchestrator.cuda.resources import BuildEvidence
+    from orchestrator.errors import EvidenceError
+    from orchestrator.judge.judging import claims_on_evidence
+
+    manifest = load_manifest(course_copy / "lessons.yaml")
+    lesson = manifest.lesson(DAY16)
+    parsed = parse_evidence(manifest, lesson, "nvidia-h200")
+    path = course_copy / "evidence" / DAY16 / "build" / "sm_90.json"
+    kernels = BuildEvidence.model_validate_json(path.read_text()).kernels
+
+    def build(arch: str, smem: int) -> BuildResult:
+        return BuildResult(lesson=DAY16, arch=arch, binary=course_copy / "tiled_matmul", cached=True,
+                           command=["nvcc"], resources=with_smem(kernels, smem))
+
+    def tiled_smem(builds) -> tuple[bool | None, type | None]:
+        claims, unreadable = claims_on_evidence(manifest, lesson, parsed, builds)
+        held = {claim.id: claim.held for claim in claims}
+        assert ("no-kernel-spills" in held) is ("tiled-smem-is-two-tiles" in held)
+        return held.get("tiled-smem-is-two-tiles"), type(unreadable) if unreadable else None
+
+    today = [build("sm_75", 2048), build("sm_90", 2112)]
+    assert tiled_smem(today) == (True, None)                 # the recorded report, not today's
+    path.unlink()
+    assert tiled_smem(today) == (False, None)                # none recorded: today's build for sm_90
+    assert tiled_smem(today[:1]) == (None, None)             # nor built for sm_90 today: not judged
+    path.mkdir()
+    assert tiled_smem(today) == (None, EvidenceError)        # recorded, and unreadable: said, not judged

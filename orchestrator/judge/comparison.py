@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Collection
 from enum import Enum
 
 from pydantic import BaseModel
@@ -67,11 +69,41 @@ def within(spec: FieldSpec, old: Value, new: Value) -> bool:
     return abs(new - old) <= tolerance_bound(spec, old)
 
 
-def compare_fields(new: list[Flat], old: list[Flat], same_gpu: bool) -> list[FieldResult]:
-    """One result per field of either side, in this run's order.
+def spread_of_runs(runs: list[list[Flat]]) -> tuple[dict[str, float], dict[str, float], set[str]]:
+    """(median, spread, ambiguous paths) of every numeric tolerance field over several runs.
+
+    A field is ambiguous when its runs lie further apart than its own
+    tolerance allows around their median; `compare_fields` gives it that status.
+    """
+    values: dict[str, list[float]] = {}
+    specs = {}
+    for flats in runs:
+        for flat in flats:
+            if flat.spec.compare is Compare.tolerance and isinstance(flat.value, (int, float)):
+                values.setdefault(flat.path, []).append(float(flat.value))
+                specs[flat.path] = flat.spec
+    medians, spread, ambiguous = {}, {}, set()
+    for path, series in values.items():
+        median = statistics.median(series)
+        medians[path] = median
+        width = max(series) - min(series)
+        spread[path] = round(width / abs(median), 4) if median else 0.0
+        if width > tolerance_bound(specs[path], median):
+            ambiguous.add(path)
+    return medians, spread, ambiguous
+
+
+def compare_fields(new: list[Flat], old: list[Flat], same_gpu: bool, ambiguous: Collection[str] = frozenset(),
+                   untrusted: bool = False) -> list[FieldResult]:
+    """One result per field of either side, in this run's order, each with its final status.
 
     exact fields are compared with any GPU's evidence; device and tolerance
-    fields only with the same GPU's; volatile fields never.
+    fields only with the same GPU's; volatile fields never. A compared field
+    whose path is in `ambiguous` (its repeated runs spread wider than its
+    tolerance, `spread_of_runs`) is AMBIGUOUS whatever its value; with
+    `untrusted` (the timings were taken on a throttled or shared GPU) a
+    tolerance field outside its tolerance is UNTRUSTED instead of MOVED.
+    verify, record and compare all take a field's status from here.
     """
     old_by_path = {f.path: f for f in old}
     results: list[FieldResult] = []
@@ -99,6 +131,10 @@ def compare_fields(new: list[Flat], old: list[Flat], same_gpu: bool) -> list[Fie
             status = FieldStatus.within
         else:
             status = FieldStatus.moved
+        if field.path in ambiguous:
+            status = FieldStatus.ambiguous
+        elif untrusted and status is FieldStatus.moved and spec.compare is Compare.tolerance:
+            status = FieldStatus.untrusted
         results.append(FieldResult(path=field.path, rule=rule, old=before.value, new=field.value,
                                    ratio=value_ratio(before.value, field.value), status=status,
                                    line=field.line))

@@ -17,13 +17,13 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from .. import __version__
-from ..transcript.claims import ClaimResult, evaluate_claims
+from ..transcript.claims import ClaimResult
 from .comparison import FieldResult, FieldStatus
 from ..errors import EvidenceError, TranscriptError
 from ..cuda.build import BuildResult
-from .evidence import EvidenceMeta, lesson_digest, load_build_evidence, load_evidence, source_changes
+from .evidence import EvidenceMeta, lesson_digest, load_evidence, source_changes
 from ..files import atomic_write
-from .judging import judge_recorded_pass, parse_evidence, sources_now
+from .judging import claims_on_evidence, judge_recorded_pass, parse_evidence, sources_now
 from ..manifest.model import Lesson, Manifest, SanitizerPass
 from .results import ClaimChange, FindingChange, LessonResult, ProvenanceChange, shown
 from ..cuda.sanitizer import Finding, Report
@@ -193,12 +193,7 @@ def describe_drift(manifest: Manifest, lesson: Lesson, toolchain: Toolchain, gpu
     result.provenance = provenance_changes(provenance_of(evidence.meta),
                                            provenance_now(manifest, lesson, toolchain, gpu, arch, build))
     if parsed is not None and result.claims:
-        try:
-            built = load_build_evidence(manifest.root, lesson.id, evidence.meta.arch)
-        except EvidenceError:
-            built = None
-        old = evaluate_claims(lesson.output, parsed.transcript, lesson.claims,
-                              built.kernels if built is not None else None)
+        old, _ = claims_on_evidence(manifest, lesson, parsed, [build] if build is not None else [])
         result.claim_changes = claim_changes(old, result.claims)
     declared = manifest.sanitizers(lesson)
     for outcome in result.sanitizers:

@@ -2,11 +2,13 @@
 
 - a run of a lesson (`judge_run`, several runs: `judge_runs`);
 - a run's fields against recorded evidence (`compare_with_evidence`; before
-  record replaces it: `compare_with_previous`);
+  record replaces it: `compare_with_previous`), each status comparison.compare_fields';
 - ptxas' report against the build evidence (`compare_build_evidence`);
 - a compute-sanitizer pass, run now (`judge_sanitizer_run`) or recorded
   (`judge_recorded_pass`), with `snippet:` expectations resolved by
   `resolve_snippets`;
+- a lesson's claims on one GPU's recorded evidence (`claims_on_evidence`), and
+  over ptxas' report of today's builds (`build_claims`);
 - recorded evidence on its own, without a GPU (`judge_evidence`);
 - the text of a failed claim (`claim_reason`).
 
@@ -16,14 +18,13 @@ here runs a program or writes a file.
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 from ..cuda.build import BuildResult
 from ..transcript.claims import ClaimResult, evaluate_claim, evaluate_claims, resources_view, transcript_names, uses_resources
-from .comparison import FieldStatus, check_plausibility, compare_fields, tolerance_bound
+from .comparison import check_plausibility, compare_fields, spread_of_runs
 from ..errors import CoursectlError, EvidenceError, TranscriptError
 from ..files import relative
 from .evidence import (Evidence, describe_source_change, lesson_digest, list_gpus, load_build_evidence,
@@ -93,6 +94,27 @@ def parse_evidence(manifest: Manifest, lesson: Lesson, slug: str, root: Path | N
                           flats=list(flatten(lesson.output.items, transcript.scope)))
 
 
+def claims_on_evidence(manifest: Manifest, lesson: Lesson, parsed: ParsedEvidence,
+                       builds: list[BuildResult] = ()) -> tuple[list[ClaimResult], EvidenceError | None]:
+    """A lesson's claims on one GPU's recorded evidence, and what kept its build evidence from being read.
+
+    The transcript is judged with ptxas' report of the build it describes:
+    the build evidence recorded for its architecture, or where none was
+    recorded, today's build for that architecture among `builds`. Without
+    either (or with build evidence that cannot be read) the claims over
+    ptxas' report are left out. The page, verify --offline and the drift
+    of a run all take a claim's outcome on the evidence from here.
+    """
+    arch, resources, unreadable = parsed.evidence.meta.arch, None, None
+    try:
+        recorded = load_build_evidence(manifest.root, lesson.id, arch)
+        today = [b.resources for b in builds if b.arch == arch and b.variant == "plain"]
+        resources = recorded.kernels if recorded is not None else (today[0] if today else None)
+    except EvidenceError as exc:
+        unreadable = exc
+    return evaluate_claims(lesson.output, parsed.transcript, lesson.claims, resources), unreadable
+
+
 # -- one run ---------------------------------------------------------------------------------
 def judge_run(manifest: Manifest, lesson: Lesson, result: CommandResult, gpu_slug: str | None,
               arch: str | None, compare: bool = True, resources: dict | None = None,
@@ -152,7 +174,7 @@ def judge_runs(manifest: Manifest, lesson: Lesson, runs: list[CommandResult], gp
     parsed = [(index, result.flats) for index, result in enumerate(judged) if result.flats is not None]
     chosen, medians, spread, ambiguous = 0, {}, {}, set()
     if len(parsed) > 1:
-        medians, spread, ambiguous = _spread([flats for _, flats in parsed])
+        medians, spread, ambiguous = spread_of_runs([flats for _, flats in parsed])
 
         def distance(flats: list[Flat]) -> float:
             return sum(abs(float(f.value) - medians[f.path]) / (abs(medians[f.path]) or 1.0)
@@ -164,32 +186,13 @@ def judge_runs(manifest: Manifest, lesson: Lesson, runs: list[CommandResult], gp
             result.reasons += [f"run {index + 1} of {len(runs)}: {r}" for r in other.reasons]
     result.runs = len(runs)
     result.spread = spread
+    result.ambiguous = sorted(ambiguous)
     if compare and parsed:
         flats = dict(parsed).get(chosen) or parsed[0][1]
         if medians:
             flats = [f.model_copy(update={"value": medians[f.path]}) if f.path in medians else f for f in flats]
-        compare_with_evidence(manifest, lesson, flats, gpu.slug, result, ambiguous)
+        compare_with_evidence(manifest, lesson, flats, gpu.slug, result)
     return settle(result, compare), chosen
-
-
-def _spread(runs: list[list[Flat]]) -> tuple[dict[str, float], dict[str, float], set[str]]:
-    """(median, spread, ambiguous paths) of every numeric tolerance field over several runs."""
-    values: dict[str, list[float]] = {}
-    specs = {}
-    for flats in runs:
-        for flat in flats:
-            if flat.spec.compare.value == "tolerance" and isinstance(flat.value, (int, float)):
-                values.setdefault(flat.path, []).append(float(flat.value))
-                specs[flat.path] = flat.spec
-    medians, spread, ambiguous = {}, {}, set()
-    for path, series in values.items():
-        median = statistics.median(series)
-        medians[path] = median
-        width = max(series) - min(series)
-        spread[path] = round(width / abs(median), 4) if median else 0.0
-        if width > tolerance_bound(specs[path], median):
-            ambiguous.add(path)
-    return medians, spread, ambiguous
 
 
 def describe_environment(before: GpuState | None, after: GpuState | None) -> RunEnvironment:
@@ -205,8 +208,11 @@ def describe_environment(before: GpuState | None, after: GpuState | None) -> Run
 
 # -- against evidence ----------------------------------------------------------------------------
 def compare_with_evidence(manifest: Manifest, lesson: Lesson, new: list[Flat], gpu_slug: str | None,
-                          out: LessonResult, ambiguous: set[str] = frozenset()) -> None:
-    """Each field against this GPU's evidence (or another GPU's exact fields); moves are reasons."""
+                          out: LessonResult) -> None:
+    """Each field against this GPU's evidence (or another GPU's exact fields); moves are reasons.
+
+    The fields' statuses are compare_fields', given the run's ambiguous fields and whether its timings are trusted.
+    """
     slugs = list_gpus(manifest.root, lesson.id)
     slug = gpu_slug if gpu_slug in slugs else (slugs[0] if slugs else None)
     if slug is None:
@@ -218,14 +224,8 @@ def compare_with_evidence(manifest: Manifest, lesson: Lesson, new: list[Flat], g
         out.reasons.append(f"evidence: {exc}")
         return
     out.evidence = slug
-    out.fields = compare_fields(new, old.flats, same_gpu=slug == gpu_slug)
-    for field in out.fields:
-        if field.path in ambiguous and field.status in (FieldStatus.within, FieldStatus.moved, FieldStatus.same):
-            field.status = FieldStatus.ambiguous
-    if out.environment.untrusted:
-        for field in out.fields:
-            if field.status is FieldStatus.moved and field.rule.startswith("tolerance"):
-                field.status = FieldStatus.untrusted
+    out.fields = compare_fields(new, old.flats, same_gpu=slug == gpu_slug, ambiguous=out.ambiguous,
+                                untrusted=bool(out.environment.untrusted))
     moved = [f for f in out.fields if f.status.is_failure]
     if moved:
         lines = [f"{len(moved)} field(s) differ from the {slug} evidence:"]
@@ -259,7 +259,8 @@ def compare_with_previous(manifest: Manifest, lesson: Lesson, out: LessonResult,
         out.notes.append(f"previous evidence no longer parses ({exc}); nothing to compare")
         return
     if previous is not None:
-        out.fields = compare_fields(out.flats or [], previous.flats, same_gpu=True)
+        out.fields = compare_fields(out.flats or [], previous.flats, same_gpu=True, ambiguous=out.ambiguous,
+                                    untrusted=bool(out.environment.untrusted))
         out.evidence = slug
 
 
@@ -275,7 +276,8 @@ def compare_build_evidence(manifest: Manifest, lesson: Lesson, build: BuildResul
     try:
         old = load_build_evidence(manifest.root, lesson.id, build.arch)
     except EvidenceError as exc:
-        out.reasons.append(str(exc))
+        if str(exc) not in out.reasons:   # judge_evidence may have said it, judging the evidence's claims
+            out.reasons.append(str(exc))
         return
     if old is None:
         return
@@ -375,7 +377,11 @@ def judge_recorded_pass(manifest: Manifest, lesson: Lesson, evidence: Evidence, 
 
 # -- offline: the evidence on its own ---------------------------------------------------------------
 def judge_evidence(manifest: Manifest, lesson: Lesson, out: LessonResult) -> None:
-    """Parse each GPU's evidence, check its gates and recorded passes, and that exact fields agree across GPUs."""
+    """Parse each GPU's evidence, check its gates and recorded passes, and that exact fields agree across GPUs.
+
+    Its claims are judged as the page shows them (`claims_on_evidence`); the
+    claims over ptxas' report of today's builds (out.builds) on its transcript beside them.
+    """
     parsed: dict[str, list[Flat]] = {}
     for slug in list_gpus(manifest.root, lesson.id):
         try:
@@ -393,11 +399,10 @@ def judge_evidence(manifest: Manifest, lesson: Lesson, out: LessonResult) -> Non
         elif not meta.sources and meta.source_sha256 != lesson_digest(manifest.source_path(lesson)):
             out.notes.append(f"{slug}: the source changed since this evidence was recorded "
                              f"({meta.date}); re-record it on that GPU")
-        claims = evaluate_claims(lesson.output, item.transcript, lesson.claims)
-        for build in out.builds:  # claims over the build evidence, once per architecture
-            claims += [c.model_copy(update={"id": f"{c.id} [{build.arch}]"}) for c in
-                       evaluate_claims(lesson.output, item.transcript, lesson.claims, build.resources)
-                       if c.id not in {x.id for x in claims}]
+        claims, unreadable = claims_on_evidence(manifest, lesson, item, out.builds)
+        if unreadable is not None and str(unreadable) not in out.reasons:
+            out.reasons.append(str(unreadable))
+        claims = _beside_today(claims, build_claims(lesson, out.builds, item.transcript), meta.arch)
         out.claims = out.claims or claims
         _file_claims(claims, out, f"{slug}: ")
         parsed[slug] = item.flats
@@ -414,6 +419,20 @@ def judge_evidence(manifest: Manifest, lesson: Lesson, out: LessonResult) -> Non
             if field.status.is_failure:
                 out.reasons.append(f"exact field {field.path} differs between GPUs: "
                                    f"{slugs[0]} {field.old!r}, {other} {field.new!r}")
+
+
+def _beside_today(claims: list[ClaimResult], today: list[ClaimResult], arch: str) -> list[ClaimResult]:
+    """The evidence's claims, then today's builds' claims over ptxas' report on its transcript.
+
+    A claim whose outcome on the evidence today's build of the evidence's
+    architecture repeats is listed once, as that build's (`no-kernel-spills [sm_90]`).
+    """
+    twins = {claim.id: claim for claim in today}
+
+    def repeated(claim: ClaimResult) -> bool:
+        twin = twins.get(f"{claim.id} [{arch}]")
+        return twin is not None and twin.model_copy(update={"id": claim.id}) == claim
+    return [claim for claim in claims if not repeated(claim)] + today
 
 
 def _judge_recorded_passes(manifest: Manifest, lesson: Lesson, evidence: Evidence, out: LessonResult) -> None:
@@ -433,26 +452,31 @@ def _judge_recorded_passes(manifest: Manifest, lesson: Lesson, evidence: Evidenc
         out.sanitizers.append(outcome)
 
 
+def build_claims(lesson: Lesson, builds: list[BuildResult], transcript: Transcript | None = None) -> list[ClaimResult]:
+    """The claims over ptxas' report of today's builds, once per architecture (`no-kernel-spills [sm_90]`).
+
+    Judged on a recorded transcript where there is one; without it, a claim
+    that also names a printed field is left out.
+    """
+    claims = [c for c in lesson.claims if uses_resources(c) and (transcript is not None or not transcript_names(c))]
+    transcript = transcript if transcript is not None else Transcript(scope=Scope(), line_count=0)
+    return [evaluate_claim(lesson.output, transcript, claim, {"resources": resources_view(build.resources)})
+            .model_copy(update={"id": f"{claim.id} [{build.arch}]"}) for build in builds for claim in claims]
+
+
 def judge_build_claims(lesson: Lesson, out: LessonResult) -> None:
     """For a lesson never recorded: the claims over ptxas' report alone, once per architecture built.
 
     A claim that also names a printed field needs a transcript; it is listed
     as not checked, never counted as held.
     """
-    empty = Transcript(scope=Scope(), line_count=0)
-    for claim in lesson.claims:
-        if not uses_resources(claim):
-            continue
-        needs = transcript_names(claim)
-        if needs:
-            out.notes.append(f"{claim.kind} {claim.id!r} not checked: it needs a recorded transcript "
-                             f"({', '.join(sorted(needs))})")
-            continue
-        for build in out.builds:
-            result = evaluate_claim(lesson.output, empty, claim, {"resources": resources_view(build.resources)})
-            result = result.model_copy(update={"id": f"{claim.id} [{build.arch}]"})
-            out.claims.append(result)
-            _file_claims([result], out)
+    out.notes += [f"{claim.kind} {claim.id!r} not checked: it needs a recorded transcript "
+                  f"({', '.join(sorted(transcript_names(claim)))})"
+                  for claim in lesson.claims if uses_resources(claim) and transcript_names(claim)]
+    order = [f"{claim.id} [{build.arch}]" for claim in lesson.claims for build in out.builds]
+    claims = sorted(build_claims(lesson, out.builds), key=lambda claim: order.index(claim.id))
+    out.claims += claims
+    _file_claims(claims, out)
 
 
 def judge_source(manifest: Manifest, lesson: Lesson, out: LessonResult) -> None:

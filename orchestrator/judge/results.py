@@ -149,6 +149,7 @@ class LessonResult(BaseModel):
     sanitizers: list[PassResult] = []
     environment: RunEnvironment = RunEnvironment()
     spread: dict[str, float] = {}    # with --repeat: (max - min) / |median| per tolerance field
+    ambiguous: SkipJsonSchema[list[str]] = Field(default=[], exclude=True)  # with --repeat: spread past tolerance
     evidence_date: str | None = None  # when the evidence compared against was recorded
     provenance: list[ProvenanceChange] = []  # what differs underneath, evidence -> now
     claim_changes: list[ClaimChange] = []    # claims whose outcome differs from the evidence's

@@ -24,16 +24,16 @@ import jinja2
 from pydantic import BaseModel
 
 from ..cuda.build import display_command
-from ..transcript.claims import ClaimResult, evaluate_claims
+from ..transcript.claims import ClaimResult
 from ..errors import EvidenceError, TemplateError
-from ..judge.evidence import HEADER_LINE, Evidence, build_evidence_path, list_gpus, load_build_evidence
+from ..judge.evidence import HEADER_LINE, Evidence, build_evidence_path, list_gpus
 from .figures import (Chart, Figure, FigureTable, build_charts, build_figures, figure_tables, format_number,
                       nice_ceiling)
 from ..files import TEXT_LIMIT, atomic_write, read_text, relative, source_lines
 from .godbolt import GODBOLT_ARCH, godbolt_link, page_link
 from ..cuda.includes import local_headers
 from ..manifest.model import Lesson, Manifest, SanitizerPass
-from ..judge.judging import judge_recorded_pass, parse_evidence, resolve_snippets
+from ..judge.judging import claims_on_evidence, judge_recorded_pass, parse_evidence, resolve_snippets
 from ..cuda.sanitizer import Finding, Report
 from ..manifest.snippets import Snippet, extract_snippets
 from .source_header import rewrite_header, without_verified
@@ -266,15 +266,16 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     figures = build_figures(lesson.output, lesson.page, parsed)
     claims = [ClaimRow(id=c.id, kind=c.kind, says=c.says, expression=c.expression, each=c.each,
                        where=c.where, results={}) for c in lesson.claims]
-    for item in evidence:
-        # Claims over ptxas' report are judged only where build evidence for that architecture exists.
-        built = load_build_evidence(root, lesson.id, item.meta.arch)
-        resources = built.kernels if built is not None else None
-        results = evaluate_claims(lesson.output, parsed[item.meta.gpu_slug], lesson.claims, resources)
+    for item in recorded:
+        # As verify --offline judges the evidence; with no build here, claims over ptxas' report only where
+        # build evidence for that architecture exists.
+        results, unreadable = claims_on_evidence(manifest, lesson, item)
+        if unreadable is not None:
+            raise unreadable
         by_id = {result.id: result for result in results}
         for row in claims:
             if row.id in by_id:
-                row.results[item.meta.gpu_slug] = by_id[row.id]
+                row.results[item.slug] = by_id[row.id]
     for gpu in gpus:
         gpu.unchecked = [row.id for row in claims if gpu.slug not in row.results]
 

@@ -208,7 +208,14 @@ def compare_evidence(manifest: Manifest, lessons: list[Lesson], a: Side, b: Side
 
 
 def _side_by_side(left: ParsedEvidence, right: ParsedEvidence, same_gpu: bool) -> list[FieldResult]:
-    fields = [f for f in compare_fields(right.flats, left.flats, same_gpu) if f.status is not FieldStatus.volatile]
+    """B's fields against A's, each status as verify and record decide it (compare_fields).
+
+    B stands where verify's run does: timings B recorded on a throttled or shared GPU are untrusted. The
+    evidence keeps no per-field ambiguity of a --repeat (only its rounded spread), so none is given.
+    """
+    untrusted = bool(right.evidence.meta.environment.get("untrusted"))
+    fields = [f for f in compare_fields(right.flats, left.flats, same_gpu, untrusted=untrusted)
+              if f.status is not FieldStatus.volatile]
     for field in fields:
         if field.ratio is None:
             field.ratio = value_ratio(field.old, field.new)
