@@ -27,7 +27,7 @@ from conftest import (GPU_SLUG, GPU_UUID, QUIET, SECOND_GPU_UUID, H, after, cour
 from orchestrator.manifest.selection import shard_lessons
 from orchestrator.workflows.pipeline import verify
 from orchestrator.workflows.sharing import PASS_MEMORY_MIB, GpuShare, pass_slots
-from orchestrator.judge.results import Options, Status, quiet
+from orchestrator.judge.results import LessonResult, Options, Status, quiet
 from orchestrator.process import CommandResult, run_command
 from orchestrator.cuda.toolchain import Gpu, Toolchain, free_memory_mib
 
@@ -370,6 +370,41 @@ def test_a_turn_that_raises_ends_that_lesson_as_crash_and_the_others_stand(make_
     assert [(r.lesson, r.status, r.reasons) for r in results] == [
         ("day16-tiled-matmul", Status.NO_EVIDENCE, []),
         ("day13-shared-memory", Status.CRASH, ["coursectl failed on this lesson: RuntimeError('boom')"])]
+
+
+def test_the_scheduler_walks_the_stages_in_order_and_settles_once_after_the_last(make_course, prebuilt,
+                                                                                 nvcc_version, monkeypatch):
+    """Each stage is handed the result the stage before returned (the first, one with the lesson's notes);
+    what the last returns is settled, once, as the workflow says (here: compared=False)."""
+    from orchestrator.workflows import scheduler
+
+    settled, walked = [], []
+    settle = scheduler.settle
+    monkeypatch.setattr(scheduler, "settle", lambda result, compared=True: (
+        settled.append((result.lesson, list(result.reasons), compared)), settle(result, compared))[1])
+
+    def first(turn, result):
+        walked.append((turn.lesson.id, "first", list(result.notes)))
+        return LessonResult(lesson=result.lesson, gpu=result.gpu, arch=result.arch, notes=["replaced"])
+
+    def last(turn, result):
+        walked.append((turn.lesson.id, "last", list(result.notes)))
+        result.reasons.append("found by the last stage")
+        return result
+
+    manifest, toolchain, emit, runner, _ = _two_lesson_run(make_course, nvcc_version, lambda *args: None)
+    walk = scheduler.Scheduler(manifest, manifest.lessons, toolchain, Options(jobs=2, sanitize=False), (first, last),
+                               emit, runner, compared=False, notes={"day13-shared-memory": ["began with"]})
+    results = walk.run()
+    assert [(r.lesson, r.status, r.notes, r.reasons) for r in results] == [
+        (lesson, Status.FAIL, ["replaced"], ["found by the last stage"])
+        for lesson in ("day16-tiled-matmul", "day13-shared-memory")]
+    assert sorted(walked) == [("day13-shared-memory", "first", ["began with"]),
+                              ("day13-shared-memory", "last", ["replaced"]),
+                              ("day16-tiled-matmul", "first", []), ("day16-tiled-matmul", "last", ["replaced"])]
+    assert sorted(settled) == [("day13-shared-memory", ["found by the last stage"], False),
+                               ("day16-tiled-matmul", ["found by the last stage"], False)]
+    assert sorted(walk.turns) == ["day13-shared-memory", "day16-tiled-matmul"]
 
 
 def test_ctrl_c_keeps_what_finished_and_skips_the_rest(make_course, prebuilt, nvcc_version, ctrl_c):

@@ -1,9 +1,11 @@
-"""One lesson's turn on its GPU: the stages a workflow's `stages` calls, in order.
+"""One lesson's turn on its GPU: what the stages of a workflow (pipeline.py) run and write.
 
 A Turn runs the lesson's timed runs (its GPU to itself), its sanitizer passes
 (from the sanitizer cache when nothing they depend on changed), and, for
-record, stores what was judged. It runs programs and writes files; every
-verdict on what they did comes from judging.py.
+record, stores what was judged; it keeps what they gave (`runs`, `chosen`,
+`files`) for the stages after. It runs programs and writes files; every
+verdict on what they did comes from judging.py. An OfflineTurn is the same
+for verify --offline, which runs nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import datetime as dt
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
@@ -52,6 +55,9 @@ class Turn:
         self.environment = RunEnvironment()
         self.expected = expected                         # its passes' expected seconds (expected_passes)
         self.tickets: dict[str, Ticket] | None = None   # this lesson's passes in the GPU share's queue
+        self.runs: list[CommandResult] = []            # the timed runs, once run_program is done
+        self.chosen = 0                                # the run judged as the lesson's (judging.judge_runs)
+        self.files: dict[str, bytes] = {}              # the passes' logs and XML reports, named as stored
 
     @property
     def build(self) -> BuildResult:
@@ -73,7 +79,10 @@ class Turn:
         self.claim.release()
 
     def run_program(self) -> list[CommandResult]:
-        """The timed runs (options.repeat of them), with the GPU's state before and after, the GPU to themselves."""
+        """The timed runs (options.repeat of them), with the GPU's state before and after, the GPU to themselves.
+
+        Kept as `runs` too.
+        """
         runs: list[CommandResult] = []
         with contextlib.ExitStack() as alone:
             with span("waiting for its GPU to itself", self.lesson.id):
@@ -92,6 +101,7 @@ class Turn:
             self.environment = describe_environment(before, _state_of(self.gpu))
         self.release()
         self._event("comparing")
+        self.runs = runs
         return runs
 
     def passes(self) -> dict[str, SanitizerPass]:
@@ -101,7 +111,7 @@ class Turn:
         """Each sanitizer pass on the -lineinfo build, taken from the cache or run, all at once; judged.
 
         Their problems become the lesson's reasons. Returns the logs and XML
-        reports, named as record stores them.
+        reports, named as record stores them, and keeps them as `files`.
         """
         self.release()
         if not self.options.sanitize:
@@ -123,6 +133,7 @@ class Turn:
             files[f"{outcome.tool}.log"] = log
             if xml:
                 files[f"{outcome.tool}.xml"] = xml
+        self.files = files
         return files
 
     def _sanitize_one(self, sanitizer: str, build: BuildResult, tool: str,
@@ -174,15 +185,17 @@ class Turn:
         outcome.cached = stored is not None
         return outcome, log, xml, note
 
-    def store(self, result: LessonResult, command: CommandResult, files: dict[str, bytes]) -> LessonResult:
-        """Write the evidence and the build evidence of a lesson that held every gate; say what moved.
+    def store(self, result: LessonResult) -> LessonResult:
+        """Write the evidence (the chosen run, the passes' files) and the build evidence of a lesson that held
+        every gate; say what moved.
 
         A dry run writes nothing and says in a note what it would have written.
         """
-        if result.status.is_failure or self.stopping.is_set():
+        if _would_fail(result) or self.stopping.is_set():
             result.reasons.insert(0, "not recorded: the previous evidence is untouched")
-            return settle(result, compared=False)
+            return result
         manifest, lesson, gpu, toolchain = self.manifest, self.lesson, self.gpu, self.toolchain
+        command = self.runs[self.chosen]
         compare_with_previous(manifest, lesson, result, gpu.slug)
         meta = EvidenceMeta(
             lesson=lesson.id, date=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
@@ -197,20 +210,20 @@ class Turn:
             repeat={"runs": result.runs, "spread": result.spread} if result.runs > 1 else {},
             sources={name: digest for name, digest in sources_now(manifest, lesson, [self.build]).items()
                      if digest is not None})
-        files, meta.stale_passes = self._kept_reports(result, files)
+        files, meta.stale_passes = self._kept_reports(result, self.files)
         archs = manifest.architectures   # builds finish in any order; say them in the manifest's
         built = sorted((build_evidence_of(manifest, lesson, build, toolchain.nvcc_version)
                         for key, build in self.builds.items() if key.endswith("/plain")),
                        key=lambda b: archs.index(b.arch) if b.arch in archs else len(archs))
         if self.options.dry_run:
             result.notes.append(would_write(manifest.root, meta, files, built))
-            return settle(result, compared=False)
+            return result
         write_evidence(manifest.root, meta, result.transcript or "", files)
         for build in built:
             write_build_evidence(manifest.root, build)
         result.recorded = True
         result.evidence = gpu.slug
-        return settle(result, compared=False)
+        return result
 
 
     def _kept_reports(self, result: LessonResult, files: dict[str, bytes]) -> tuple[dict[str, bytes], list[str]]:
@@ -246,6 +259,21 @@ class Turn:
             else:
                 result.notes.append(f"{tool}: not run; kept the report recorded {old.date[:10]} (same build)")
         return kept, sorted(stale)
+
+
+@dataclass
+class OfflineTurn:
+    """One lesson of verify --offline, its builds done: what its stages judge. No GPU, nothing run."""
+
+    manifest: Manifest
+    toolchain: Toolchain
+    lesson: Lesson
+
+
+def _would_fail(result: LessonResult) -> bool:
+    """Whether the lesson fails as it stands, asked of settle on a copy: the scheduler settles the lesson's own
+    result, once, after its last stage."""
+    return settle(result.model_copy(), compared=False).status.is_failure
 
 
 def passes_of(manifest: Manifest, options: Options, lesson: Lesson) -> dict[str, SanitizerPass]:

@@ -1,0 +1,312 @@
+"""What runs when: the builds, each lesson's turn on a GPU, and a workflow's stages in that turn.
+
+A workflow (pipeline.py) is a tuple of stages, each a function of one
+lesson's turn and its result so far that returns its result from then on.
+`Scheduler` walks one on the GPUs: every build goes to a thread pool
+(through build.SharedBuilds, so lessons with the same build share it); once
+a lesson's builds are done its turn starts in a thread of its own, claims a
+GPU from `GpuShare`, runs the stages in order on a `Turn`, and the result
+of the last stage is settled (results.settle), once. Each turn's result is
+a future, which the main thread joins in order. A turn that raises ends
+that lesson as CRASH (or FAIL, for an error coursectl reports) and the
+others stand; Ctrl-C stops every child and raises Interrupted carrying the
+lessons that had finished, the others SKIPPED.
+
+`walk_offline` does the same without a GPU: every build first
+(`build_many`), then each lesson's stages, one lesson after the other.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for_futures
+from typing import Callable, Iterator
+
+from ..cuda.build import BuildResult, SharedBuilds, build_detail
+from ..cuda.toolchain import Toolchain, select_gpus
+from ..errors import CoursectlError, Interrupted, describe_os_error
+from ..judge.results import Emit, Event, LessonResult, Options, Status, quiet, settle, stopped
+from ..manifest.model import Lesson, Manifest
+from ..process import interrupts_held, kill_all, resume, run_command
+from ..trace import span
+from .sharing import Claim, GpuShare
+from .turn import OfflineTurn, Turn, expected_passes, passes_of
+
+
+INTERRUPTED = "interrupted: running programs were stopped; nothing was recorded"
+NOT_FINISHED = "interrupted before it finished"
+NOT_RUN = "not run: an earlier lesson failed, and --exitfirst stops at the first failure"
+
+Stage = Callable[[Turn, LessonResult], LessonResult]
+OfflineStage = Callable[[OfflineTurn, LessonResult], LessonResult]
+
+
+class Scheduler:
+    """One workflow's stages walked for every lesson, each in its turn on a GPU (see the module).
+
+    `compared` is what settle is told (whether the workflow compares with
+    evidence); `notes` are those each lesson's result begins with, by lesson.
+    After `run`, `turns` holds the turn of each lesson that had one.
+    """
+
+    def __init__(self, manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, options: Options,
+                 stages: tuple[Stage, ...], emit: Emit = quiet, runner=run_command, *, compared: bool,
+                 notes: dict[str, list[str]] | None = None):
+        self.manifest, self.lessons, self.toolchain, self.options = manifest, lessons, toolchain, options
+        self.stages, self.compared, self.notes = stages, compared, notes or {}
+        self.shown, self.runner = emit, runner
+        self.nvcc = toolchain.require_nvcc()
+        gpus = select_gpus(toolchain, options.gpus)
+        self.archs = [options.arch] if options.arch else sorted({g.arch for g in gpus})
+        self.share = GpuShare(gpus, per_gpu=options.sanitizer_jobs, coming=[lesson.id for lesson in lessons],
+                              start_gap=options.start_gap)
+        self.futures: dict[str, Future] = {lesson.id: Future() for lesson in lessons}
+        self.builds: dict[str, dict[str, BuildResult]] = {lesson.id: {} for lesson in lessons}
+        self.errors: dict[str, str] = {}
+        self.pending = {lesson.id: len(builds_needed(manifest, lesson, self.archs, options)) for lesson in lessons}
+        self.turns: dict[str, Turn] = {}
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()   # Ctrl-C: stop everything, show nothing more
+        self.halted = threading.Event()     # --exitfirst after a failure: run nothing more
+        self.threads: list[threading.Thread] = []
+
+    def run(self) -> list[LessonResult]:
+        """Submit every lesson's builds, then join each lesson's result, in the order of the lessons."""
+        pool = ThreadPoolExecutor(max_workers=max(1, self.options.jobs))
+        shared = SharedBuilds(pool, self.nvcc, self.toolchain.nvcc_version, self.runner)
+        results: dict[str, LessonResult] = {}
+        try:
+            with interrupts_held():   # every worker thread the pool starts is one that a stop waits for
+                for lesson in self.lessons:
+                    self._submit(shared, lesson)
+            for lesson in self.lessons:
+                next(_completed([self.futures[lesson.id]]))
+                results[lesson.id] = _joined(lesson.id, self.futures[lesson.id])
+        except KeyboardInterrupt:
+            raise self._interrupted(pool, results)
+        finally:
+            self._wind_down(pool)
+        return [results[lesson.id] for lesson in self.lessons]
+
+    def _emit(self, event: Event) -> None:
+        """Show an event, unless interrupted: once interrupted, stopped turns have nothing to show."""
+        if not self.stopping.is_set():
+            self.shown(event)
+
+    def _submit(self, shared: SharedBuilds, lesson: Lesson) -> None:
+        self._emit(Event(lesson=lesson.id, stage="building"))
+        for arch, variant in builds_needed(self.manifest, lesson, self.archs, self.options):
+            future = shared.submit(self.manifest, lesson, arch, variant)
+            future.add_done_callback(functools.partial(self._built, lesson, f"{arch}/{variant}"))
+
+    def _built(self, lesson: Lesson, key: str, future: Future) -> None:
+        """One build is done; the lesson's last starts its turn, in a thread of its own."""
+        try:
+            build = future.result()
+            self.builds[lesson.id][key] = build
+            self._emit(Event(lesson=lesson.id, stage="built", detail=build_detail(build), build=build))
+        except CoursectlError as exc:
+            self.errors.setdefault(lesson.id, str(exc))
+        except Exception as exc:  # noqa: BLE001 - reported as the lesson's failure
+            self.errors.setdefault(lesson.id, f"build crashed: {exc!r}")
+        with self.lock:
+            self.pending[lesson.id] -= 1
+            if self.pending[lesson.id] == 0 and not self.stopping.is_set():
+                thread = threading.Thread(target=self._turn_of, args=(lesson,), daemon=True)
+                self.threads.append(thread)
+                thread.start()
+
+    def _turn_of(self, lesson: Lesson) -> None:
+        """A lesson's turn, in a thread of its own: claim a GPU, walk the stages, set its future.
+
+        The GPU goes back when its timed runs are done (Turn.release), at the
+        latest when the turn ends.
+        """
+        future = self.futures[lesson.id]
+        expected = expected_passes(self.manifest, self.options, lesson)   # the longest pass's lesson goes first
+        with span("waiting for a GPU", lesson.id):
+            claim = self.share.claim(lesson.id, max(expected.values(), default=0.0))
+        if claim is None:
+            return
+        with claim:
+            if self.stopping.is_set() or not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(stopped(lesson.id, Status.SKIPPED, NOT_RUN) if self.halted.is_set()
+                                  else self._take_turn(lesson, claim, expected))
+            except BaseException as exc:  # noqa: BLE001 - becomes this lesson's result in the main thread
+                future.set_exception(exc)
+            finally:
+                self.share.withdraw(lesson_id=lesson.id)   # passes it queued and never ran leave the queue
+        result = _joined(lesson.id, future)
+        if self.options.exitfirst and result.status.is_failure:
+            self.halted.set()
+        self._emit(Event(lesson=lesson.id, stage="done", detail=result.status.value, result=result))
+
+    def _take_turn(self, lesson: Lesson, claim: Claim, expected: dict[str, float]) -> LessonResult:
+        """The lesson on its GPU: unsupported there, failed to build, or its stages walked."""
+        started = time.monotonic()
+        gpu = claim.gpu
+        arch = self.options.arch or gpu.arch
+        if lesson.min_compute_capability and \
+                _cc_tuple(gpu.compute_capability) < _cc_tuple(lesson.min_compute_capability):
+            return stopped(lesson.id, Status.UNSUPPORTED, f"needs compute capability {lesson.min_compute_capability}; "
+                                                          f"{gpu.name} has {gpu.compute_capability}", gpu.slug, arch)
+        builds = self.builds[lesson.id]
+        if lesson.id in self.errors:
+            return settle(LessonResult(lesson=lesson.id, gpu=gpu.slug, arch=arch, reasons=[self.errors[lesson.id]],
+                                       builds=list(builds.values())))
+        with span("turn", lesson.id, gpu=gpu.index):
+            turn = self.turns[lesson.id] = Turn(self.manifest, self.toolchain, self.options, lesson, builds,
+                                                self._emit, self.runner, self.stopping, claim, expected)
+            result = self._walk(turn)
+        result.builds = list(builds.values())
+        result.seconds = time.monotonic() - started
+        return result
+
+    def _walk(self, turn: Turn) -> LessonResult:
+        """The stages in order, each handed the result of the one before; the last one's result settled."""
+        result = LessonResult(lesson=turn.lesson.id, gpu=turn.gpu.slug, arch=turn.arch,
+                              notes=list(self.notes.get(turn.lesson.id, [])))
+        for stage in self.stages:
+            result = stage(turn, result)
+        return settle(result, compared=self.compared)
+
+    def _interrupted(self, pool: ThreadPoolExecutor, results: dict[str, LessonResult]) -> Interrupted:
+        """Ctrl-C: stop every child; the lessons that had finished keep their results, the others SKIPPED."""
+        self.stopping.set()
+        self.share.close()
+        finished = [lesson_id for lesson_id, future in self.futures.items() if future.done()]
+        pool.shutdown(wait=False, cancel_futures=True)
+        kill_all()
+        results.update((lesson_id, _joined(lesson_id, self.futures[lesson_id])) for lesson_id in finished)
+        return Interrupted(INTERRUPTED, [results.get(lesson.id) or stopped(lesson.id, Status.SKIPPED, NOT_FINISHED)
+                                         for lesson in self.lessons])
+
+    def _wind_down(self, pool: ThreadPoolExecutor) -> None:
+        """However the run ended: no lesson waits for a GPU, no build is left, no turn is left writing."""
+        self.share.close()
+        pool.shutdown(wait=True, cancel_futures=True)
+        with self.lock:
+            begun = list(self.threads)
+        for thread in begun:  # a turn that was stopped ends quickly; never leave one writing
+            thread.join(timeout=30)
+        resume()
+
+
+def builds_needed(manifest: Manifest, lesson: Lesson, archs: list[str], options: Options) -> list[tuple[str, str]]:
+    """(arch, variant) pairs one lesson needs: plain builds, and -lineinfo ones for its sanitizer passes."""
+    plain = list(archs)
+    if options.all_archs:
+        plain += [a for a in manifest.architectures if a not in plain]
+    needed = [(arch, "plain") for arch in plain]
+    if options.sanitize and passes_of(manifest, options, lesson):
+        needed += [(arch, "lineinfo") for arch in archs]
+    return needed
+
+
+def _cc_tuple(text: str) -> tuple[int, int]:
+    major, minor = text.split(".")
+    return int(major), int(minor)
+
+
+def _completed(futures) -> Iterator[Future]:
+    """as_completed, waking the main thread every 0.1 s.
+
+    The kernel may hand Ctrl-C or SIGTERM to any thread, and Python runs the
+    handler only once the main thread runs again: a wait without end would
+    keep it from stopping the children until a lesson or a build ended.
+    """
+    pending = set(futures)
+    while pending:
+        done, pending = wait_for_futures(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+        yield from done
+
+
+def _joined(lesson_id: str, future: Future) -> LessonResult:
+    """A finished turn's result; an exception in it becomes that lesson's result."""
+    try:
+        return future.result()
+    except CoursectlError as exc:
+        return settle(LessonResult(lesson=lesson_id, reasons=[str(exc)]), compared=False)
+    except OSError as exc:
+        return stopped(lesson_id, Status.CRASH, describe_os_error(exc))
+    except Exception as exc:  # noqa: BLE001 - a bug in coursectl ends one lesson, not the run
+        return stopped(lesson_id, Status.CRASH, f"coursectl failed on this lesson: {exc!r}")
+
+
+# -- without a GPU ---------------------------------------------------------------------------------
+def walk_offline(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, options: Options,
+                 stages: tuple[OfflineStage, ...], emit: Emit = quiet, runner=run_command) -> list[LessonResult]:
+    """Build each lesson for every listed architecture (or options.arch), then walk its stages, lesson by lesson."""
+    archs = [options.arch] if options.arch else list(manifest.architectures)
+    try:
+        built = build_many(manifest, [(lesson, arch) for lesson in lessons for arch in archs], toolchain,
+                           options.jobs, runner, emit)
+    except Interrupted as exc:
+        raise Interrupted(str(exc), [stopped(lesson.id, Status.SKIPPED, NOT_FINISHED) for lesson in lessons])
+    results: list[LessonResult] = []
+    for lesson in lessons:
+        if options.exitfirst and any(r.status.is_failure for r in results):
+            results.append(stopped(lesson.id, Status.SKIPPED, NOT_RUN))
+            continue
+        builds = [build for built_lesson, _, build in built if built_lesson is lesson]
+        results.append(_walk_offline_turn(OfflineTurn(manifest, toolchain, lesson), builds, stages, emit))
+    return results
+
+
+def _walk_offline_turn(turn: OfflineTurn, builds: list[BuildResult | CoursectlError],
+                       stages: tuple[OfflineStage, ...], emit: Emit) -> LessonResult:
+    """One lesson's stages, its builds done; an error coursectl reports in one ends the walk as a reason."""
+    result = LessonResult(lesson=turn.lesson.id)
+    started = time.monotonic()
+    for build in builds:
+        if isinstance(build, CoursectlError):
+            result.reasons.append(str(build))
+        else:
+            result.builds.append(build)
+    emit(Event(lesson=turn.lesson.id, stage="comparing"))
+    try:
+        for stage in stages:
+            result = stage(turn, result)
+    except CoursectlError as exc:   # a file of this lesson that cannot be read: its fault, not the run's
+        result.reasons.append(str(exc))
+    # Its time: its builds' (cached ones take none) and its judging's.
+    result.seconds = sum(b.seconds for b in result.builds if not b.cached) + time.monotonic() - started
+    settle(result)
+    emit(Event(lesson=turn.lesson.id, stage="done", detail=result.status.value, result=result))
+    return result
+
+
+def build_many(manifest: Manifest, jobs: list[tuple[Lesson, str]], toolchain: Toolchain, parallel: int,
+               runner=run_command, emit: Emit = quiet) -> list[tuple[Lesson, str, BuildResult | CoursectlError]]:
+    """Build (lesson, arch) pairs in parallel; on Ctrl-C stop every nvcc and keep no partial entry."""
+    nvcc = toolchain.require_nvcc()
+    for lesson_id in dict.fromkeys(lesson.id for lesson, _ in jobs):
+        emit(Event(lesson=lesson_id, stage="building"))
+    pool = ThreadPoolExecutor(max_workers=max(1, parallel))
+    shared = SharedBuilds(pool, nvcc, toolchain.nvcc_version, runner)
+    done: dict[Future, BuildResult | CoursectlError] = {}
+    try:
+        with interrupts_held():   # see Scheduler.run
+            futures = {shared.submit(manifest, lesson, arch): (lesson, arch) for lesson, arch in jobs}
+        for future in _completed(futures):
+            lesson, _ = futures[future]
+            try:
+                done[future] = future.result()
+                emit(Event(lesson=lesson.id, stage="built", build=done[future], detail=build_detail(done[future])))
+            except CoursectlError as exc:
+                done[future] = exc
+                emit(Event(lesson=lesson.id, stage="failed", detail=str(exc).splitlines()[0]))
+        out = [(lesson, arch, done[future]) for future, (lesson, arch) in futures.items()]
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        kill_all()
+        raise Interrupted("interrupted: builds were stopped; no cache entry is half-written")
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        resume()
+    return out
