@@ -13,9 +13,10 @@ from orchestrator.judge.comparison import FieldStatus, check_plausibility, fract
 from orchestrator.judge.evidence import EvidenceMeta, write_evidence
 from orchestrator.manifest.load import load_manifest
 from orchestrator.transcript.claims import ClaimResult
+from orchestrator.judge import judging
 from orchestrator.judge.judging import (claim_reason, compare_with_previous, describe_environment, judge_recorded_pass,
-                                        judge_runs, parse_evidence, resolve_snippets)
-from orchestrator.judge.results import Status
+                                        parse_evidence, resolve_snippets)
+from orchestrator.judge.results import Status, settle
 from orchestrator.process import CommandResult
 from orchestrator.cuda.toolchain import Gpu, GpuState, peak_fp32
 from orchestrator.transcript.parse import flatten, parse_transcript
@@ -24,6 +25,12 @@ SEEDS = Path(__file__).parent / "data" / "seeds"
 DAY16 = "day16-tiled-matmul"
 H200 = Gpu(index=0, name="NVIDIA H200", uuid="GPU-test", compute_capability="9.0",
            peak_gbps=4814.3, peak_fp32_gflops=66908.2)
+
+
+def judge_runs(manifest, lesson, runs, gpu, arch, compare, resources, environment):
+    """judging.judge_runs, then settled as the scheduler settles a lesson after its workflow's last stage."""
+    result, chosen = judging.judge_runs(manifest, lesson, runs, gpu, arch, compare, resources, environment)
+    return settle(result, compare), chosen
 
 
 def run_of(text: str, seconds: float = 0.5) -> CommandResult:

@@ -32,7 +32,7 @@ from .evidence import (Evidence, describe_source_change, lesson_digest, list_gpu
 from ..manifest.model import Lesson, Manifest, SanitizerPass
 from ..process import CommandResult, tail_lines
 from ..cuda.resources import BuildEvidence, compare_resources
-from .results import LessonResult, PassResult, RunEnvironment, RunInfo, settle
+from .results import LessonResult, PassResult, RunEnvironment, RunInfo
 from ..cuda.sanitizer import Report, judge
 from ..manifest.passes import Expectation, ExpectedFinding, Tool
 from ..cuda.sanitizer_output import build_report, strip_sanitizer_lines
@@ -119,7 +119,10 @@ def claims_on_evidence(manifest: Manifest, lesson: Lesson, parsed: ParsedEvidenc
 def judge_run(manifest: Manifest, lesson: Lesson, result: CommandResult, gpu_slug: str | None,
               arch: str | None, compare: bool = True, resources: dict | None = None,
               peaks: tuple | None = None, environment: RunEnvironment | None = None) -> LessonResult:
-    """Turn one run of a lesson into a result: parse, claims, plausibility, evidence."""
+    """Turn one run of a lesson into a result: parse, claims, plausibility, evidence.
+
+    The result is not settled: its status is results.settle's, called once by the scheduler
+    after the workflow's last stage."""
     text = decode_output(result.stdout)
     info = RunInfo(command=result.argv, exit_status=result.returncode, signal=result.signal,
                    timed_out=result.timed_out, seconds=result.seconds,
@@ -133,10 +136,10 @@ def judge_run(manifest: Manifest, lesson: Lesson, result: CommandResult, gpu_slu
         tail = tail_lines(result.stdout, 5) or "(no output)"
         out.reasons.append(f"killed after {result.seconds:.1f} s (timeout "
                            f"{manifest.timeout(lesson):g} s) with its process group; last output:\n{tail}")
-        return settle(out, compare)
+        return out
     if result.signal:
         out.reasons.append(result.describe())
-        return settle(out, compare)
+        return out
     if result.stdout_truncated:
         out.reasons.append("output exceeded the capture limit and was cut; the transcript is incomplete")
     try:
@@ -155,7 +158,7 @@ def judge_run(manifest: Manifest, lesson: Lesson, result: CommandResult, gpu_slu
             out.reasons += check_plausibility(flats, *peaks)
         if compare:
             compare_with_evidence(manifest, lesson, flats, gpu_slug, out)
-    return settle(out, compare)
+    return out
 
 
 def judge_runs(manifest: Manifest, lesson: Lesson, runs: list[CommandResult], gpu: Gpu, arch: str,
@@ -182,7 +185,7 @@ def judge_runs(manifest: Manifest, lesson: Lesson, runs: list[CommandResult], gp
         chosen = min(parsed, key=lambda item: distance(item[1]))[0]
     result = judged[chosen]
     for index, other in enumerate(judged):
-        if index != chosen and other.status.is_failure:
+        if index != chosen and other.reasons:   # a run that timed out or died says so in its reasons too
             result.reasons += [f"run {index + 1} of {len(runs)}: {r}" for r in other.reasons]
     result.runs = len(runs)
     result.spread = spread
@@ -192,7 +195,7 @@ def judge_runs(manifest: Manifest, lesson: Lesson, runs: list[CommandResult], gp
         if medians:
             flats = [f.model_copy(update={"value": medians[f.path]}) if f.path in medians else f for f in flats]
         compare_with_evidence(manifest, lesson, flats, gpu.slug, result)
-    return settle(result, compare), chosen
+    return result, chosen
 
 
 def describe_environment(before: GpuState | None, after: GpuState | None) -> RunEnvironment:

@@ -191,8 +191,8 @@ def quiet(_: Event) -> None:
     """An Emit that shows nothing."""
 
 
-def settle(result: LessonResult, compared: bool = True) -> LessonResult:
-    """Set a judged lesson's status from what was found, and return it.
+def status_of(result: LessonResult, *, compared: bool = True) -> Status:
+    """The status that follows from what was found, the one rule of it (settle sets it).
 
     A run that timed out or died of a signal says so first, then a sanitizer
     pass that timed out (TIMEOUT too: its reason names the pass); then any
@@ -201,17 +201,21 @@ def settle(result: LessonResult, compared: bool = True) -> LessonResult:
     """
     run = result.run
     if run is not None and run.timed_out:
-        result.status = Status.TIMEOUT
-    elif run is not None and run.signal:
-        result.status = Status.CRASH
-    elif any(p.timed_out for p in result.sanitizers):
-        result.status = Status.TIMEOUT
-    elif result.reasons:
-        result.status = Status.FAIL
-    elif compared and (result.evidence is None or (result.gpu is not None and result.evidence != result.gpu)):
-        result.status = Status.NO_EVIDENCE
-    else:
-        result.status = Status.PASS
+        return Status.TIMEOUT
+    if run is not None and run.signal:
+        return Status.CRASH
+    if any(p.timed_out for p in result.sanitizers):
+        return Status.TIMEOUT
+    if result.reasons:
+        return Status.FAIL
+    if compared and (result.evidence is None or (result.gpu is not None and result.evidence != result.gpu)):
+        return Status.NO_EVIDENCE
+    return Status.PASS
+
+
+def settle(result: LessonResult, compared: bool = True) -> LessonResult:
+    """Set a judged lesson's status (status_of) and return it: once a lesson, after its workflow's last stage."""
+    result.status = status_of(result, compared=compared)
     result.unverified = _unverified(result) if result.status is Status.NO_EVIDENCE else None
     return result
 

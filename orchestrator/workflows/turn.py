@@ -27,7 +27,7 @@ from ..judge.evidence import (EvidenceMeta, build_evidence_path, evidence_dir, l
 from ..judge.judging import build_evidence_of, compare_with_previous, describe_environment, judge_sanitizer_run, sources_now
 from ..manifest.model import Lesson, Manifest, SanitizerPass
 from ..process import CommandResult
-from ..judge.results import Emit, Event, LessonResult, Options, PassResult, RunEnvironment, settle
+from ..judge.results import Emit, Event, LessonResult, Options, PassResult, RunEnvironment, status_of
 from ..cuda.sanitizer import sanitizer_command
 from ..manifest.passes import Tool
 from ..cuda.sanitizer_cache import expected_seconds, is_cacheable, load_pass, pass_key, store_pass
@@ -271,9 +271,8 @@ class OfflineTurn:
 
 
 def _would_fail(result: LessonResult) -> bool:
-    """Whether the lesson fails as it stands, asked of settle on a copy: the scheduler settles the lesson's own
-    result, once, after its last stage."""
-    return settle(result.model_copy(), compared=False).status.is_failure
+    """Whether the lesson fails as it stands (results.status_of); the scheduler settles it after its last stage."""
+    return status_of(result, compared=False).is_failure
 
 
 def passes_of(manifest: Manifest, options: Options, lesson: Lesson) -> dict[str, SanitizerPass]:
