@@ -79,7 +79,7 @@ def relative(path: Path, root: Path) -> str:
 
 # -- bounded reads -----------------------------------------------------------------------------
 def read_file(path: Path, limit: int, what: str, error: type[CoursectlError] = CoursectlError,
-              shown: str | Path | None = None, required: bool = False) -> bytes | None:
+              shown: str | Path | None = None, *, required: bool = False) -> bytes | None:
     """The bytes of one file, read up to `limit`; None if there is none (FileNotFoundError if `required`).
 
     Only a regular file is read (opened without blocking, so a FIFO is no
@@ -129,10 +129,10 @@ def read_stream(stream: BinaryIO, limit: int, what: str, name: str,
 
 
 def read_text(path: Path, limit: int, what: str, error: type[CoursectlError] = CoursectlError,
-              shown: str | Path | None = None, required: bool = False, errors: str = "strict") -> str | None:
+              shown: str | Path | None = None, *, required: bool = False, errors: str = "strict") -> str | None:
     """read_file, as UTF-8 text; bytes that are not UTF-8 raise `error` naming the file, the line and the byte,
     unless `errors` says otherwise ("replace": a file only looked into, whose own reader says what is wrong)."""
-    data = read_file(path, limit, what, error, shown, required)
+    data = read_file(path, limit, what, error, shown, required=required)
     if data is None or errors != "strict":
         return None if data is None else data.decode("utf-8", errors=errors)
     return decode_text(data, Path(path) if shown is None else shown, error)
@@ -219,7 +219,7 @@ def parse_json(data: bytes | str) -> Any:
 _SOURCE_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
-def source_lines(text: str, keepends: bool = False) -> list[str]:
+def source_lines(text: str, *, keepends: bool = False) -> list[str]:
     """The lines of a source's text, numbered as its compiler and its page on GitHub number them."""
     rows = _SOURCE_LINE.findall(text)
     return rows if keepends else [row.rstrip("\r\n") for row in rows]

@@ -83,7 +83,7 @@ def escape_char(match: re.Match) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def clip_line(line: str, quote: bool = False, limit: int = LINE_LIMIT) -> str:
+def clip_line(line: str, *, quote: bool = False, limit: int = LINE_LIMIT) -> str:
     """A line a program printed, as coursectl quotes it: cut to about `limit` characters.
 
     Every reason and report that shows a program's line goes through here, so a

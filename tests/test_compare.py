@@ -275,8 +275,8 @@ def test_a_field_verify_finds_untrusted_is_untrusted_for_record_and_compare_too(
     throttled = describe_environment(GpuState(throttle_reasons=0x20), GpuState(throttle_reasons=0x20))
     run = CommandResult(argv=["./tiled_matmul"], returncode=0, stdout=slow.encode(), seconds=0.5)
 
-    verified, _ = judge_runs(manifest, lesson, [run], gpu, "sm_90", True, None, throttled)
-    recorded, _ = judge_runs(manifest, lesson, [run], gpu, "sm_90", False, None, throttled)
+    verified, _ = judge_runs(manifest, lesson, [run], gpu, "sm_90", compare=True, resources=None, environment=throttled)
+    recorded, _ = judge_runs(manifest, lesson, [run], gpu, "sm_90", compare=False, resources=None, environment=throttled)
     compare_with_previous(manifest, lesson, recorded, gpu.slug)
     put(root, DAY16, {**H200, "environment": throttled.model_dump(exclude_none=True)}, slow,
         date="2026-12-03T09:00:00+00:00")

@@ -37,7 +37,7 @@ def flat(path: str, value, line: int | None = 7, **spec) -> Flat:
 
 
 def one(new: Flat, old: Flat, same_gpu: bool = True) -> FieldResult:
-    [result] = compare_fields([new], [old], same_gpu)
+    [result] = compare_fields([new], [old], same_gpu=same_gpu)
     return result
 
 

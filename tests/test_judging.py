@@ -29,8 +29,8 @@ H200 = Gpu(index=0, name="NVIDIA H200", uuid="GPU-test", compute_capability="9.0
 
 def judge_runs(manifest, lesson, runs, gpu, arch, compare, resources, environment):
     """judging.judge_runs, then settled as the scheduler settles a lesson after its workflow's last stage."""
-    result, chosen = judging.judge_runs(manifest, lesson, runs, gpu, arch, compare, resources, environment)
-    return settle(result, compare), chosen
+    result, chosen = judging.judge_runs(manifest, lesson, runs, gpu, arch, compare=compare, resources=resources, environment=environment)
+    return settle(result, compared=compare), chosen
 
 
 def run_of(text: str, seconds: float = 0.5) -> CommandResult:
@@ -60,7 +60,7 @@ def course(tmp_path):
 
 def test_one_run_is_judged_as_it_is(course):
     manifest, lesson, transcript = course
-    result, chosen = judge_runs(manifest, lesson, [run_of(transcript)], H200, "sm_90", True, None, {})
+    result, chosen = judge_runs(manifest, lesson, [run_of(transcript)], H200, "sm_90", compare=True, resources=None, environment={})
     assert (result.status, chosen, result.runs, result.spread) == (Status.PASS, 0, 1, {})
     assert {f.status for f in result.fields} == {FieldStatus.same}
 
@@ -71,7 +71,7 @@ def test_timings_are_judged_by_their_median_and_the_run_nearest_it_is_chosen(cou
     runs = [run_of(transcript),
             run_of(with_time(transcript, row, "611x613x617      tiled         0.071      6480.0            78")),
             run_of(with_time(transcript, row, "611x613x617      tiled         0.090      5300.0            78"))]
-    result, chosen = judge_runs(manifest, lesson, runs, H200, "sm_90", True, None, {})
+    result, chosen = judge_runs(manifest, lesson, runs, H200, "sm_90", compare=True, resources=None, environment={})
     fields = {f.path: f for f in result.fields}
     gflops = fields["cases[611x613x617/tiled].gflops"]
     assert (gflops.old, gflops.new, gflops.status) == (6589.1, 6480.0, FieldStatus.within)
@@ -87,7 +87,7 @@ def test_a_spread_wider_than_the_tolerance_is_ambiguous_not_failed(course):
     runs = [run_of(transcript),
             run_of(with_time(transcript, row, "611x613x617      tiled         0.140      3300.0            78")),
             run_of(with_time(transcript, row, "611x613x617      tiled         0.070      6600.0            78"))]
-    result, _ = judge_runs(manifest, lesson, runs, H200, "sm_90", True, None, {})
+    result, _ = judge_runs(manifest, lesson, runs, H200, "sm_90", compare=True, resources=None, environment={})
     fields = {f.path: f for f in result.fields}
     assert fields["cases[611x613x617/tiled].gflops"].status is FieldStatus.ambiguous
     assert fields["cases[611x613x617/tiled].ms"].status is FieldStatus.ambiguous
@@ -104,8 +104,8 @@ def test_record_gives_each_field_the_status_verify_gives_it(course):
     runs = [run_of(slow), run_of(with_time(slow, row, "611x613x617      tiled         0.140      3300.0            78")),
             run_of(with_time(slow, row, "611x613x617      tiled         0.070      6600.0            78"))]
     environment = describe_environment(GpuState(throttle_reasons=0x20), GpuState(throttle_reasons=0x20))
-    verified, _ = judge_runs(manifest, lesson, runs, H200, "sm_90", True, None, environment)
-    recorded, _ = judge_runs(manifest, lesson, runs, H200, "sm_90", False, None, environment)
+    verified, _ = judge_runs(manifest, lesson, runs, H200, "sm_90", compare=True, resources=None, environment=environment)
+    recorded, _ = judge_runs(manifest, lesson, runs, H200, "sm_90", compare=False, resources=None, environment=environment)
     compare_with_previous(manifest, lesson, recorded, "nvidia-h200")
     statuses = {f.path: f.status for f in verified.fields}
     assert (statuses["cases[611x613x617/tiled].gflops"], statuses["cases[256x256x256/tiled].gflops"]) == (
@@ -118,7 +118,7 @@ def test_a_gate_failing_in_any_run_fails_the_lesson(course):
     broken = with_time(transcript, "all 3 cases match the CPU reference at every element\n",
                        "FAILED tiled case 611x613x617: first wrong element at row 0, column 0: got 11, want 4\n")
     runs = [run_of(transcript), run_of(transcript), run_of(broken)]
-    result, _ = judge_runs(manifest, lesson, runs, H200, "sm_90", True, None, {})
+    result, _ = judge_runs(manifest, lesson, runs, H200, "sm_90", compare=True, resources=None, environment={})
     assert result.status is Status.FAIL
     assert any(r.startswith("run 3 of 3: gate 'every-case-matches' failed") for r in result.reasons)
 
@@ -128,7 +128,7 @@ def test_a_throttled_run_does_not_fail_on_its_timings(course):
     slow = with_time(transcript, "611x613x617      tiled         0.070      6589.1            78",
                      "611x613x617      tiled         0.200      2300.0            78")
     environment = describe_environment(GpuState(throttle_reasons=0x20), GpuState(throttle_reasons=0x20))
-    result, _ = judge_runs(manifest, lesson, [run_of(slow)], H200, "sm_90", True, None, environment)
+    result, _ = judge_runs(manifest, lesson, [run_of(slow)], H200, "sm_90", compare=True, resources=None, environment=environment)
     fields = {f.path: f for f in result.fields}
     assert fields["cases[611x613x617/tiled].gflops"].status is FieldStatus.untrusted
     assert result.status is Status.PASS
@@ -142,7 +142,7 @@ def test_the_same_slow_run_on_a_quiet_gpu_fails(course):
                      "611x613x617      tiled         0.200      2300.0            78")
     environment = describe_environment(GpuState(throttle_reasons=0x1), GpuState(throttle_reasons=0x0))
     assert environment.untrusted is None
-    result, _ = judge_runs(manifest, lesson, [run_of(slow)], H200, "sm_90", True, None, environment)
+    result, _ = judge_runs(manifest, lesson, [run_of(slow)], H200, "sm_90", compare=True, resources=None, environment=environment)
     assert result.status is Status.FAIL
     assert "cases[611x613x617/tiled].gflops [tolerance ±25%]: moved: evidence 6589.1, now 2300.0" in result.reasons[0]
 

@@ -581,14 +581,14 @@ def two_lessons(tmp_path) -> Manifest:
 
 
 def test_select_lessons_keeps_manifest_order(two_lessons):
-    assert [lesson.id for lesson in select_lessons(two_lessons, ["world", "hello"], False)] == ["hello", "world"]
-    assert [lesson.id for lesson in select_lessons(two_lessons, ["world"], False)] == ["world"]
-    assert [lesson.id for lesson in select_lessons(two_lessons, [], True)] == ["hello", "world"]
+    assert [lesson.id for lesson in select_lessons(two_lessons, ["world", "hello"], all_=False)] == ["hello", "world"]
+    assert [lesson.id for lesson in select_lessons(two_lessons, ["world"], all_=False)] == ["world"]
+    assert [lesson.id for lesson in select_lessons(two_lessons, [], all_=True)] == ["hello", "world"]
 
 
 def test_select_lessons_unknown_lesson(two_lessons):
     with pytest.raises(UsageError) as info:
-        select_lessons(two_lessons, ["hello", "day99"], False)
+        select_lessons(two_lessons, ["hello", "day99"], all_=False)
     assert str(info.value) == f"no lesson 'day99' in {two_lessons.path}"
     assert info.value.hint == "lessons: hello, world"
     assert info.value.exit_status == 2
@@ -596,7 +596,7 @@ def test_select_lessons_unknown_lesson(two_lessons):
 
 def test_select_lessons_needs_a_lesson_or_all(two_lessons):
     with pytest.raises(UsageError) as info:
-        select_lessons(two_lessons, [], False)
+        select_lessons(two_lessons, [], all_=False)
     assert str(info.value) == "name at least one lesson or pass --all"
     assert info.value.hint == "lessons: hello, world"
 

@@ -381,7 +381,7 @@ def test_the_scheduler_walks_the_stages_in_order_and_settles_once_after_the_last
     settled, walked = [], []
     settle = scheduler.settle
     monkeypatch.setattr(scheduler, "settle", lambda result, compared=True: (
-        settled.append((result.lesson, list(result.reasons), compared)), settle(result, compared))[1])
+        settled.append((result.lesson, list(result.reasons), compared)), settle(result, compared=compared))[1])
 
     def first(turn, result):
         walked.append((turn.lesson.id, "first", list(result.notes)))

@@ -30,7 +30,7 @@ def run(**kwargs) -> RunInfo:
 ], ids=["timeout", "signal", "reasons", "build", "no-evidence", "other-gpu", "pass", "offline-pass",
         "offline-none", "not-compared", "sanitizer-timeout", "sanitizer-fail"])
 def test_settle(found, compared, status):
-    assert settle(LessonResult(lesson="x", **found), compared).status is status
+    assert settle(LessonResult(lesson="x", **found), compared=compared).status is status
 
 
 def test_settle_overrides_what_was_there_before():

@@ -103,7 +103,7 @@ def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, key
     if arch is not None:
         check_arch(arch)
     manifest = load(manifest_path)
-    lessons = choose_lessons(manifest, lesson_ids, all_, keyword=keyword)
+    lessons = choose_lessons(manifest, lesson_ids, all_=all_, keyword=keyword)
     tc = _discover()
     tc.require_nvcc()
     archs = [arch] if arch else (sorted({g.arch for g in tc.gpus}) or list(manifest.architectures))
@@ -148,7 +148,7 @@ def run(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson 
     if arch is not None:
         check_arch(arch)
     manifest = load(manifest_path)
-    lesson = choose_lessons(manifest, [lesson_id], False)[0]
+    lesson = choose_lessons(manifest, [lesson_id], all_=False)[0]
     tc = _discover()
     gpus = tc.require_gpu()
     result, command = run_workflow(manifest, lesson, tc, Options(jobs=1, arch=arch, gpus=gpu or str(gpus[0].index)))
@@ -242,7 +242,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
         if given:
             raise UsageError(f"{', '.join(given)}: for runs on a GPU; --offline runs nothing on one")
     manifest = load(manifest_path)
-    lessons = choose_lessons(manifest, lesson_ids, all_, shard, keyword)
+    lessons = choose_lessons(manifest, lesson_ids, all_=all_, shard=shard, keyword=keyword)
     tc = _discover()
     options = Options(jobs=_jobs(jobs), arch=arch, gpus=gpus, sanitize=not no_sanitize and not offline,
                       repeat=repeat, exitfirst=exitfirst, rerun_sanitizers=rerun_sanitizers,
@@ -285,7 +285,7 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
 
     json_to_stdout(json_path)
     manifest = load(manifest_path)
-    lessons = choose_lessons(manifest, lesson_ids, all_, keyword=keyword)
+    lessons = choose_lessons(manifest, lesson_ids, all_=all_, keyword=keyword)
     tc = _discover()
     tc.require_nvcc()
     tc.require_gpu()
@@ -323,7 +323,7 @@ def sanitize(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The le
         if t not in tools:
             raise UsageError(f"--tool {t!r}: use one of {', '.join(tools)}")
     manifest = load(manifest_path)
-    lesson = choose_lessons(manifest, [lesson_id], False)[0]
+    lesson = choose_lessons(manifest, [lesson_id], all_=False)[0]
     tc = _discover()
     tc.require_nvcc()
     tc.require_gpu()

@@ -42,7 +42,7 @@ def check(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesso
     from ..workflows.authoring import STDIN, check_lesson, read_transcript
 
     manifest = load(manifest_path)
-    lesson = choose_lessons(manifest, [lesson_id], False)[0]
+    lesson = choose_lessons(manifest, [lesson_id], all_=False)[0]
     if transcript is not None and gpu is not None:
         raise UsageError("--gpu picks recorded evidence to check; leave it out when giving a TRANSCRIPT")
     text = None if transcript is None else read_transcript(transcript)
@@ -87,7 +87,7 @@ def compare(a: str = typer.Argument(..., metavar="A", help="One side: a GPU with
     from ..workflows.compare import compare_evidence, resolve_sides, write_comparison
 
     manifest = load(manifest_path)
-    lessons = select_lessons(manifest, lesson_ids or [], not lesson_ids)
+    lessons = select_lessons(manifest, lesson_ids or [], all_=not lesson_ids)
     side_a, side_b = resolve_sides(manifest, a, b)
     compared = compare_evidence(manifest, lessons, side_a, side_b)
     display.print_comparison(common.console, side_a, side_b, compared)

@@ -37,7 +37,7 @@ from .buildkey import key_of, headers_key, host_programs, key_material, what_cha
 from .includes import places_looked
 from ..manifest.model import Lesson, Manifest
 from ..names import check_arch
-from ..process import run_command
+from ..process import Runner, run_command
 from .resources import KernelResources, parse_resources
 from ..trace import span
 
@@ -171,7 +171,7 @@ _DIAG = re.compile(r"^(?P<file>.+?\.(?:cu|cuh|h|hpp|cpp))[(:](?P<line>\d+)")
 
 
 def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_version: str | None,
-                 variant: str = "plain", runner=run_command) -> BuildResult:
+                 variant: str = "plain", runner: Runner = run_command) -> BuildResult:
     """Build one lesson for one architecture, or return the cached binary.
 
     nvcc runs in the folder of the lesson's source, so a relative path in its
@@ -338,7 +338,7 @@ class SharedBuilds:
     future gets the first one's result, named for it.
     """
 
-    def __init__(self, pool: Executor, nvcc: str, nvcc_version: str | None, runner=run_command):
+    def __init__(self, pool: Executor, nvcc: str, nvcc_version: str | None, runner: Runner = run_command):
         self.pool, self.nvcc, self.nvcc_version, self.runner = pool, nvcc, nvcc_version, runner
         self._first: dict[tuple, tuple[str, Future]] = {}
 

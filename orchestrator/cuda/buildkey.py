@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..files import is_dir, sha256_bytes, sha256_file
-from ..process import run_command
+from ..process import Runner, run_command
 from .toolchain import why_it_cannot_run
 
 
@@ -74,7 +74,7 @@ def host_programs(flags: Sequence[str], folder: Path | None = None,
     return {name: _program(shutil.which(name, path=search)) for name in [*compilers, *HOST_TOOLS]}
 
 
-def describe_host_compiler(runner=run_command) -> str:
+def describe_host_compiler(runner: Runner = run_command) -> str:
     """What doctor says of the host compiler nvcc runs (NVCC_CCBIN's, else g++ on PATH): where, and which."""
     programs = host_programs([])
     name, found = [(name, found) for name, found in programs.items() if name not in HOST_TOOLS][-1]

@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from ..errors import ToolchainError
-from ..process import run_command
+from ..process import Runner, run_command
 from .sanitizer_output import parse_version
 
 SMI_FIELDS = ("index,name,uuid,driver_version,compute_cap,pci.bus_id,memory.total,"
@@ -125,13 +125,13 @@ def find_tool(name: str, beside: str | None = None) -> str | None:
     return None
 
 
-def nvcc_version(nvcc: str, runner=run_command) -> str | None:
+def nvcc_version(nvcc: str, runner: Runner = run_command) -> str | None:
     result = runner([nvcc, "--version"], timeout=30)
     m = re.search(r"release \S+, V(\S+)", result.stdout.decode(errors="replace"))
     return m.group(1) if m else None
 
 
-def sanitizer_version(sanitizer: str, runner=run_command) -> str | None:
+def sanitizer_version(sanitizer: str, runner: Runner = run_command) -> str | None:
 
     return parse_version(runner([sanitizer, "--version"], timeout=30).stdout.decode(errors="replace"))
 
@@ -240,7 +240,7 @@ def _int_or_none(text: str) -> int | None:
         return None
 
 
-def _gpus_from_smi(smi: str, runner=run_command) -> tuple[list[Gpu], str | None, str | None]:
+def _gpus_from_smi(smi: str, runner: Runner = run_command) -> tuple[list[Gpu], str | None, str | None]:
     result = runner([smi, f"--query-gpu={SMI_FIELDS}", "--format=csv,noheader,nounits"], timeout=30)
     if not result.ok:
         raise RuntimeError(result.describe())
@@ -279,7 +279,7 @@ def why_it_cannot_run(path: str, exc: OSError) -> str:
     return why
 
 
-def discover(runner=run_command, use_nvml: bool = True) -> Toolchain:
+def discover(runner: Runner = run_command, *, use_nvml: bool = True) -> Toolchain:
     """Look for every tool; record what is missing or cannot run instead of failing.
 
     nvcc's version, compute-sanitizer's and NVML's GPUs are asked at once, each
@@ -354,7 +354,7 @@ def _through_nvml(gpu: Gpu, read):
         return None
 
 
-def free_memory_mib(gpu: Gpu, runner=run_command) -> int | None:
+def free_memory_mib(gpu: Gpu, runner: Runner = run_command) -> int | None:
     """The GPU's free memory now, in MiB, through NVML, else nvidia-smi; None if neither answers."""
     free = _through_nvml(gpu, lambda nvml, handle: int(nvml.nvmlDeviceGetMemoryInfo(handle).free) // (1024 * 1024))
     if free is not None:
@@ -387,7 +387,7 @@ class GpuState(BaseModel):
         return bool((self.throttle_reasons or 0) & SLOWDOWN_MASK)
 
 
-def gpu_state(gpu: Gpu, runner=run_command) -> GpuState | None:
+def gpu_state(gpu: Gpu, runner: Runner = run_command) -> GpuState | None:
     """Read the GPU's state through NVML, else nvidia-smi; None if neither answers."""
     state = _through_nvml(gpu, lambda nvml, handle: GpuState(
         sm_clock_mhz=int(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),

@@ -93,7 +93,7 @@ def spread_of_runs(runs: list[list[Flat]]) -> tuple[dict[str, float], dict[str, 
     return medians, spread, ambiguous
 
 
-def compare_fields(new: list[Flat], old: list[Flat], same_gpu: bool, ambiguous: Collection[str] = frozenset(),
+def compare_fields(new: list[Flat], old: list[Flat], *, same_gpu: bool, ambiguous: Collection[str] = frozenset(),
                    untrusted: bool = False) -> list[FieldResult]:
     """One result per field of either side, in this run's order, each with its final status.
 

@@ -315,7 +315,7 @@ def drift_report(command: str, results: list[LessonResult], toolchain: Toolchain
                 ["claim", "kind", "on the evidence", "now", "why"],
                 [[f"{code(c.id)}: {md(c.says)}" if c.says else code(c.id),
                   "gate" if c.kind == "gate" else "prediction",
-                  _held(c.kind, c.was), _held(c.kind, c.now),
+                  _held(c.kind, held=c.was), _held(c.kind, held=c.now),
                   cell("; ".join(code(f) for f in c.failures)) or "-"] for c in r.claim_changes])
         if r.finding_changes:
             # A finding without a place (an API error) is told apart by what it says.
@@ -345,7 +345,7 @@ def _uncompared(results: list[LessonResult]) -> str:
             + ", ".join(f"{code(r.lesson)} {md(_status(r))}" for r in results))
 
 
-def _held(kind: str, held: bool) -> str:
+def _held(kind: str, *, held: bool) -> str:
     if held:
         return "held"
     return "**failed**" if kind == "gate" else "missed"

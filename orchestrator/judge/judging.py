@@ -117,7 +117,7 @@ def claims_on_evidence(manifest: Manifest, lesson: Lesson, parsed: ParsedEvidenc
 
 # -- one run ---------------------------------------------------------------------------------
 def judge_run(manifest: Manifest, lesson: Lesson, result: CommandResult, gpu_slug: str | None,
-              arch: str | None, compare: bool = True, resources: dict | None = None,
+              arch: str | None, *, compare: bool = True, resources: dict | None = None,
               peaks: tuple | None = None, environment: RunEnvironment | None = None) -> LessonResult:
     """Turn one run of a lesson into a result: parse, claims, plausibility, evidence.
 
@@ -162,7 +162,7 @@ def judge_run(manifest: Manifest, lesson: Lesson, result: CommandResult, gpu_slu
 
 
 def judge_runs(manifest: Manifest, lesson: Lesson, runs: list[CommandResult], gpu: Gpu, arch: str,
-               compare: bool, resources: dict | None,
+               *, compare: bool, resources: dict | None,
                environment: RunEnvironment | None) -> tuple[LessonResult, int]:
     """Judge one or more runs; tolerance fields by their median; returns (result, chosen run).
 

@@ -213,7 +213,7 @@ def status_of(result: LessonResult, *, compared: bool = True) -> Status:
     return Status.PASS
 
 
-def settle(result: LessonResult, compared: bool = True) -> LessonResult:
+def settle(result: LessonResult, *, compared: bool = True) -> LessonResult:
     """Set a judged lesson's status (status_of) and return it: once a lesson, after its workflow's last stage."""
     result.status = status_of(result, compared=compared)
     result.unverified = _unverified(result) if result.status is Status.NO_EVIDENCE else None

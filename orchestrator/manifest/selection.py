@@ -10,10 +10,10 @@ from ..errors import UsageError
 from .model import Lesson, Manifest
 
 
-def choose_lessons(manifest: Manifest, ids: Optional[List[str]], all_: bool, shard: Optional[str] = None,
+def choose_lessons(manifest: Manifest, ids: Optional[List[str]], *, all_: bool, shard: Optional[str] = None,
                    keyword: Optional[str] = None) -> list[Lesson]:
     """The lessons named, or all of them (--all, or -k alone), kept by -k PATTERN, then this shard's share."""
-    lessons = select_lessons(manifest, ids or [], all_ or (bool(keyword) and not ids))
+    lessons = select_lessons(manifest, ids or [], all_=all_ or (bool(keyword) and not ids))
     if keyword:
         lessons = [lesson for lesson in lessons if _matches(lesson, keyword)]
     if shard:
@@ -41,7 +41,7 @@ def shard_lessons(lessons: list[Lesson], shard: str) -> list[Lesson]:
     return [l for l in lessons if l.id in mine]
 
 
-def select_lessons(manifest: Manifest, ids: list[str], all_: bool) -> list[Lesson]:
+def select_lessons(manifest: Manifest, ids: list[str], *, all_: bool) -> list[Lesson]:
     """The lessons a command names, in manifest order; unknown ids are a usage error."""
     if all_ or not ids:
         if not all_ and not ids:

@@ -59,7 +59,7 @@ def _too_big(what: str, size: int, unit: str, most: int, verb: str = "would buil
     return Problem(f"{what} {verb} {size:,} {unit}; a template builds at most {most:,}")
 
 
-def _check_length(what: str, size: int, text: bool, verb: str = "would build") -> None:
+def _check_length(what: str, size: int, *, text: bool, verb: str = "would build") -> None:
     if text and size > MAX_CHARACTERS:
         raise _too_big(what, size, "characters", MAX_CHARACTERS, verb)
     if not text and size > MAX_ITEMS:
@@ -69,9 +69,9 @@ def _check_length(what: str, size: int, text: bool, verb: str = "would build") -
 def bounded(value: Any, what: str) -> Any:
     """`value`, built by `what`, if it is within the bounds; else a Problem."""
     if isinstance(value, str):
-        _check_length(what, len(value), True, "built")
+        _check_length(what, len(value), text=True, verb="built")
     elif isinstance(value, (list, tuple, dict)):
-        _check_length(what, len(value), False, "built")
+        _check_length(what, len(value), text=False, verb="built")
     elif isinstance(value, int) and value.bit_length() > MAX_BITS:
         raise Problem(f"{what} made a {value.bit_length():,}-bit number; a template computes with at most "
                       f"{MAX_BITS:,} bits")
@@ -89,7 +89,7 @@ def check_binop(what: str, operator: str, left: Any, right: Any) -> None:
     if operator == "*":
         for sequence, times in ((left, right), (right, left)):
             if isinstance(sequence, (str, list, tuple)) and isinstance(times, int) and times > 0:
-                _check_length(what, len(sequence) * times, isinstance(sequence, str))
+                _check_length(what, len(sequence) * times, text=isinstance(sequence, str))
         if ints and left.bit_length() + right.bit_length() > MAX_BITS + 1:
             raise Problem(f"{what} would have about {left.bit_length() + right.bit_length():,} bits; a template "
                           f"computes with at most {MAX_BITS:,}")
@@ -101,7 +101,7 @@ def check_binop(what: str, operator: str, left: Any, right: Any) -> None:
     elif operator == "+":
         for kind in (str, list, tuple):
             if isinstance(left, kind) and isinstance(right, kind):
-                _check_length(what, len(left) + len(right), kind is str)
+                _check_length(what, len(left) + len(right), text=kind is str)
     elif operator == "%" and isinstance(left, str):
         _check_percent(what, left, right if isinstance(right, tuple) else (right,))
 
@@ -137,14 +137,14 @@ def _check_format(what: str, template: str, args: Iterable[Any]) -> None:
 
 def _check_joined(what: str, separator: str, items: list) -> None:
     size = sum(len(item) for item in items if isinstance(item, str)) + len(separator) * max(len(items) - 1, 0)
-    _check_length(what, size, True)
+    _check_length(what, size, text=True)
 
 
 def _check_replaced(what: str, text: str, old: str, new: str, count: Any = -1) -> None:
     times = len(text) + 1 if old == "" else text.count(old)
     if isinstance(count, int) and count >= 0:
         times = min(times, count)
-    _check_length(what, len(text) + times * (len(new) - len(old)), True)
+    _check_length(what, len(text) + times * (len(new) - len(old)), text=True)
 
 
 def check_call(method: tuple[Any, str] | None, args: tuple, kwargs: dict) -> tuple:
@@ -179,7 +179,7 @@ def _filter_center(what: str, arguments: dict) -> None:
 def _filter_indent(what: str, arguments: dict) -> None:
     text, width = str(arguments.get("s", "")), arguments.get("width", 4)
     per_line = width if isinstance(width, int) else len(str(width))
-    _check_length(what, len(text) + (text.count("\n") + 1) * per_line, True)
+    _check_length(what, len(text) + (text.count("\n") + 1) * per_line, text=True)
 
 
 def _attributes(environment: jinja2.Environment, arguments: dict, key: str) -> list:
@@ -220,7 +220,7 @@ def _filter_sum(what: str, arguments: dict) -> None:
     if isinstance(start, (str, list, tuple)):
         items = _attributes(arguments["environment"], arguments, "iterable")
         size = len(start) + sum(len(item) for item in items if isinstance(item, (str, list, tuple)))
-        _check_length(what, size * max(len(items), 1), isinstance(start, str), "would copy")
+        _check_length(what, size * max(len(items), 1), text=isinstance(start, str), verb="would copy")
 
 
 _FILTER_CHECKS: dict[str, Callable[[str, dict], None]] = {

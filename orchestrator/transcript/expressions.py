@@ -109,7 +109,7 @@ class FieldView:
 class ExpressionError(ValueError):
     """An expression a claim may not hold; `reason` says why without repeating it."""
 
-    def __init__(self, text: str, reason: str, syntax: bool = False):
+    def __init__(self, text: str, reason: str, *, syntax: bool = False):
         self.text = text
         self.reason = reason
         shown = quote(text)

@@ -49,7 +49,7 @@ class MatchBudget:
 class PatternTimeout(Exception):
     """A match ran out of time: the line's (`whole` false) or the transcript's; the parser names the line."""
 
-    def __init__(self, pattern: "BoundedRegex", budget: MatchBudget, whole: bool):
+    def __init__(self, pattern: "BoundedRegex", budget: MatchBudget, *, whole: bool):
         super().__init__(pattern.source)
         self.pattern = pattern
         self.budget = budget
@@ -70,7 +70,7 @@ class BoundedRegex:
     (set by load_manifest).
     """
 
-    def __init__(self, source: str, text: str, written: bool):
+    def __init__(self, source: str, text: str, *, written: bool):
         self.source = source      # as written in lessons.yaml
         self.written = written    # a regex as written (regex: true, row_regex, ignore), not a template
         self.compiled = timed_re.compile(text)

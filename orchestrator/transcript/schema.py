@@ -30,7 +30,7 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([A-Za-z]+))?\}")
 class Pattern:
     """A compiled line template, or a raw regex with named groups."""
 
-    def __init__(self, source: str, fields: dict[str, FieldSpec], is_regex: bool = False):
+    def __init__(self, source: str, fields: dict[str, FieldSpec], *, is_regex: bool = False):
         self.source = source
         self.fields = fields
         self.is_regex = is_regex
@@ -102,7 +102,7 @@ class Pattern:
         return values
 
 
-def _literal(text: str, first: bool = False, last: bool = False) -> str:
+def _literal(text: str, *, first: bool = False, last: bool = False) -> str:
     """Escape template text; a run of spaces matches any run of whitespace."""
     if "{" in text or "}" in text:
         raise ValueError(f"unbalanced brace near {text!r}")
@@ -136,7 +136,7 @@ class _TemplatedLine(Strict):
 
     @model_validator(mode="after")
     def _compile_line(self):
-        self._pattern = Pattern(self.line, dict(self.fields), self.regex)
+        self._pattern = Pattern(self.line, dict(self.fields), is_regex=self.regex)
         return self
 
     @property
@@ -265,11 +265,11 @@ class TableItem(Strict):
         if not self.columns and self.row is None:
             raise ValueError("a table needs at least one column")
         if self.header is not None:
-            self._header = Pattern(self.header, {}, self.header_regex)
+            self._header = Pattern(self.header, {}, is_regex=self.header_regex)
             if self._header.fields:
                 raise ValueError("a table header cannot hold fields")
         if self.row is not None:
-            pattern = Pattern(self.row, dict(self.columns), self.row_regex)
+            pattern = Pattern(self.row, dict(self.columns), is_regex=self.row_regex)
             missing = set(self.columns) - set(pattern.fields)
             if missing:
                 raise ValueError(f"row template lacks columns {sorted(missing)}")

@@ -33,7 +33,7 @@ from ..judge.judging import parse_evidence, relative
 from ..manifest.model import Lesson, Manifest
 from ..manifest.load import load_manifest
 from ..names import check_arch
-from ..process import DEFAULT_OUTPUT_LIMIT, run_command
+from ..process import DEFAULT_OUTPUT_LIMIT, Runner, run_command
 from ..render.course import NO_EVIDENCE_LINE
 from ..manifest.shorthand import LESSON_FOLDER, PROSE
 from ..cuda.toolchain import Toolchain, find_tool, nvcc_version
@@ -84,7 +84,7 @@ def read_transcript(path: str) -> str:
 
 
 def check_lesson(manifest: Manifest, lesson: Lesson, text: str | None, name: str, gpu: str | None = None,
-                 arch: str | None = None, runner=run_command) -> Checked:
+                 arch: str | None = None, runner: Runner = run_command) -> Checked:
     """Parse a transcript with the lesson's schema and evaluate every claim.
 
     `text` is the transcript, named `name` in messages; None checks the
@@ -140,7 +140,7 @@ def _recorded_gpu(manifest: Manifest, lesson: Lesson, gpu: str | None) -> str:
     return gpu
 
 
-def _build(manifest: Manifest, lesson: Lesson, arch: str, runner) -> BuildResult:
+def _build(manifest: Manifest, lesson: Lesson, arch: str, runner: Runner) -> BuildResult:
     nvcc = find_tool("nvcc")
     toolchain = Toolchain(nvcc=nvcc, nvcc_version=nvcc_version(nvcc, runner) if nvcc else None)
     return build_lesson(manifest, lesson, arch, toolchain.require_nvcc(), toolchain.nvcc_version, runner=runner)

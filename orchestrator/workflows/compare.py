@@ -27,7 +27,7 @@ from ..judge.evidence import list_gpus
 from ..files import atomic_write, parse_json
 from ..judge.judging import ParsedEvidence, parse_evidence
 from ..manifest.model import Lesson, Manifest
-from ..process import CommandResult, run_command
+from ..process import CommandResult, Runner, run_command
 from ..judge.results import ProvenanceChange, shown
 from ..transcript.fields import Compare
 from ..markdown import code, md
@@ -67,7 +67,7 @@ class LessonComparison(BaseModel):
 
 
 # -- the sides ----------------------------------------------------------------------------------
-def _git(root: Path, args: list[str], runner) -> CommandResult | None:
+def _git(root: Path, args: list[str], runner: Runner) -> CommandResult | None:
     """git in the course's folder; None where git itself cannot be started."""
     try:
         return runner(["git", *args], timeout=GIT_TIMEOUT, cwd=root)
@@ -75,7 +75,7 @@ def _git(root: Path, args: list[str], runner) -> CommandResult | None:
         return None
 
 
-def _commit(root: Path, revision: str, runner) -> str | None:
+def _commit(root: Path, revision: str, runner: Runner) -> str | None:
     if not revision or revision.startswith("-"):
         return None
     ran = _git(root, ["rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"], runner)
@@ -84,7 +84,7 @@ def _commit(root: Path, revision: str, runner) -> str | None:
     return ran.stdout.decode("utf-8", "replace").strip() or None
 
 
-def _slugs_at(root: Path, commit: str, runner) -> set[str]:
+def _slugs_at(root: Path, commit: str, runner: Runner) -> set[str]:
     """The GPUs with evidence for some lesson at a commit."""
     ran = _git(root, ["ls-tree", "-r", "--name-only", commit, "--", "evidence"], runner)
     if ran is None or not ran.ok:
@@ -101,7 +101,7 @@ def _listed(slugs: set[str]) -> str:
     return ", ".join(sorted(slugs)) or "none"
 
 
-def resolve_sides(manifest: Manifest, a: str, b: str, runner=run_command) -> tuple[Side, Side]:
+def resolve_sides(manifest: Manifest, a: str, b: str, runner: Runner = run_command) -> tuple[Side, Side]:
     """The two sides as the command line names them; UsageError (one line) for a name that is neither."""
     root = manifest.root
     here = {slug for lesson in manifest.lessons for slug in list_gpus(root, lesson.id)}
@@ -140,12 +140,12 @@ def resolve_sides(manifest: Manifest, a: str, b: str, runner=run_command) -> tup
 
 
 # -- reading a side -------------------------------------------------------------------------------
-def _show(root: Path, commit: str, path: str, runner) -> bytes | None:
+def _show(root: Path, commit: str, path: str, runner: Runner) -> bytes | None:
     ran = _git(root, ["show", f"{commit}:./{path}"], runner)
     return ran.stdout if ran is not None and ran.ok else None
 
 
-def _materialize(root: Path, side: Side, lesson: Lesson, into: Path, runner) -> bool:
+def _materialize(root: Path, side: Side, lesson: Lesson, into: Path, runner: Runner) -> bool:
     """Copy a revision's evidence for one lesson into `into`/evidence/...; False if it has none."""
     folder = f"evidence/{lesson.id}/{side.slug}"
     meta = _show(root, side.commit or "", f"{folder}/meta.json", runner)
@@ -166,7 +166,7 @@ def _materialize(root: Path, side: Side, lesson: Lesson, into: Path, runner) -> 
     return True
 
 
-def _load(manifest: Manifest, lesson: Lesson, side: Side, scratch: Path, runner) -> ParsedEvidence | None:
+def _load(manifest: Manifest, lesson: Lesson, side: Side, scratch: Path, runner: Runner) -> ParsedEvidence | None:
     if side.commit is None:
         return parse_evidence(manifest, lesson, side.slug)
     into = scratch / re.sub(r"[^A-Za-z0-9]+", "-", side.label)
@@ -184,7 +184,7 @@ def _load(manifest: Manifest, lesson: Lesson, side: Side, scratch: Path, runner)
 
 # -- comparing --------------------------------------------------------------------------------------
 def compare_evidence(manifest: Manifest, lessons: list[Lesson], a: Side, b: Side,
-                     runner=run_command) -> list[LessonComparison]:
+                     runner: Runner = run_command) -> list[LessonComparison]:
     """Each lesson's fields on side A and side B, every field but volatile ones, ratio B / A."""
     out = []
     with tempfile.TemporaryDirectory(prefix="coursectl-compare-") as tmp:
@@ -207,14 +207,14 @@ def compare_evidence(manifest: Manifest, lessons: list[Lesson], a: Side, b: Side
     return out
 
 
-def _side_by_side(left: ParsedEvidence, right: ParsedEvidence, same_gpu: bool) -> list[FieldResult]:
+def _side_by_side(left: ParsedEvidence, right: ParsedEvidence, *, same_gpu: bool) -> list[FieldResult]:
     """B's fields against A's, each status as verify and record decide it (compare_fields).
 
     B stands where verify's run does: timings B recorded on a throttled or shared GPU are untrusted. The
     evidence keeps no per-field ambiguity of a --repeat (only its rounded spread), so none is given.
     """
     untrusted = bool(right.evidence.meta.environment.get("untrusted"))
-    fields = [f for f in compare_fields(right.flats, left.flats, same_gpu, untrusted=untrusted)
+    fields = [f for f in compare_fields(right.flats, left.flats, same_gpu=same_gpu, untrusted=untrusted)
               if f.status is not FieldStatus.volatile]
     for field in fields:
         if field.ratio is None:

@@ -22,7 +22,7 @@ def lock_dir() -> Path:
 
 
 @contextlib.contextmanager
-def gpu_lock(gpu_id: str, on_wait: Callable[[str], None] | None = None, shared: bool = False) -> Iterator[None]:
+def gpu_lock(gpu_id: str, on_wait: Callable[[str], None] | None = None, *, shared: bool = False) -> Iterator[None]:
     """Hold the lock for `gpu_id` (its UUID); call on_wait once if another process has it.
 
     `shared` holds it beside other shared holders (sanitizer passes) and

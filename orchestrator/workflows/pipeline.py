@@ -23,7 +23,7 @@ from ..judge.evidence import recover_evidence
 from ..judge.judging import compare_build_evidence, judge_evidence, judge_run, judge_runs, judge_source
 from ..judge.results import Emit, LessonResult, Options, quiet
 from ..manifest.model import Lesson, Manifest
-from ..process import CommandResult, run_command
+from ..process import CommandResult, Runner, run_command
 from ..render.course import stale_source_header
 from . import scheduler
 from .scheduler import Scheduler, walk_offline
@@ -48,8 +48,8 @@ def judge_the_runs_alone(turn: Turn, result: LessonResult) -> LessonResult:
 
 
 def _judged(turn: Turn, result: LessonResult, *, compare: bool) -> LessonResult:
-    judged, turn.chosen = judge_runs(turn.manifest, turn.lesson, turn.runs, turn.gpu, turn.arch, compare,
-                                     turn.build.resources, turn.environment)
+    judged, turn.chosen = judge_runs(turn.manifest, turn.lesson, turn.runs, turn.gpu, turn.arch, compare=compare,
+                                     resources=turn.build.resources, environment=turn.environment)
     judged.notes += result.notes
     return judged
 
@@ -129,13 +129,13 @@ VERIFY_OFFLINE = (judge_the_source, check_the_source_header, judge_the_evidence,
 
 # -- the workflows -------------------------------------------------------------------------------------
 def verify(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, options: Options,
-           emit: Emit = quiet, runner=run_command) -> list[LessonResult]:
+           emit: Emit = quiet, runner: Runner = run_command) -> list[LessonResult]:
     """Build, run, judge against this GPU's evidence, check the build evidence, sanitize."""
     return Scheduler(manifest, lessons, toolchain, options, VERIFY, emit, runner, compared=True).run()
 
 
 def record(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, options: Options,
-           emit: Emit = quiet, runner=run_command) -> list[LessonResult]:
+           emit: Emit = quiet, runner: Runner = run_command) -> list[LessonResult]:
     """Build (every listed architecture too), run, judge, sanitize, and store only if every gate held.
 
     Its sanitizer passes always run, and refresh the sanitizer cache. With options.dry_run nothing is
@@ -149,7 +149,7 @@ def record(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opti
 
 
 def sanitize(manifest: Manifest, lesson: Lesson, toolchain: Toolchain, options: Options,
-             emit: Emit = quiet, runner=run_command) -> LessonResult:
+             emit: Emit = quiet, runner: Runner = run_command) -> LessonResult:
     """Only the compute-sanitizer passes (options.sanitize_tools, else the declared ones), run now and judged."""
     toolchain.require_sanitizer()
     options = options.model_copy(update={"sanitize": True, "rerun_sanitizers": True})
@@ -158,7 +158,7 @@ def sanitize(manifest: Manifest, lesson: Lesson, toolchain: Toolchain, options: 
 
 
 def run(manifest: Manifest, lesson: Lesson, toolchain: Toolchain, options: Options,
-        emit: Emit = quiet, runner=run_command) -> tuple[LessonResult, CommandResult | None]:
+        emit: Emit = quiet, runner: Runner = run_command) -> tuple[LessonResult, CommandResult | None]:
     """Build and run one lesson once and judge it on its own (no evidence); also returns the raw run."""
     options = options.model_copy(update={"sanitize": False, "repeat": 1})
     walk = Scheduler(manifest, [lesson], toolchain, options, RUN, emit, runner, compared=False)
@@ -168,12 +168,12 @@ def run(manifest: Manifest, lesson: Lesson, toolchain: Toolchain, options: Optio
 
 
 def verify_offline(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, options: Options,
-                   emit: Emit = quiet, runner=run_command) -> list[LessonResult]:
+                   emit: Emit = quiet, runner: Runner = run_command) -> list[LessonResult]:
     """No GPU: build for every listed architecture, check the build evidence, re-judge the recorded evidence."""
     return walk_offline(manifest, lessons, toolchain, options, VERIFY_OFFLINE, emit, runner)
 
 
 def build_many(manifest: Manifest, jobs: list[tuple[Lesson, str]], toolchain: Toolchain, parallel: int,
-               runner=run_command, emit: Emit = quiet) -> list[tuple[Lesson, str, BuildResult | CoursectlError]]:
+               runner: Runner = run_command, emit: Emit = quiet) -> list[tuple[Lesson, str, BuildResult | CoursectlError]]:
     """Build (lesson, arch) pairs in parallel; on Ctrl-C stop every nvcc and keep no partial entry."""
     return scheduler.build_many(manifest, jobs, toolchain, parallel, runner, emit)

@@ -30,7 +30,7 @@ from ..cuda.toolchain import Toolchain, select_gpus
 from ..errors import CoursectlError, Interrupted, describe_os_error
 from ..judge.results import Emit, Event, LessonResult, Options, Status, quiet, settle, stopped
 from ..manifest.model import Lesson, Manifest
-from ..process import interrupts_held, kill_all, resume, run_command
+from ..process import Runner, interrupts_held, kill_all, resume, run_command
 from ..trace import span
 from .sharing import Claim, GpuShare
 from .turn import OfflineTurn, Turn, expected_passes, passes_of
@@ -53,7 +53,7 @@ class Scheduler:
     """
 
     def __init__(self, manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, options: Options,
-                 stages: tuple[Stage, ...], emit: Emit = quiet, runner=run_command, *, compared: bool,
+                 stages: tuple[Stage, ...], emit: Emit = quiet, runner: Runner = run_command, *, compared: bool,
                  notes: dict[str, list[str]] | None = None):
         self.manifest, self.lessons, self.toolchain, self.options = manifest, lessons, toolchain, options
         self.stages, self.compared, self.notes = stages, compared, notes or {}
@@ -240,7 +240,7 @@ def _joined(lesson_id: str, future: Future) -> LessonResult:
 
 # -- without a GPU ---------------------------------------------------------------------------------
 def walk_offline(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, options: Options,
-                 stages: tuple[OfflineStage, ...], emit: Emit = quiet, runner=run_command) -> list[LessonResult]:
+                 stages: tuple[OfflineStage, ...], emit: Emit = quiet, runner: Runner = run_command) -> list[LessonResult]:
     """Build each lesson for every listed architecture (or options.arch), then walk its stages, lesson by lesson."""
     archs = [options.arch] if options.arch else list(manifest.architectures)
     try:
@@ -282,7 +282,7 @@ def _walk_offline_turn(turn: OfflineTurn, builds: list[BuildResult | CoursectlEr
 
 
 def build_many(manifest: Manifest, jobs: list[tuple[Lesson, str]], toolchain: Toolchain, parallel: int,
-               runner=run_command, emit: Emit = quiet) -> list[tuple[Lesson, str, BuildResult | CoursectlError]]:
+               runner: Runner = run_command, emit: Emit = quiet) -> list[tuple[Lesson, str, BuildResult | CoursectlError]]:
     """Build (lesson, arch) pairs in parallel; on Ctrl-C stop every nvcc and keep no partial entry."""
     nvcc = toolchain.require_nvcc()
     for lesson_id in dict.fromkeys(lesson.id for lesson, _ in jobs):

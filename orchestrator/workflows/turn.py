@@ -26,7 +26,7 @@ from ..judge.evidence import (EvidenceMeta, build_evidence_path, evidence_dir, l
                        read_evidence_file, source_changes, write_build_evidence, write_evidence)
 from ..judge.judging import build_evidence_of, compare_with_previous, describe_environment, judge_sanitizer_run, sources_now
 from ..manifest.model import Lesson, Manifest, SanitizerPass
-from ..process import CommandResult
+from ..process import CommandResult, Runner
 from ..judge.results import Emit, Event, LessonResult, Options, PassResult, RunEnvironment, status_of
 from ..cuda.sanitizer import sanitizer_command
 from ..manifest.passes import Tool
@@ -44,7 +44,7 @@ class Turn:
     """
 
     def __init__(self, manifest: Manifest, toolchain: Toolchain, options: Options, lesson: Lesson,
-                 builds: dict[str, BuildResult], emit: Emit, runner, stopping: threading.Event, claim: Claim,
+                 builds: dict[str, BuildResult], emit: Emit, runner: Runner, stopping: threading.Event, claim: Claim,
                  expected: dict[str, float]):
         self.manifest, self.toolchain, self.options = manifest, toolchain, options
         self.lesson, self.gpu, self.builds = lesson, claim.gpu, builds
