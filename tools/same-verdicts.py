@@ -24,7 +24,10 @@ def verdicts(report: dict) -> dict:
             "keys": sorted(result),
             "status": result["status"],
             "reasons": result["reasons"],
-            "fields": [(f["path"], f["rule"], f["status"]) for f in result.get("fields") or []],
+            # A measured value equal to its evidence or within its tolerance holds either way: which one is
+            # the run's luck, not the code's.
+            "fields": [(f["path"], f["rule"], "held" if f["status"] in ("same", "within") else f["status"])
+                       for f in result.get("fields") or []],
             "claims": [(c.get("id"), c.get("kind"), c.get("held")) for c in result.get("claims") or []],
             "sanitizers": [(s.get("tool"), s.get("exit_status"), s.get("errors"), s.get("findings"), s.get("problems"))
                            for s in result.get("sanitizers") or []],
