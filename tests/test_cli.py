@@ -740,6 +740,45 @@ def test_merge_refuses_a_missing_shard_unless_allowed(course, fake_gpu, prebuilt
     assert coursectl("report", "merge", first, "--allow-partial", "--strict").exit_code == 1
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def test_a_strict_partial_merge_says_why_it_fails_in_a_red_tally(course, fake_gpu, prebuilt, tmp_path):
+    """`report merge 1.json --allow-partial --strict` of a shard that passed printed a green `N passed, 0 failed`
+    and exited 1, saying nothing about why; its JUnit had no failure."""
+    course(["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul"])
+    assert coursectl("record", "--all", "-q").exit_code == 0
+    first, _ = _shard_reports(tmp_path)
+    junit = tmp_path / "merged.xml"
+    strict = coursectl("--color", "always", "report", "merge", first, "--allow-partial", "--strict", "--junit", junit)
+    assert (strict.exit_code, strict.stderr) == (1, "")
+    tally = lines(strict.stdout)[-1]
+    statuses = [r["status"] for r in json.loads(first.read_text())["results"]]
+    assert statuses and set(statuses) == {"PASS"}
+    passed = len(statuses)
+    assert tally_line(ANSI.sub("", strict.stdout)) == (
+        f"{passed} passed, 0 failed in T s; --strict: a partial merge (shard 2 of 2 missing), counted as failed")
+    assert tally.startswith("\x1b[1;31m"), repr(tally)   # bold red, as every run that exits 1
+    suite = ET.parse(junit).getroot()
+    assert (suite.get("tests"), suite.get("failures")) == (str(passed + 1), "1")
+    [case] = [c for c in suite.findall("testcase") if c.find("failure") is not None]
+    assert (case.get("name"), case.find("failure").get("type"), case.find("failure").get("message")) == (
+        "--strict", "STRICT", "a partial merge (shard 2 of 2 missing), counted as failed")
+
+    lenient = coursectl("--color", "always", "report", "merge", first, "--allow-partial")
+    assert lenient.exit_code == 0
+    assert tally_line(ANSI.sub("", lenient.stdout)) == f"{passed} passed, 0 failed in T s"
+    assert lines(lenient.stdout)[-1].startswith("\x1b[32m")
+
+
+def test_a_strict_empty_selection_says_why_it_fails(course, fake_gpu, prebuilt):
+    course(["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul", "day71-matmul-fp16"])
+    strict = coursectl("verify", "--all", "--shard", "5/5", "--strict")
+    assert strict.exit_code == 1
+    assert tally_line(strict.stdout) == ("0 passed, 0 failed in T s; no lesson was selected, nothing was verified; "
+                                         "--strict: an empty selection, counted as failed")
+
+
 def test_merge_refuses_reports_of_different_manifests_and_keeps_toolchain_and_shards(course, fake_gpu, prebuilt,
                                                                                     tmp_path):
     made = course(["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul"])
@@ -852,3 +891,4 @@ def test_build_says_when_k_selects_nothing_and_refuses_a_job_count_below_1(cours
     for jobs in ("-1", "0"):
         result = coursectl("build", "--all", "-j", jobs)
         assert result.exit_code == 2 and "Invalid value for '--jobs'" in result.stderr, jobs
+

@@ -29,7 +29,7 @@ from ..errors import CoursectlError, Interrupted, UsageError
 from ..manifest.model import Manifest
 from ..manifest.selection import choose_lessons
 from ..trace import span
-from ..judge.results import Options
+from ..judge.results import Options, run_verdict
 from ..manifest.passes import Tool
 
 
@@ -196,7 +196,8 @@ def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, quiet: 
             if not quiet:
                 display.print_details(common.console, results, verbosity)
             display.print_summary(common.console, results, title)
-            tally = display.print_tally(common.console, results, time.monotonic() - started, strict)
+            tally = display.print_tally(common.console, results, time.monotonic() - started,
+                                        run_verdict(results, strict=strict))
             stopped.close()   # workflow commands again, for coursectl's own annotations
             annotations.publish(manifest, results, title, tally, print_line)
             if drift_path:

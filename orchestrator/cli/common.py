@@ -237,12 +237,12 @@ def json_to_stdout(json_path: Optional[Path]) -> None:
 
 
 def write_reports(report, json_path, junit_path, raise_on_failure: bool = True) -> None:
-    """Write the reports asked for; exit 1 if the run failed."""
+    """Write the reports asked for; exit 1 if the run failed (its verdict)."""
     from .report import write_json, write_junit
 
     if json_path:
         write_json(report, json_path)
     if junit_path:
         write_junit(report, junit_path)
-    if report.has_failed() and raise_on_failure:
+    if report.verdict().failed and raise_on_failure:
         raise typer.Exit(1)

@@ -114,7 +114,7 @@ def report_merge(reports: List[Path] = typer.Argument(..., metavar="REPORT", hel
     merged = merge_reports([read_json(p) for p in reports], allow_partial=allow_partial, strict=strict)
     display.print_summary(common.console, merged.results, f"merged {plural(len(reports), 'report')}" +
                           (" (partial: shards missing)" if merged.partial else ""))
-    display.print_tally(common.console, merged.results, 0.0, strict)
+    display.print_tally(common.console, merged.results, 0.0, merged.verdict())
     write_reports(merged, json_path, junit_path)
 
 
