@@ -19,10 +19,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import typer
 
 from conftest import (tally_line, unverified, GPU_SLUG, GPU_UUID, HH, REAL_NVCC, SANITIZER_DATA, SEEDS, H, after, coursectl, edit, is_gone, lines,
                       real_lessons, seconds_masked, snapshot, statuses, table)
 from orchestrator import __version__
+from orchestrator.cli import common
+from orchestrator.errors import INTERRUPTED, RunFailed, UsageError
 from orchestrator.cuda.toolchain import NO_GPU_HINT
 
 
@@ -892,3 +895,22 @@ def test_build_says_when_k_selects_nothing_and_refuses_a_job_count_below_1(cours
         result = coursectl("build", "--all", "-j", jobs)
         assert result.exit_code == 2 and "Invalid value for '--jobs'" in result.stderr, jobs
 
+
+@pytest.mark.parametrize("error, status, stderr", [
+    (RunFailed(), 1, ""),
+    (UsageError("no lesson 'x'", hint="see lessons.yaml"), 2, "coursectl: error: no lesson 'x'\nhint: see lessons.yaml\n"),
+    (KeyboardInterrupt(), 130, INTERRUPTED + "\n"),
+    (FileNotFoundError(2, "No such file or directory", "a.json"), 1,
+     "coursectl: error: cannot write/read a.json: No such file or directory\n"),
+])
+def test_handle_errors_chooses_every_exit_status_and_run_failed_adds_no_line(capsys, error, status, stderr):
+    """RunFailed is how a command that has printed why its run failed exits 1: nothing more is printed."""
+    @common.handle_errors
+    def command():
+        print("what the command printed")
+        raise error
+
+    with pytest.raises(typer.Exit) as stopped:
+        command()
+    assert stopped.value.exit_code == status
+    assert capsys.readouterr() == ("what the command printed\n", stderr)

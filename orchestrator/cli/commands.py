@@ -25,7 +25,7 @@ from . import common, display
 from .common import (AllOpt, ArchOpt, Command, DriftOpt, ExitFirstOpt, GpusOpt, JobsOpt, JsonOpt, JunitOpt, KeywordOpt,
                      LessonsArg, ManifestOpt, QuietOpt, RepeatOpt, SanitizerJobsOpt, StartGapOpt, StrictOpt, VerboseOpt,
                      _jobs, app, handle_errors, json_to_stdout, load, write_reports)
-from ..errors import CoursectlError, Interrupted, UsageError
+from ..errors import CoursectlError, Interrupted, RunFailed, UsageError
 from ..manifest.model import Manifest
 from ..manifest.selection import choose_lessons
 from ..trace import span
@@ -132,7 +132,7 @@ def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, key
     for error in failed:
         common.err_console.print(f"coursectl: error: {error}", markup=False, soft_wrap=True)
     if failed:
-        raise typer.Exit(1)
+        raise RunFailed()
 
 
 @app.command(cls=Command)
@@ -159,7 +159,7 @@ def run(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson 
     for reason in result.reasons:
         common.err_console.print(f"{lesson.id}: {reason}", markup=False, soft_wrap=True)
     if result.status.is_failure:
-        raise typer.Exit(1)
+        raise RunFailed()
 
 
 @contextlib.contextmanager
@@ -353,7 +353,7 @@ def render(check: bool = typer.Option(False, "--check", help="Write nothing; pri
             typer.echo(diff, nl=False)
             common.err_console.print(f"coursectl: {sum(p.changed for p in pages)} page(s) are stale; "
                               f"run `coursectl render`", markup=False)
-            raise typer.Exit(1)
+            raise RunFailed()
         common.console.print("every page is up to date")
         return
     written = write_pages(pages)

@@ -16,7 +16,7 @@ from . import display
 from .common import (Command, JsonOpt, JunitOpt, ManifestOpt, StrictOpt, app, handle_errors, json_to_stdout, load,
                   report_app, schema_app, write_reports)
 from ..manifest.selection import choose_lessons
-from ..errors import UsageError
+from ..errors import RunFailed, UsageError
 from ..manifest.selection import select_lessons
 from ..words import plural
 
@@ -49,7 +49,7 @@ def check(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesso
     checked = check_lesson(manifest, lesson, text, STDIN if transcript == "-" else transcript or "", gpu, arch)
     display.print_check(common.console, checked)
     if not checked.gates_held:
-        raise typer.Exit(1)
+        raise RunFailed()
 
 
 @app.command(cls=Command)
