@@ -18,7 +18,7 @@ import yaml
 from conftest import DATA, GPU_SLUG, GPU_UUID, coursectl
 from orchestrator import __version__
 from orchestrator.judge.results import LessonResult, PassResult, RunInfo, Status
-from orchestrator.cli.report import VerifyReport, junit_xml, write_junit
+from orchestrator.cli.report import _NOT_XML, VerifyReport, junit_xml, write_junit
 from orchestrator.cuda.toolchain import Gpu, Toolchain
 
 etree = pytest.importorskip("lxml.etree")
@@ -296,3 +296,13 @@ def test_a_lesson_printing_megabytes_leaves_reports_that_their_readers_take(cour
                                          "the first 262,144\n")
     merged = coursectl("report", "merge", report)
     assert (merged.exit_code, merged.stderr) == (1, "")
+
+
+def test_what_is_escaped_is_exactly_what_xml_1_0_forbids():
+    """XML 1.0's Char: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]; every other code point
+    is written out, and none of those."""
+    def allowed(c: int) -> bool:
+        return c in (0x9, 0xA, 0xD) or 0x20 <= c <= 0xD7FF or 0xE000 <= c <= 0xFFFD or 0x10000 <= c <= 0x10FFFF
+
+    every = "".join(map(chr, range(0x110000)))
+    assert [ord(c) for c in _NOT_XML.findall(every)] == [c for c in range(0x110000) if not allowed(c)]
