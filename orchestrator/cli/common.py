@@ -253,6 +253,7 @@ def json_to_stdout(json_path: Optional[Path]) -> None:
 
 def write_reports(report, json_path, junit_path, raise_on_failure: bool = True) -> None:
     """Write the reports asked for; then RunFailed (exit 1) if the run failed (its verdict)."""
+    # deferred: 5 ms of imports (cli/report.py; 2 from .pyc) that --help and doctor never need
     from .report import write_json, write_junit
 
     if json_path:
