@@ -1,7 +1,7 @@
 """The one exception family. Each error knows the file and line it is about.
 
-The CLI maps each class to an exit status in one place (`EXIT_STATUS`) and adds
-the hint; the core only raises.
+Each class carries its exit status; the CLI's one handler (cli/common.py's
+handle_errors) prints the message and the hint and exits with it; the core only raises.
 """
 
 from __future__ import annotations
@@ -98,6 +98,18 @@ class ReportError(CoursectlError):
     """Reports that cannot be merged into one honest report."""
 
     exit_status = 1
+
+
+class RunFailed(CoursectlError):
+    """The run failed, and the command has already said why (its tally, each build's error, the stale pages).
+
+    The CLI exits 1 and prints nothing more.
+    """
+
+    exit_status = 1
+
+    def __init__(self, message: str = "the run failed; the command's output says why"):
+        super().__init__(message)
 
 
 class Interrupted(CoursectlError):

@@ -15,14 +15,18 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import typer
 
 from conftest import (tally_line, unverified, GPU_SLUG, GPU_UUID, HH, REAL_NVCC, SANITIZER_DATA, SEEDS, H, after, coursectl, edit, is_gone, lines,
                       real_lessons, seconds_masked, snapshot, statuses, table)
 from orchestrator import __version__
+from orchestrator.cli import common
+from orchestrator.errors import INTERRUPTED, RunFailed, UsageError
 from orchestrator.cuda.toolchain import NO_GPU_HINT
 
 
@@ -740,6 +744,45 @@ def test_merge_refuses_a_missing_shard_unless_allowed(course, fake_gpu, prebuilt
     assert coursectl("report", "merge", first, "--allow-partial", "--strict").exit_code == 1
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def test_a_strict_partial_merge_says_why_it_fails_in_a_red_tally(course, fake_gpu, prebuilt, tmp_path):
+    """`report merge 1.json --allow-partial --strict` of a shard that passed printed a green `N passed, 0 failed`
+    and exited 1, saying nothing about why; its JUnit had no failure."""
+    course(["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul"])
+    assert coursectl("record", "--all", "-q").exit_code == 0
+    first, _ = _shard_reports(tmp_path)
+    junit = tmp_path / "merged.xml"
+    strict = coursectl("--color", "always", "report", "merge", first, "--allow-partial", "--strict", "--junit", junit)
+    assert (strict.exit_code, strict.stderr) == (1, "")
+    tally = lines(strict.stdout)[-1]
+    statuses = [r["status"] for r in json.loads(first.read_text())["results"]]
+    assert statuses and set(statuses) == {"PASS"}
+    passed = len(statuses)
+    assert tally_line(ANSI.sub("", strict.stdout)) == (
+        f"{passed} passed, 0 failed in T s; --strict: a partial merge (shard 2 of 2 missing), counted as failed")
+    assert tally.startswith("\x1b[1;31m"), repr(tally)   # bold red, as every run that exits 1
+    suite = ET.parse(junit).getroot()
+    assert (suite.get("tests"), suite.get("failures")) == (str(passed + 1), "1")
+    [case] = [c for c in suite.findall("testcase") if c.find("failure") is not None]
+    assert (case.get("name"), case.find("failure").get("type"), case.find("failure").get("message")) == (
+        "--strict", "STRICT", "a partial merge (shard 2 of 2 missing), counted as failed")
+
+    lenient = coursectl("--color", "always", "report", "merge", first, "--allow-partial")
+    assert lenient.exit_code == 0
+    assert tally_line(ANSI.sub("", lenient.stdout)) == f"{passed} passed, 0 failed in T s"
+    assert lines(lenient.stdout)[-1].startswith("\x1b[32m")
+
+
+def test_a_strict_empty_selection_says_why_it_fails(course, fake_gpu, prebuilt):
+    course(["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul", "day71-matmul-fp16"])
+    strict = coursectl("verify", "--all", "--shard", "5/5", "--strict")
+    assert strict.exit_code == 1
+    assert tally_line(strict.stdout) == ("0 passed, 0 failed in T s; no lesson was selected, nothing was verified; "
+                                         "--strict: an empty selection, counted as failed")
+
+
 def test_merge_refuses_reports_of_different_manifests_and_keeps_toolchain_and_shards(course, fake_gpu, prebuilt,
                                                                                     tmp_path):
     made = course(["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul"])
@@ -852,3 +895,34 @@ def test_build_says_when_k_selects_nothing_and_refuses_a_job_count_below_1(cours
     for jobs in ("-1", "0"):
         result = coursectl("build", "--all", "-j", jobs)
         assert result.exit_code == 2 and "Invalid value for '--jobs'" in result.stderr, jobs
+
+
+@pytest.mark.parametrize("error, status, stderr", [
+    (RunFailed(), 1, ""),
+    (UsageError("no lesson 'x'", hint="see lessons.yaml"), 2, "coursectl: error: no lesson 'x'\nhint: see lessons.yaml\n"),
+    (KeyboardInterrupt(), 130, INTERRUPTED + "\n"),
+    (FileNotFoundError(2, "No such file or directory", "a.json"), 1,
+     "coursectl: error: cannot write/read a.json: No such file or directory\n"),
+])
+def test_handle_errors_chooses_every_exit_status_and_run_failed_adds_no_line(capsys, error, status, stderr):
+    """RunFailed is how a command that has printed why its run failed exits 1: nothing more is printed."""
+    @common.handle_errors
+    def command():
+        print("what the command printed")
+        raise error
+
+    with pytest.raises(typer.Exit) as stopped:
+        command()
+    assert stopped.value.exit_code == status
+    assert capsys.readouterr() == ("what the command printed\n", stderr)
+
+
+DEFERRED = ("orchestrator.workflows.pipeline", "orchestrator.workflows.authoring", "orchestrator.render.course",
+            "orchestrator.workflows.compare", "orchestrator.judge.drift", "orchestrator.cli.report", "jinja2")
+
+
+def test_help_imports_none_of_what_the_commands_defer():
+    """cli/'s function-level imports keep these off `coursectl --help` (4-45 ms each, jinja2 among them)."""
+    code = f"import sys, orchestrator.cli.main; print(sorted(set({DEFERRED!r}) & set(sys.modules)))"
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout == "[]\n"

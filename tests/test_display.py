@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
+from rich.text import Text
 
 from orchestrator.cli import display
-from orchestrator.judge.results import LessonResult, Status
+from orchestrator.judge.results import LessonResult, Status, run_verdict
 
 LONG_ID = "day18-" + "very-long-lesson-name-" * 7 + "end"   # 163 characters
 
@@ -40,3 +42,24 @@ def test_a_table_that_fits_is_printed_as_before():
         " lesson            ┃ status ┃ gpu ┃ evidence ┃ run ┃ sanitizers ┃ total",
         "━━━━━━━━━━━━━━━━━━━╇━━━━━━━━╇━━━━━╇━━━━━━━━━━╇━━━━━╇━━━━━━━━━━━━╇━━━━━━━━",
         " day14-syncthreads │ PASS   │ -   │ -        │ -   │ -          │ 1.94 s"]
+
+
+@pytest.mark.parametrize("statuses, strict, partial, style, reason", [
+    ([Status.PASS], False, "", "green", ""),
+    ([Status.PASS, Status.NO_EVIDENCE], False, "", "yellow", ""),
+    ([Status.PASS, Status.NO_EVIDENCE], True, "", "bold red", "; --strict: 1 not verified, counted as failed"),
+    ([Status.PASS, Status.FAIL], False, "", "bold red", ""),
+    ([Status.PASS], True, "shard 2 of 2 missing", "bold red",
+     "; --strict: a partial merge (shard 2 of 2 missing), counted as failed"),
+])
+def test_the_tally_is_red_and_says_why_whenever_the_run_fails(statuses, strict, partial, style, reason):
+    """A strict partial merge of passed lessons printed a green `1 passed, 0 failed` and exited 1."""
+    results = [LessonResult(lesson=f"l{i}", status=s) for i, s in enumerate(statuses)]
+    verdict = run_verdict(results, strict=strict, partial=partial)
+    console = Console(file=io.StringIO(), width=200, force_terminal=True, color_system="standard")
+    with console.capture() as printed:
+        line = display.print_tally(console, results, 1.0, verdict)
+    assert line.endswith(" in 1.0 s" + reason)
+    with console.capture() as expected:
+        console.print(Text(line, style=style), highlight=False, soft_wrap=True)
+    assert printed.get() == expected.get()

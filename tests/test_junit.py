@@ -18,7 +18,7 @@ import yaml
 from conftest import DATA, GPU_SLUG, GPU_UUID, coursectl
 from orchestrator import __version__
 from orchestrator.judge.results import LessonResult, PassResult, RunInfo, Status
-from orchestrator.cli.report import VerifyReport, junit_xml, write_junit
+from orchestrator.cli.report import _NOT_XML, VerifyReport, junit_xml, write_junit
 from orchestrator.cuda.toolchain import Gpu, Toolchain
 
 etree = pytest.importorskip("lxml.etree")
@@ -114,6 +114,45 @@ def test_every_status_on_a_gpu():
     assert fail.findtext("failure") == ("1 field(s) differ from the nvidia-h200 evidence:\n  x: moved\n\n"
                                         "exit status 1")
     assert suite.findall("testcase")[0].findtext("system-out") == "ok\n"
+
+
+def test_under_strict_what_fails_the_exit_status_is_a_failure():
+    """--strict exits 1 for a lesson neither passed nor failed; its JUnit called them <skipped>, 0 failures."""
+    run = RunInfo(command=["./lesson"], exit_status=0, seconds=0.4)
+    results = [
+        LessonResult(lesson="pass", status=Status.PASS, gpu=GPU_SLUG, run=run, seconds=1.0, evidence=GPU_SLUG),
+        LessonResult(lesson="new", status=Status.UNSUPPORTED, gpu=GPU_SLUG,
+                     reasons=["needs compute capability 10.0; NVIDIA H200 has 9.0"]),
+        LessonResult(lesson="later", status=Status.SKIPPED, gpu=GPU_SLUG),
+        LessonResult(lesson="fresh", status=Status.NO_EVIDENCE, gpu=GPU_SLUG, run=run, seconds=2.0,
+                     unverified="no evidence for nvidia-h200 yet\nrun `coursectl record fresh`")]
+    lenient = valid(junit_xml(report_of(*results)))
+    assert counts(lenient)[:4] == ("4", "0", "0", "3")
+    strict = valid(junit_xml(report_of(*results, strict=True)))
+    assert counts(strict)[:4] == ("4", "3", "0", "0")
+    counted = "--strict: not verified, counted as failed: "
+    assert cases(strict) == [
+        ("pass", "1.000", []),
+        ("new", "0.000", [("failure", "UNSUPPORTED", counted + "needs compute capability 10.0; NVIDIA H200 has 9.0")]),
+        ("later", "0.000", [("failure", "SKIPPED", counted + "SKIPPED")]),
+        ("fresh", "2.000", [("failure", "NO_EVIDENCE", counted + "no evidence for nvidia-h200 yet")]),
+    ]
+    assert strict.findall("testcase")[3].findtext("failure") == ("no evidence for nvidia-h200 yet\n"
+                                                                 "run `coursectl record fresh`")
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_under_strict_a_partial_merge_or_an_empty_run_is_a_failing_case(strict):
+    passed = LessonResult(lesson="pass", status=Status.PASS, gpu=GPU_SLUG, seconds=1.0, evidence=GPU_SLUG)
+    partial = valid(junit_xml(report_of(passed, shards=["1/3"], partial=True, strict=strict)))
+    empty = valid(junit_xml(report_of(strict=strict)))
+    if not strict:
+        assert (counts(partial)[:4], counts(empty)[:4]) == (("1", "0", "0", "0"), ("0", "0", "0", "0"))
+        return
+    assert counts(partial)[:4] == ("2", "1", "0", "0")
+    assert cases(partial)[1] == ("--strict", "0.000", [
+        ("failure", "STRICT", "a partial merge (shards 2, 3 of 3 missing), counted as failed")])
+    assert cases(empty) == [("--strict", "0.000", [("failure", "STRICT", "an empty selection, counted as failed")])]
 
 
 def test_the_properties_name_the_gpu_and_every_tool_version():
@@ -257,3 +296,13 @@ def test_a_lesson_printing_megabytes_leaves_reports_that_their_readers_take(cour
                                          "the first 262,144\n")
     merged = coursectl("report", "merge", report)
     assert (merged.exit_code, merged.stderr) == (1, "")
+
+
+def test_what_is_escaped_is_exactly_what_xml_1_0_forbids():
+    """XML 1.0's Char: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]; every other code point
+    is written out, and none of those."""
+    def allowed(c: int) -> bool:
+        return c in (0x9, 0xA, 0xD) or 0x20 <= c <= 0xD7FF or 0xE000 <= c <= 0xFFFD or 0x10000 <= c <= 0x10FFFF
+
+    every = "".join(map(chr, range(0x110000)))
+    assert [ord(c) for c in _NOT_XML.findall(every)] == [c for c in range(0x110000) if not allowed(c)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.judge.results import LessonResult, PassResult, RunInfo, Status, settle, stopped
+from orchestrator.judge.results import LessonResult, PassResult, RunInfo, Status, run_verdict, settle, stopped
 
 
 def run(**kwargs) -> RunInfo:
@@ -50,3 +50,28 @@ def test_values_print_with_every_digit_that_tells_them_apart():
 
     assert [format_value(v) for v in (18011780.0, 18011750.0, 0.0094, 1344.0, 2.5e-06, None, True)] == [
         "18011780", "18011750", "0.0094", "1344", "2.5e-06", "-", "yes"]
+
+
+def _of(*statuses: Status) -> list[LessonResult]:
+    return [LessonResult(lesson=f"l{i}", status=status) for i, status in enumerate(statuses)]
+
+
+@pytest.mark.parametrize("results, strict, partial, failed, reasons", [
+    (_of(Status.PASS), False, "", False, []),
+    (_of(Status.PASS, Status.FAIL), False, "", True, []),
+    (_of(Status.PASS, Status.NO_EVIDENCE, Status.SKIPPED), False, "", False, []),
+    (_of(Status.PASS, Status.NO_EVIDENCE, Status.SKIPPED), True, "", True, ["2 not verified, counted as failed"]),
+    (_of(Status.UNSUPPORTED, Status.TIMEOUT), True, "", True, ["1 not verified, counted as failed"]),
+    ([], False, "", False, []),
+    ([], True, "", True, ["an empty selection, counted as failed"]),
+    (_of(Status.PASS), False, "shard 2 of 2 missing", False, []),
+    (_of(Status.PASS), True, "shard 2 of 2 missing", True, ["a partial merge (shard 2 of 2 missing), counted as failed"]),
+    (_of(Status.NO_EVIDENCE), True, "shard 2 of 2 missing", True,
+     ["1 not verified, counted as failed", "a partial merge (shard 2 of 2 missing), counted as failed"]),
+], ids=["pass", "fail", "unverified", "strict-unverified", "strict-failed-too", "empty", "strict-empty", "partial",
+        "strict-partial", "strict-both"])
+def test_run_verdict(results, strict, partial, failed, reasons):
+    verdict = run_verdict(results, strict=strict, partial=partial)
+    assert (verdict.failed, verdict.reasons) == (failed, reasons)
+    assert [verdict.counts_as_failed(r) for r in results] == [
+        r.status.is_failure or (strict and r.status is not Status.PASS) for r in results]

@@ -3,14 +3,17 @@
 Each parses its arguments, picks a workflow (workflows/pipeline.py) and prints
 (cli/display.py); cli/common.py's handle_errors maps what it raises to an exit status.
 
-The workflows, the toolchain probe, the renderer and the reports are imported
-inside the commands that use them: `coursectl --help` then starts in about
-0.35 s instead of 0.5 s.
+The workflows and the renderer (20-45 ms each) are imported inside the commands
+that use them, and so are the reports and the drift and compare workflows
+(4-7 ms each, but 11 ms of `coursectl --help` together); each says the time it
+defers: CPU time of the import in a fresh process after cli/main.py's, without
+.pyc and with. Every other import is at the top.
 """
 
 from __future__ import annotations
 
 import contextlib
+import shlex
 import sys
 import time
 import types
@@ -21,20 +24,24 @@ import typer
 import typer.core
 from rich.table import Table
 
-from . import common, display
+from . import annotations, common, display
 from .common import (AllOpt, ArchOpt, Command, DriftOpt, ExitFirstOpt, GpusOpt, JobsOpt, JsonOpt, JunitOpt, KeywordOpt,
                      LessonsArg, ManifestOpt, QuietOpt, RepeatOpt, SanitizerJobsOpt, StartGapOpt, StrictOpt, VerboseOpt,
                      _jobs, app, handle_errors, json_to_stdout, load, write_reports)
-from ..errors import CoursectlError, Interrupted, UsageError
+from ..names import check_arch
+from ..cuda.buildkey import describe_host_compiler
+from ..cuda.resources import RESOURCE_FIELDS
+from ..cuda.toolchain import discover
+from ..errors import CoursectlError, Interrupted, RunFailed, UsageError
+from ..judge.evidence import list_gpus
+from ..judge.results import Options, run_verdict
 from ..manifest.model import Manifest
+from ..manifest.passes import Tool
 from ..manifest.selection import choose_lessons
 from ..trace import span
-from ..judge.results import Options
-from ..manifest.passes import Tool
 
 
 def _discover():
-    from ..cuda.toolchain import discover
     with span("find the tools", "coursectl"):
         return discover()
 
@@ -47,9 +54,6 @@ def doctor(manifest_path: Path = ManifestOpt) -> None:
     Exits 0 when nvcc is usable, even without a GPU (verify --offline needs
     none); 3 when nvcc, which every build needs, is missing.
     """
-    from ..cuda.buildkey import describe_host_compiler
-    from ..judge.evidence import list_gpus
-
     tc = _discover()
     table = Table(show_header=False, show_edge=False)
     table.add_row("nvcc", tc.describe("nvcc"))
@@ -94,11 +98,8 @@ def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, key
     With -v, also each nvcc command and ptxas' report of every kernel, as claims read it:
     `resources['saxpy']: registers 16, spill_stores 0, ...`.
     """
-    import shlex
-
-    from ..names import check_arch
+    # deferred: 44 ms of imports (workflows, render, jinja2; 25 from .pyc) that --help and doctor never need
     from ..workflows.pipeline import build_many
-    from ..cuda.resources import RESOURCE_FIELDS
 
     if arch is not None:
         check_arch(arch)
@@ -132,7 +133,7 @@ def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, key
     for error in failed:
         common.err_console.print(f"coursectl: error: {error}", markup=False, soft_wrap=True)
     if failed:
-        raise typer.Exit(1)
+        raise RunFailed()
 
 
 @app.command(cls=Command)
@@ -142,7 +143,7 @@ def run(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson 
         gpu: Optional[str] = typer.Option(None, "--gpu", metavar="ID", help="GPU index or UUID (default: the first)."),
         manifest_path: Path = ManifestOpt) -> None:
     """Build and run one lesson on a GPU and print its transcript."""
-    from ..names import check_arch
+    # deferred: 44 ms of imports (workflows, render, jinja2; 25 from .pyc) that --help and doctor never need
     from ..workflows.pipeline import run as run_workflow
 
     if arch is not None:
@@ -159,7 +160,7 @@ def run(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson 
     for reason in result.reasons:
         common.err_console.print(f"{lesson.id}: {reason}", markup=False, soft_wrap=True)
     if result.status.is_failure:
-        raise typer.Exit(1)
+        raise RunFailed()
 
 
 @contextlib.contextmanager
@@ -171,8 +172,6 @@ def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, quiet: 
     Exits 1 if any lesson failed (with strict: or was not verified); an
     interrupt still exits 130 once the reports are written.
     """
-    from . import annotations
-
     def print_line(line: str) -> None:
         common.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
@@ -189,6 +188,7 @@ def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, quiet: 
             outcome.results, interrupted = exc.results, exc
         results = outcome.results
         with span("report", "coursectl"):
+            # deferred: 5 ms of imports (cli/report.py; 2 from .pyc) that --help and doctor never need
             from .report import make_report
 
             if verbosity >= 2:
@@ -196,10 +196,12 @@ def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, quiet: 
             if not quiet:
                 display.print_details(common.console, results, verbosity)
             display.print_summary(common.console, results, title)
-            tally = display.print_tally(common.console, results, time.monotonic() - started, strict)
+            tally = display.print_tally(common.console, results, time.monotonic() - started,
+                                        run_verdict(results, strict=strict))
             stopped.close()   # workflow commands again, for coursectl's own annotations
             annotations.publish(manifest, results, title, tally, print_line)
             if drift_path:
+                # deferred: 4 ms (judge/drift.py; 1 from .pyc) kept off --help; the pipeline has loaded it by now
                 from ..judge.drift import write_drift_report
                 write_drift_report(drift_path, title, results, tc)
             report = make_report(title, results, tc, manifest, offline=offline, shard=shard, strict=strict)
@@ -226,7 +228,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
            drift_path: Optional[Path] = DriftOpt,
            quiet: bool = QuietOpt, verbose: int = VerboseOpt, manifest_path: Path = ManifestOpt) -> None:
     """Build, run, sanitize, parse, check claims and compare with this GPU's evidence."""
-    from ..names import check_arch
+    # deferred: 44 ms of imports (workflows, render, jinja2; 25 from .pyc) that --help and doctor never need
     from ..workflows.pipeline import verify as verify_workflow, verify_offline
 
     if arch is not None:
@@ -281,6 +283,7 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
            quiet: bool = QuietOpt, verbose: int = VerboseOpt,
            manifest_path: Path = ManifestOpt) -> None:
     """Run lessons and store their evidence for this GPU, if every gate passes; show what moved."""
+    # deferred: 44 ms of imports (workflows, render, jinja2; 25 from .pyc) that --help and doctor never need
     from ..workflows.pipeline import record as record_workflow
 
     json_to_stdout(json_path)
@@ -315,6 +318,7 @@ def sanitize(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The le
              json_path: Optional[Path] = JsonOpt, verbose: int = VerboseOpt,
              manifest_path: Path = ManifestOpt) -> None:
     """Run compute-sanitizer passes on one lesson and judge them against its expectations."""
+    # deferred: 44 ms of imports (workflows, render, jinja2; 25 from .pyc) that --help and doctor never need
     from ..workflows.pipeline import sanitize as sanitize_workflow
 
     json_to_stdout(json_path)
@@ -343,6 +347,7 @@ def render(check: bool = typer.Option(False, "--check", help="Write nothing; pri
                                       "would change and exit 1 if any would (for CI)."),
            manifest_path: Path = ManifestOpt) -> None:
     """Regenerate the lesson pages, the README's lessons table and the sources' Build/Run/Verified lines."""
+    # deferred: 35 ms of imports (render, jinja2; 21 from .pyc) that --help and doctor never need
     from ..render.course import diff_pages, render_all, write_pages
 
     pages = render_all(load(manifest_path))
@@ -352,7 +357,7 @@ def render(check: bool = typer.Option(False, "--check", help="Write nothing; pri
             typer.echo(diff, nl=False)
             common.err_console.print(f"coursectl: {sum(p.changed for p in pages)} page(s) are stale; "
                               f"run `coursectl render`", markup=False)
-            raise typer.Exit(1)
+            raise RunFailed()
         common.console.print("every page is up to date")
         return
     written = write_pages(pages)

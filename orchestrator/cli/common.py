@@ -13,14 +13,14 @@ import signal
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, NoReturn, Optional
 
 import typer
 import typer.core
 from rich.console import Console
 
 from .. import __version__
-from ..errors import INTERRUPTED, CoursectlError, describe_os_error
+from ..errors import INTERRUPTED, CoursectlError, RunFailed, describe_os_error
 from ..judge.evidence import evidence_of_no_lesson
 from ..manifest.load import load_manifest
 from ..manifest.model import Manifest
@@ -45,9 +45,8 @@ class Group(typer.core.TyperGroup):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except KeyboardInterrupt:
-            err_console.print(INTERRUPTED, markup=False)
-            raise typer.Exit(130)
+        except KeyboardInterrupt as exc:
+            stop(exc)
 
 
 app = typer.Typer(cls=Group, no_args_is_help=True, rich_markup_mode=None,
@@ -166,7 +165,7 @@ DriftOpt = typer.Option(None, "--report", metavar="FILE.md",
 def _version(value: bool) -> None:
     if value:
         console.print(f"coursectl {__version__}")
-        raise typer.Exit(0)
+        stop()
 
 
 @app.callback()
@@ -183,8 +182,34 @@ def _on_sigterm(signum, frame):  # noqa: ARG001
     raise KeyboardInterrupt
 
 
+def stop(exc: BaseException | None = None) -> NoReturn:
+    """End coursectl: the one place where what ended it becomes its last words and its exit status.
+
+    Nothing (--version has printed the version): 0. Ctrl-C or SIGTERM: one line, 130. A CoursectlError:
+    `coursectl: error: ...` and its hint, its exit status; RunFailed adds no line (the command said why), 1.
+    An OSError (a full disk, a read-only folder): one line naming the file, never a traceback, 1.
+    """
+    if exc is None:
+        status = 0
+    elif isinstance(exc, KeyboardInterrupt):
+        err_console.print(INTERRUPTED, markup=False)
+        status = 130
+    elif isinstance(exc, CoursectlError):
+        if not isinstance(exc, RunFailed):
+            err_console.print(f"coursectl: error: {exc}", markup=False, soft_wrap=True)
+            if exc.hint:
+                err_console.print(f"hint: {exc.hint}", markup=False, soft_wrap=True)
+        status = exc.exit_status
+    elif isinstance(exc, OSError):
+        err_console.print(f"coursectl: error: {describe_os_error(exc)}", markup=False, soft_wrap=True)
+        status = 1
+    else:
+        raise exc
+    raise typer.Exit(status)
+
+
 def handle_errors(func: Callable) -> Callable:
-    """The one place where exceptions become messages and exit statuses."""
+    """Run a command with fresh consoles; whatever stops it ends through `stop`, the one place of exit statuses."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -194,18 +219,8 @@ def handle_errors(func: Callable) -> Callable:
         try:
             with recording():
                 return func(*args, **kwargs)
-        except KeyboardInterrupt:
-            err_console.print(INTERRUPTED, markup=False)
-            raise typer.Exit(130)
-        except CoursectlError as exc:
-            err_console.print(f"coursectl: error: {exc}", markup=False, soft_wrap=True)
-            if exc.hint:
-                err_console.print(f"hint: {exc.hint}", markup=False, soft_wrap=True)
-            raise typer.Exit(exc.exit_status)
-        except OSError as exc:
-            # A full disk or a read-only folder: one line naming the file, never a traceback.
-            err_console.print(f"coursectl: error: {describe_os_error(exc)}", markup=False, soft_wrap=True)
-            raise typer.Exit(1)
+        except (KeyboardInterrupt, CoursectlError, OSError) as exc:
+            stop(exc)
         finally:
             signal.signal(signal.SIGTERM, previous)
 
@@ -237,12 +252,13 @@ def json_to_stdout(json_path: Optional[Path]) -> None:
 
 
 def write_reports(report, json_path, junit_path, raise_on_failure: bool = True) -> None:
-    """Write the reports asked for; exit 1 if the run failed."""
+    """Write the reports asked for; then RunFailed (exit 1) if the run failed (its verdict)."""
+    # deferred: 5 ms of imports (cli/report.py; 2 from .pyc) that --help and doctor never need
     from .report import write_json, write_junit
 
     if json_path:
         write_json(report, json_path)
     if junit_path:
         write_junit(report, junit_path)
-    if report.has_failed() and raise_on_failure:
-        raise typer.Exit(1)
+    if report.verdict().failed and raise_on_failure:
+        raise RunFailed()

@@ -23,7 +23,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from ..judge.comparison import FieldResult, FieldStatus
-from ..judge.results import Event, LessonResult, Status, is_unverified, shown, tally, why
+from ..judge.results import Event, LessonResult, Status, Verdict, is_unverified, shown, tally, why
 from ..transcript.schema import LineItem, SectionItem, TableItem
 from ..words import format_value, plural
 from ..judge.judging import claim_reason
@@ -220,15 +220,15 @@ def print_summary(console: Console, results: list[LessonResult], title: str) -> 
             console.print(Text(f"{r.lesson}: note: {note}", style="yellow"), highlight=False, soft_wrap=True)
 
 
-def print_tally(console: Console, results: list[LessonResult], seconds: float, strict: bool) -> str:
+def print_tally(console: Console, results: list[LessonResult], seconds: float, verdict: Verdict) -> str:
+    """The tally, and why --strict failed the run when it did; red whenever the run failed (exit 1)."""
     line = tally(results, seconds)
-    unverified = sum(is_unverified(r.status) for r in results)
-    if strict and unverified:
-        line += f"; --strict: {unverified} not verified, counted as failed"
     if not results:
         line += "; no lesson was selected, nothing was verified"
-    failed = any(r.status.is_failure for r in results) or (strict and (unverified or not results))
-    console.print(Text(line, style="bold red" if failed else "green" if not unverified else "yellow"),
+    if verdict.reasons:
+        line += f"; --strict: {'; '.join(verdict.reasons)}"
+    unverified = any(is_unverified(r.status) for r in results)
+    console.print(Text(line, style="bold red" if verdict.failed else "yellow" if unverified else "green"),
                   highlight=False, soft_wrap=True)
     return line
 

@@ -3,11 +3,14 @@
 A lesson's status follows from what was found in exactly one place,
 `settle`; a lesson stopped before anything could be judged (an unsupported
 GPU, an interrupt, a crash of coursectl itself) gets its status from why it
-stopped, through `stopped`.
+stopped, through `stopped`. Whether a whole run failed, with --strict or
+without, is `run_verdict`'s answer alone: the tally, the exit status and the
+JUnit report all take it from there.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 from typing import Callable
 
@@ -252,6 +255,44 @@ TALLY_WORDS = (
 def is_unverified(status: Status) -> bool:
     """Neither a pass nor a failure: what --strict turns into failures."""
     return status in (Status.NO_EVIDENCE, Status.UNSUPPORTED, Status.SKIPPED)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether a run failed, from `run_verdict`: what the tally, the exit status and JUnit all say."""
+
+    failed: bool                     # the command exits 1
+    strict: bool
+    unverified: int = 0              # with strict: the lessons neither passed nor failed, counted as failed
+    run_reasons: tuple[str, ...] = ()   # with strict: what fails the run as a whole (an empty selection, ...)
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why --strict failed the run, in words: `1 not verified, counted as failed`; none without strict."""
+        counted = [f"{self.unverified} not verified, counted as failed"] if self.unverified else []
+        return [*counted, *self.run_reasons]
+
+    def counts_as_failed(self, result: LessonResult) -> bool:
+        """This lesson fails the run: it failed, or it is not verified and the run is strict."""
+        return result.status.is_failure or (self.strict and is_unverified(result.status))
+
+
+def run_verdict(results: list[LessonResult], *, strict: bool, partial: str = "") -> Verdict:
+    """Did this run fail? The one answer, for the tally, the exit status and the JUnit report.
+
+    Any failed lesson fails the run. With strict, so does every lesson neither
+    passed nor failed (NO_EVIDENCE, UNSUPPORTED, SKIPPED), an empty selection,
+    and a partial merge; `partial` says what such a merge lacks (`shard 2 of 2
+    missing`), empty for a whole run.
+    """
+    unverified = sum(is_unverified(r.status) for r in results) if strict else 0
+    run_reasons = []
+    if strict and not results:
+        run_reasons.append("an empty selection, counted as failed")
+    if strict and partial:
+        run_reasons.append(f"a partial merge ({partial}), counted as failed")
+    failed = any(r.status.is_failure for r in results) or bool(unverified or run_reasons)
+    return Verdict(failed=failed, strict=strict, unverified=unverified, run_reasons=tuple(run_reasons))
 
 
 def tally(results: list[LessonResult], seconds: float) -> str:
