@@ -89,7 +89,7 @@ def doctor(manifest_path: Path = ManifestOpt) -> None:
 
 @app.command(cls=Command)
 @handle_errors
-def build(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, keyword: Optional[str] = KeywordOpt,
+def build(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt, keyword: Optional[str] = KeywordOpt,
           jobs: Optional[int] = JobsOpt, arch: Optional[str] = ArchOpt, manifest_path: Path = ManifestOpt,
           verbose: int = typer.Option(0, "--verbose", "-v", count=True, show_default=False,
                                       help="Also each nvcc command and ptxas' report of every kernel.")) -> None:
@@ -164,7 +164,7 @@ def run(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson 
 
 
 @contextlib.contextmanager
-def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, quiet: bool, verbosity: int,
+def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, *, quiet: bool, verbosity: int,
               offline: bool = False, shard: Optional[str] = None, strict: bool = False,
               drift_path: Optional[Path] = None):
     """Run a workflow inside; then print its results and write its reports, also when it was interrupted.
@@ -212,7 +212,7 @@ def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, quiet: 
 
 @app.command(cls=Command)
 @handle_errors
-def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, keyword: Optional[str] = KeywordOpt,
+def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt, keyword: Optional[str] = KeywordOpt,
            offline: bool = typer.Option(False, "--offline", help="No GPU: build for the manifest's "
                                         "architectures and re-judge the recorded evidence."),
            jobs: Optional[int] = JobsOpt, arch: Optional[str] = ArchOpt, gpus: Optional[str] = GpusOpt,
@@ -262,15 +262,15 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
         if options.sanitize and any(manifest.sanitizers(l) for l in lessons):
             tc.require_sanitizer()
         workflow = verify_workflow
-    with _reported(title, manifest, tc, json_path, junit_path, quiet, verbose, offline, shard, strict,
-                   drift_path) as outcome:
-        with display.Progress(common.console, [l.id for l in lessons], quiet, stages=verbose >= 1) as progress:
+    with _reported(title, manifest, tc, json_path, junit_path, quiet=quiet, verbosity=verbose, offline=offline,
+                   shard=shard, strict=strict, drift_path=drift_path) as outcome:
+        with display.Progress(common.console, [l.id for l in lessons], quiet=quiet, stages=verbose >= 1) as progress:
             outcome.results = workflow(manifest, lessons, tc, options, progress) if lessons else []
 
 
 @app.command(cls=Command)
 @handle_errors
-def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, keyword: Optional[str] = KeywordOpt,
+def record(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt, keyword: Optional[str] = KeywordOpt,
            jobs: Optional[int] = JobsOpt, gpus: Optional[str] = GpusOpt,
            no_sanitize: bool = typer.Option(False, "--no-sanitize", help="Skip the compute-sanitizer passes; the "
                                             "recorded sanitizer reports are kept."),
@@ -297,8 +297,8 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, all_: bool = AllOpt, ke
     if options.sanitize and any(manifest.sanitizers(l) for l in lessons):
         tc.require_sanitizer()
     title = "record --dry-run" if dry_run else "record"
-    with _reported(title, manifest, tc, json_path, None, True, verbose, drift_path=drift_path) as outcome:
-        with display.Progress(common.console, [l.id for l in lessons], quiet, stages=verbose >= 1) as progress:
+    with _reported(title, manifest, tc, json_path, None, quiet=True, verbosity=verbose, drift_path=drift_path) as outcome:
+        with display.Progress(common.console, [l.id for l in lessons], quiet=quiet, stages=verbose >= 1) as progress:
             outcome.results = record_workflow(manifest, lessons, tc, options, progress) if lessons else []
         if not quiet:
             for result in outcome.results:
@@ -332,8 +332,8 @@ def sanitize(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The le
     tc.require_nvcc()
     tc.require_gpu()
     options = Options(jobs=2, gpus=gpu, sanitize_tools=list(tool) if tool else None)
-    with _reported("sanitize", manifest, tc, json_path, None, True, verbose) as outcome:
-        with display.Progress(common.console, [lesson.id], False, stages=verbose >= 1) as progress:
+    with _reported("sanitize", manifest, tc, json_path, None, quiet=True, verbosity=verbose) as outcome:
+        with display.Progress(common.console, [lesson.id], quiet=False, stages=verbose >= 1) as progress:
             outcome.results = [sanitize_workflow(manifest, lesson, tc, options, progress)]
         for p in outcome.results[0].sanitizers:
             common.console.print(f"{lesson.id} {p.tool}: {p.findings} finding(s) in "
@@ -343,7 +343,7 @@ def sanitize(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The le
 
 @app.command(cls=Command)
 @handle_errors
-def render(check: bool = typer.Option(False, "--check", help="Write nothing; print a diff of every file that "
+def render(*, check: bool = typer.Option(False, "--check", help="Write nothing; print a diff of every file that "
                                       "would change and exit 1 if any would (for CI)."),
            manifest_path: Path = ManifestOpt) -> None:
     """Regenerate the lesson pages, the README's lessons table and the sources' Build/Run/Verified lines."""

@@ -169,7 +169,7 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+def main(*, version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                       help="Print the version and exit."),
          color: Color = typer.Option(Color.auto, "--color", help="Colour: auto (honours NO_COLOR and FORCE_COLOR), "
                                                                   "always or never.")) -> None:
@@ -251,7 +251,7 @@ def json_to_stdout(json_path: Optional[Path]) -> None:
         console = err_console
 
 
-def write_reports(report, json_path, junit_path, raise_on_failure: bool = True) -> None:
+def write_reports(report, json_path, junit_path, *, raise_on_failure: bool = True) -> None:
     """Write the reports asked for; then RunFailed (exit 1) if the run failed (its verdict)."""
     # deferred: 5 ms of imports (cli/report.py; 2 from .pyc) that --help and doctor never need
     from .report import write_json, write_junit

@@ -101,7 +101,7 @@ def compare(a: str = typer.Argument(..., metavar="A", help="One side: a GPU with
 @report_app.command("merge", cls=Command)
 @handle_errors
 def report_merge(reports: List[Path] = typer.Argument(..., metavar="REPORT", help="JSON reports of the shards."),
-                 allow_partial: bool = typer.Option(False, "--allow-partial",
+                 *, allow_partial: bool = typer.Option(False, "--allow-partial",
                                                     help="Merge even with shards missing; the result says partial."),
                  strict: bool = StrictOpt, json_path: Optional[Path] = JsonOpt,
                  junit_path: Optional[Path] = JunitOpt) -> None:

@@ -86,7 +86,7 @@ class Progress:
     change is a line too (`[  1.2 s] LESSON: STAGE (DETAIL)`).
     """
 
-    def __init__(self, console: Console, lessons: list[str], quiet: bool = False, stages: bool = False):
+    def __init__(self, console: Console, lessons: list[str], *, quiet: bool = False, stages: bool = False):
         self.console = console
         self.quiet = quiet
         self.stages = stages
@@ -172,7 +172,7 @@ def print_provenance(console: Console, result: LessonResult) -> None:
         console.print(Text(f"{result.lesson}: {change.text}"), highlight=False, soft_wrap=True)
 
 
-def print_claims(console: Console, result: LessonResult, failed_only: bool = False) -> None:
+def print_claims(console: Console, result: LessonResult, *, failed_only: bool = False) -> None:
     claims = [c for c in result.claims if not (failed_only and c.held)]
     if not claims:
         return

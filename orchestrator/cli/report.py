@@ -100,7 +100,7 @@ def manifest_digest(manifest: Manifest) -> str:
 
 
 def make_report(command: str, results: list[LessonResult], toolchain: Toolchain | None, manifest: Manifest,
-                offline: bool = False, shard: str | None = None, strict: bool = False) -> VerifyReport:
+                *, offline: bool = False, shard: str | None = None, strict: bool = False) -> VerifyReport:
     paths = _Portable(manifest.root, cache_root(manifest))
     return VerifyReport(command=command, date=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
                         offline=offline, strict=strict, manifest_sha256=manifest_digest(manifest), shard=shard,
@@ -315,7 +315,7 @@ def write_junit(report: VerifyReport, path: Path) -> None:
     atomic_write(path, junit_xml(report))
 
 
-def merge_reports(reports: list[VerifyReport], allow_partial: bool = False, strict: bool = False) -> VerifyReport:
+def merge_reports(reports: list[VerifyReport], *, allow_partial: bool = False, strict: bool = False) -> VerifyReport:
     """Shards' reports into one: every shard 1..N of one run, from one manifest; each lesson once per GPU.
 
     Missing shards are refused unless allow_partial, which marks the result partial.
