@@ -5,10 +5,17 @@ bounded: every file coursectl reads goes through read_file, which opens it
 without blocking, reads only a regular file, and only up to a limit, so that a
 FIFO, /dev/zero or a file of gigabytes is one error naming it, never a hang or
 a process eating the machine's memory.
+
+The course's boundary is kept here too: `link_out` is the one test of whether a
+path named inside the course root leaves it through a link, which read_file
+applies to every input it is given a root for; `report_refusal` and
+`write_report` are the one judge and the one writer of a report path that a
+command line gives (`--json`, `--junit`, `--report`).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -77,9 +84,140 @@ def relative(path: Path, root: Path) -> str:
         return path.as_posix()
 
 
+# -- the course's boundary ---------------------------------------------------------------------
+def _resolved(path: Path) -> Path | None:
+    """Where `path` leads, links followed; None where it cannot be told (a loop of links, a name too long)."""
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return None
+
+
+def link_out(path: Path, root: Path) -> tuple[Path, Path] | None:
+    """The link by which `path`, named inside the course `root`, leads out of it, and where: (link, target).
+
+    None where it stays inside (links within the course are the course's own)
+    or is not named inside the root at all (a system header, `../other.txt`:
+    the caller's own checks judge those). The link named is the first on
+    the way from the root down that leads out: `templates/` itself, where the
+    whole folder is a link, not each template in it. A link that cannot be
+    followed (a loop) counts as leading out, to itself.
+    """
+    real_root = _resolved(root)
+    real = _resolved(path)
+    if real_root is None:
+        return None
+    if real is not None and real.is_relative_to(real_root):
+        return None
+    named = Path(os.path.normpath(Path(path).absolute()))
+    for base in (Path(os.path.normpath(Path(root).absolute())), real_root):
+        if named.is_relative_to(base):
+            step = base
+            for part in named.relative_to(base).parts:
+                step = step / part
+                if os.path.islink(step):
+                    target = _resolved(step)
+                    if target is None or not target.is_relative_to(real_root):
+                        return step, target if target is not None else step
+            return named, real if real is not None else named
+    return None
+
+
+def check_inside(path: Path, root: Path, error: type[CoursectlError] = CoursectlError) -> None:
+    """Raise `error` naming the link and its target where `path` leaves the course `root` through a link."""
+    out = link_out(path, root)
+    if out is not None:
+        link, target = out
+        raise error(f"a link to {target}, outside the course; coursectl reads nothing of the course through "
+                    f"a link that leads out of it", path=relative(link, root),
+                    hint=f"put the file itself in place of the link {relative(link, root)}")
+
+
+# -- report paths ------------------------------------------------------------------------------
+def _writable_kind(mode: int) -> bool:
+    """Whether a report is written through into a file of this kind (a named pipe, a device) as it is."""
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+
+
+def report_refusal(path: Path, owned: list[tuple[Path, str]], root: Path | None) -> str | None:
+    """Why a report may not be written to `path`; None where it may.
+
+    `owned` is every file and folder of the course that coursectl reads or
+    writes (lessons.yaml, lessons/, evidence/, templates/, the pages, the
+    cache), each with its name in words; a report that is one of them, or
+    lies in one, by its name or by where a link leads, is refused, as is a
+    folder, a socket, and a link that leads to anything but a regular file
+    outside the course (`root`), a named pipe or a device. Anything else is
+    written: a regular file atomically, a named pipe or a device through
+    (write_report).
+    """
+    path = Path(path)
+    named = Path(os.path.normpath(path.absolute()))
+    real = _resolved(path)
+    for file, what in owned:
+        file_named, file_real = Path(os.path.normpath(Path(file).absolute())), _resolved(file)
+        hit = named.is_relative_to(file_named) or (real is not None and file_real is not None
+                                                   and real.is_relative_to(file_real))
+        if hit:
+            return f"is {what}, which coursectl reads or writes; a report there would replace it"
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        return f"cannot be written: {getattr(exc, 'strerror', None) or exc}"
+    if stat.S_ISLNK(mode):
+        try:
+            target_mode = os.stat(path).st_mode
+        except (OSError, ValueError):
+            return f"is a link to {os.readlink(path)}, which is no file; a report goes to a file"
+        if _writable_kind(target_mode):
+            return None
+        if not stat.S_ISREG(target_mode):
+            return f"is a link to {real}, {kind_of(target_mode)}; a report goes to a file"
+        if root is not None and real is not None and (real_root := _resolved(root)) is not None \
+                and real.is_relative_to(real_root):
+            return f"is a link to {real}, a file of the course; a report goes to a file of its own"
+        return None
+    if stat.S_ISREG(mode) or _writable_kind(mode):
+        return None
+    return f"is {kind_of(mode)}; a report goes to a file"
+
+
+def write_report(path: Path, data: bytes | str) -> None:
+    """Write a report to `path`: a regular file (or the one a link leads to) atomically; a named pipe or a
+    device through, as it is, never replaced (a named pipe that nothing reads is an error, not a hang)."""
+    path = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is None or stat.S_ISREG(mode):
+        atomic_write(Path(os.path.realpath(path)) if os.path.islink(path) else path, payload)
+        return
+    if not _writable_kind(mode):
+        raise CoursectlError(f"is {kind_of(mode)}; a report goes to a file", path=path)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise CoursectlError("a named pipe that nothing reads; start its reader first", path=path) from None
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
+    try:
+        os.set_blocking(fd, True)
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
+    finally:
+        os.close(fd)
+
+
 # -- bounded reads -----------------------------------------------------------------------------
 def read_file(path: Path, limit: int, what: str, error: type[CoursectlError] = CoursectlError,
-              shown: str | Path | None = None, *, required: bool = False) -> bytes | None:
+              shown: str | Path | None = None, *, required: bool = False, root: Path | None = None) -> bytes | None:
     """The bytes of one file, read up to `limit`; None if there is none (FileNotFoundError if `required`).
 
     Only a regular file is read (opened without blocking, so a FIFO is no
@@ -91,6 +229,8 @@ def read_file(path: Path, limit: int, what: str, error: type[CoursectlError] = C
     """
     path = Path(path)
     name = path if shown is None else shown
+    if root is not None:
+        check_inside(path, root, error)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except FileNotFoundError:
@@ -129,10 +269,11 @@ def read_stream(stream: BinaryIO, limit: int, what: str, name: str,
 
 
 def read_text(path: Path, limit: int, what: str, error: type[CoursectlError] = CoursectlError,
-              shown: str | Path | None = None, *, required: bool = False, errors: str = "strict") -> str | None:
+              shown: str | Path | None = None, *, required: bool = False, errors: str = "strict",
+              root: Path | None = None) -> str | None:
     """read_file, as UTF-8 text; bytes that are not UTF-8 raise `error` naming the file, the line and the byte,
     unless `errors` says otherwise ("replace": a file only looked into, whose own reader says what is wrong)."""
-    data = read_file(path, limit, what, error, shown, required=required)
+    data = read_file(path, limit, what, error, shown, required=required, root=root)
     if data is None or errors != "strict":
         return None if data is None else data.decode("utf-8", errors=errors)
     return decode_text(data, Path(path) if shown is None else shown, error)

@@ -28,7 +28,6 @@ from conftest import (named, unverified, GPU_SLUG, GPU_UUID, ROOT, SEEDS, after,
                       standin_runs, statuses, wait_for)
 from orchestrator.judge import evidence as evidence_module
 from orchestrator import files
-from orchestrator.cli import report as report_module
 from orchestrator.cuda.buildkey import cache_key
 from orchestrator.judge.evidence import EvidenceMeta, write_evidence
 
@@ -580,7 +579,7 @@ def test_no_space_for_the_report_is_one_line(course, fake_gpu, prebuilt, monkeyp
     def disk_full(path, data):
         raise OSError(errno.ENOSPC, NO_SPACE, str(path))
 
-    monkeypatch.setattr(report_module, "atomic_write", disk_full)
+    monkeypatch.setattr(files, "atomic_write", disk_full)
     result = coursectl("verify", "--all", "-q", "--json", report)
     assert (result.exit_code, result.stderr) == (1, f"coursectl: error: cannot write/read {report}: {NO_SPACE}\n")
     assert statuses(result.stdout) == {"day16-tiled-matmul": "NO_EVIDENCE"}
@@ -588,12 +587,14 @@ def test_no_space_for_the_report_is_one_line(course, fake_gpu, prebuilt, monkeyp
 
 
 def test_a_report_path_that_is_a_folder_is_one_line(course, fake_gpu, prebuilt, tmp_path):
-    """A real failure, nothing stood in for: os.replace cannot put a file where a folder is."""
+    """Refused before anything runs: a report goes to a file."""
     course(["day16-tiled-matmul"])
     folder = tmp_path / "reports"
     folder.mkdir()
     result = coursectl("verify", "--all", "-q", "--json", folder)
-    assert (result.exit_code, result.stderr) == (1, f"coursectl: error: cannot write/read {folder}: Is a directory\n")
+    assert (result.exit_code, result.stderr) == (2, f"coursectl: error: --json {folder}: is a folder; a report goes "
+                                                    f"to a file\n")
+    assert result.stdout == ""
     assert [p.name for p in tmp_path.iterdir() if p.name != "course"] == ["reports"]
     assert list(folder.iterdir()) == []
 

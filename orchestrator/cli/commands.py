@@ -163,6 +163,14 @@ def run(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson 
         raise RunFailed()
 
 
+def check_report_paths(manifest: Manifest, paths: dict, *, stdout: str = "") -> None:
+    """cli/report.py's check of the report paths given, before anything runs (a usage error: exit 2)."""
+    # deferred: 5 ms of imports (cli/report.py; 2 from .pyc) that --help and doctor never need
+    from .report import check_report_paths as check
+
+    check(manifest, paths, stdout=stdout)
+
+
 @contextlib.contextmanager
 def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, *, quiet: bool, verbosity: int,
               offline: bool = False, shard: Optional[str] = None, strict: bool = False,
@@ -244,6 +252,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
         if given:
             raise UsageError(f"{', '.join(given)}: for runs on a GPU; --offline runs nothing on one")
     manifest = load(manifest_path)
+    check_report_paths(manifest, {"--json": json_path, "--junit": junit_path, "--report": drift_path}, stdout="--json")
     lessons = choose_lessons(manifest, lesson_ids, all_=all_, shard=shard, keyword=keyword)
     tc = _discover()
     options = Options(jobs=_jobs(jobs), arch=arch, gpus=gpus, sanitize=not no_sanitize and not offline,
@@ -288,6 +297,7 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
 
     json_to_stdout(json_path)
     manifest = load(manifest_path)
+    check_report_paths(manifest, {"--json": json_path, "--report": drift_path}, stdout="--json")
     lessons = choose_lessons(manifest, lesson_ids, all_=all_, keyword=keyword)
     tc = _discover()
     tc.require_nvcc()
@@ -327,6 +337,7 @@ def sanitize(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The le
         if t not in tools:
             raise UsageError(f"--tool {t!r}: use one of {', '.join(tools)}")
     manifest = load(manifest_path)
+    check_report_paths(manifest, {"--json": json_path}, stdout="--json")
     lesson = choose_lessons(manifest, [lesson_id], all_=False)[0]
     tc = _discover()
     tc.require_nvcc()

@@ -90,6 +90,9 @@ def compare(a: str = typer.Argument(..., metavar="A", help="One side: a GPU with
     from ..workflows.compare import compare_evidence, resolve_sides, write_comparison
 
     manifest = load(manifest_path)
+    # deferred: 5 ms of imports (cli/report.py; 2 from .pyc) that --help and doctor never need
+    from .report import check_report_paths
+    check_report_paths(manifest, {"--report": report_path})
     lessons = select_lessons(manifest, lesson_ids or [], all_=not lesson_ids)
     side_a, side_b = resolve_sides(manifest, a, b)
     compared = compare_evidence(manifest, lessons, side_a, side_b)
@@ -112,9 +115,10 @@ def report_merge(reports: List[Path] = typer.Argument(..., metavar="REPORT", hel
     no coursectl JSON report is a usage error (exit 2).
     """
     # deferred: 5 ms of imports (cli/report.py; 2 from .pyc) that --help and doctor never need
-    from .report import merge_reports, read_json
+    from .report import check_report_paths, merge_reports, read_json
 
     json_to_stdout(json_path)
+    check_report_paths(None, {"--json": json_path, "--junit": junit_path}, stdout="--json")
     merged = merge_reports([read_json(p) for p in reports], allow_partial=allow_partial, strict=strict)
     display.print_summary(common.console, merged.results, f"merged {plural(len(reports), 'report')}" +
                           (" (partial: shards missing)" if merged.partial else ""))

@@ -14,9 +14,10 @@ from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
 from .. import __version__
 from ..cuda.build import cache_root
-from ..errors import ManifestError, ReportError, UsageError
+from ..errors import CoursectlError, ManifestError, ReportError, UsageError
+from ..cuda.includes import local_headers
 from ..judge.evidence import first_error
-from ..files import atomic_write, parse_json, read_file, sha256_bytes
+from ..files import parse_json, read_file, report_refusal, sha256_bytes, write_report
 from ..manifest.model import Manifest
 from ..process import escape_char
 from ..judge.results import LessonResult, Status, Verdict, run_verdict
@@ -154,7 +155,7 @@ def write_json(report: VerifyReport, path: Path) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        atomic_write(path, text)
+        write_report(path, text)
 
 
 def read_json(path: Path) -> VerifyReport:
@@ -312,7 +313,66 @@ def junit_xml(report: VerifyReport) -> str:
 
 
 def write_junit(report: VerifyReport, path: Path) -> None:
-    atomic_write(path, junit_xml(report))
+    write_report(path, junit_xml(report))
+
+
+def course_files(root: Path, manifest: Manifest | None = None) -> list[tuple[Path, str]]:
+    """What of the course coursectl reads or writes, each with its name: no report may be written there.
+
+    Without a manifest (`report merge`, run in a course's folder), what every
+    course has; with one, also each lesson's source, prose and page, wherever
+    lessons.yaml puts them, and the build cache.
+    """
+    root = Path(root)
+    owned = [(root / "lessons.yaml", "lessons.yaml, the course's manifest"),
+             (root / "lessons", "in lessons/, the lessons' folder"),
+             (root / "evidence", "in evidence/, the evidence store"),
+             (root / "templates", "in templates/, the page templates"),
+             (root / "README.md", "README.md, the course's index"),
+             (root / ".coursectl", "in .coursectl/, coursectl's own folder")]
+    if manifest is not None:
+        owned.insert(0, (manifest.path, f"{manifest.path.name}, the course's manifest"))
+        owned.append((cache_root(manifest), "in the build cache"))
+        for lesson in manifest.lessons:
+            owned.append((manifest.source_path(lesson), f"the source of lesson {lesson.id!r}"))
+            if lesson.prose is not None:
+                owned.append((root / lesson.prose, f"the prose of lesson {lesson.id!r}"))
+            owned.append((root / lesson.page_path, f"the page of lesson {lesson.id!r}"))
+            try:
+                headers = local_headers(manifest.source_path(lesson), manifest.flags(lesson), root)
+            except CoursectlError:   # the build says what is wrong with them
+                headers = []
+            owned += [(header, f"a header of lesson {lesson.id!r}") for header in headers]
+    return owned
+
+
+def check_report_paths(manifest: Manifest | None, paths: dict[str, Path | None], *, stdout: str = "") -> None:
+    """Refuse, before anything runs, a report path (`--json FILE` and the like) that a report may not replace.
+
+    `paths` maps each option to the path given (None: not given); `stdout` is
+    the option whose `-` means standard output. A path that is a file of the
+    course (course_files), a folder, or a link to anything but a regular file
+    outside the course, a named pipe or a device is a UsageError naming the
+    option, the path and why (files.report_refusal); so is one path given to
+    two options. Without a manifest the course is the one in the current
+    folder, if there is one.
+    """
+    root = manifest.root if manifest is not None else Path(".")
+    if manifest is None and not Path("lessons.yaml").exists():
+        owned: list[tuple[Path, str]] = []
+    else:
+        owned = course_files(root, manifest)
+    seen: dict[Path, str] = {}
+    for option, path in paths.items():
+        if path is None or (option == stdout and str(path) == "-"):
+            continue
+        why = report_refusal(Path(path), owned, root)
+        if why is not None:
+            raise UsageError(f"{option} {path}: {why}")
+        key = Path(os.path.normpath(Path(path).absolute()))
+        if key in seen:
+            raise UsageError(f"{option} {path}: the same file as {seen[key]}; give each report a file of its own")
+        seen[key] = option
 
 
 def merge_reports(reports: list[VerifyReport], *, allow_partial: bool = False, strict: bool = False) -> VerifyReport:

@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from ..errors import CoursectlError
-from ..files import TEXT_LIMIT, read_text
+from ..errors import BuildError, CoursectlError
+from ..files import TEXT_LIMIT, check_inside, read_text
 
 # `#include "x.cuh"` and `#include <x.cuh>` at the start of a line; commented-out lines do not match.
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*(?:"(?P<quoted>[^"\n]+)"|<(?P<angled>[^>\n]+)>)', re.MULTILINE)
@@ -44,10 +44,12 @@ def local_headers(source: Path, flags: list[str], root: Path) -> list[Path]:
     """Every header inside the course root that `source` includes, directly or through another, in order found.
 
     Each include is looked for where the preprocessor would (`_searches`).
-    Headers outside the course (the system's, CUDA's) are not followed.
+    Headers outside the course (the system's, CUDA's) are not followed; one
+    named inside the course that is a link leading out of it is refused
+    (BuildError naming the link and its target), never read or published.
     """
     source = Path(os.path.normpath(source))
-    root = Path(root).resolve()
+    given, root = Path(root), Path(root).resolve()
     dirs = include_dirs(flags, source.parent)
     found: list[Path] = []
     seen = {source}
@@ -55,6 +57,8 @@ def local_headers(source: Path, flags: list[str], root: Path) -> list[Path]:
     while queue:
         for searched in _searches(queue.pop(0), dirs, (_INCLUDE,)):
             path = next((path for path in searched if path.is_file()), None)
+            if path is not None and path not in seen:
+                check_inside(path, given, BuildError)   # a header of the course that is a link out of it
             if path is not None and path not in seen and path.resolve().is_relative_to(root):
                 seen.add(path)
                 found.append(path)

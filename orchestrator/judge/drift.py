@@ -22,7 +22,7 @@ from .comparison import FieldResult, FieldStatus
 from ..errors import EvidenceError, TranscriptError
 from ..cuda.build import BuildResult
 from .evidence import EvidenceMeta, lesson_digest, load_evidence, source_changes
-from ..files import atomic_write
+from ..files import write_report
 from .judging import claims_on_evidence, judge_recorded_pass, parse_evidence, sources_now
 from ..manifest.model import Lesson, Manifest, SanitizerPass
 from .results import ClaimChange, FindingChange, LessonResult, ProvenanceChange, shown
@@ -352,4 +352,4 @@ def _held(kind: str, *, held: bool) -> str:
 
 
 def write_drift_report(path: Path, command: str, results: list[LessonResult], toolchain: Toolchain | None) -> None:
-    atomic_write(path, drift_report(command, results, toolchain))
+    write_report(path, drift_report(command, results, toolchain))

@@ -12,9 +12,10 @@ from typing import Iterable
 from pydantic import BaseModel, ValidationError, field_validator
 
 from ..errors import CoursectlError, EvidenceError
-from ..files import TEXT_LIMIT, atomic_write, read_file, relative, sha256_bytes, sha256_file, source_lines
+from ..files import TEXT_LIMIT, atomic_write, check_inside, read_file, relative, sha256_bytes, sha256_file, source_lines
 from ..cuda.resources import BuildEvidence
 
+EVIDENCE = "evidence"   # the store's folder, in the course root
 TRANSCRIPT = "transcript.txt"
 META = "meta.json"
 # What one evidence file may hold: a transcript is captured up to 16 MiB, and
@@ -107,7 +108,9 @@ def read_evidence_file(path: Path, limit: int = FILE_LIMIT) -> bytes | None:
 
     Evidence is data anyone can edit, so only a regular file is read, and only
     up to `limit` bytes (files.read_file): a folder, a device, a FIFO, a link
-    leading out of its folder, or a bigger file raises EvidenceError naming it.
+    leading out of its folder, a file reached through a link leading out of the
+    course (a lesson's or a GPU's folder linked elsewhere), or a bigger file
+    raises EvidenceError naming it.
     """
     path = Path(path)
     try:
@@ -117,6 +120,9 @@ def read_evidence_file(path: Path, limit: int = FILE_LIMIT) -> bytes | None:
                 raise EvidenceError(f"a link leading out of the evidence folder, to {target}", path=path)
     except OSError as exc:
         raise EvidenceError(f"cannot read: {exc.strerror}", path=path) from None
+    store = next((folder for folder in path.parents if folder.name == EVIDENCE), None)
+    if store is not None:   # <root>/evidence/<lesson>/<gpu>/<file>: nothing of it through a link out of the course
+        check_inside(path, store.parent, EvidenceError)
     return read_file(path, limit, "an evidence file", EvidenceError)
 
 
@@ -185,7 +191,7 @@ def first_error(exc: ValidationError) -> str:
 
 
 def evidence_root(course_root: Path) -> Path:
-    return Path(course_root) / "evidence"
+    return Path(course_root) / EVIDENCE
 
 
 def evidence_of_no_lesson(course_root: Path, lesson_ids: Iterable[str]) -> list[str]:
@@ -309,6 +315,7 @@ def write_evidence(course_root: Path, meta: EvidenceMeta, transcript: str,
     between the renames, a backup that load_evidence restores).
     """
     directory = evidence_dir(course_root, meta.lesson, meta.gpu_slug)
+    check_inside(directory.parent, course_root, EvidenceError)   # evidence/<lesson>/ linked out of the course
     directory.parent.mkdir(parents=True, exist_ok=True)
     data = transcript.encode("utf-8")
     meta = meta.model_copy(update={
@@ -377,5 +384,6 @@ def load_build_evidence(course_root: Path, lesson_id: str, arch: str):
 
 def write_build_evidence(course_root: Path, evidence: BuildEvidence) -> Path:
     path = build_evidence_path(course_root, evidence.lesson, evidence.arch)
+    check_inside(path, course_root, EvidenceError)
     atomic_write(path, evidence.model_dump_json(indent=2) + "\n")
     return path

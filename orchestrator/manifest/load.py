@@ -7,11 +7,13 @@ Every error names the file, the line, the lesson and the field path, e.g.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from ..errors import CoursectlError, ManifestError, TemplateError
+from ..files import link_out, relative
 from ..names import SNIPPET_NAME
 from ..transcript.claims import ClaimError, check_claims
 from ..transcript.schema import COUNT_TAGS
@@ -73,7 +75,9 @@ def load_manifest(path: Path) -> Manifest:
     data = {key: value for key, value in data.items() if not (isinstance(key, str) and key.startswith("x-"))}
     raw_lessons = data.get("lessons") if isinstance(data.get("lessons"), list) else []
     lines = relocate_lines(data, lines)
-    root = path.resolve().parent
+    # The course is the folder the manifest is named in, its own links (lessons.yaml linked to another
+    # course's) not followed: the folder itself, resolved, for comparing with where its files lead.
+    root = Path(os.path.normpath(path.absolute())).parent.resolve()
 
     def fail(loc: tuple, message: str) -> ManifestError:
         lesson = ""
@@ -116,6 +120,8 @@ def load_manifest(path: Path) -> Manifest:
             if rel is None:
                 continue
             full = (root / rel).resolve()
+            if (out := link_out(root / rel, root)) is not None:
+                raise fail(("lessons", index, key), _leaves(out, root))
             if not full.is_relative_to(root):
                 raise fail(("lessons", index, key), f"{rel} lies outside the course root {root}")
             if rel.is_absolute():
@@ -150,11 +156,19 @@ def load_manifest(path: Path) -> Manifest:
     return manifest
 
 
+def _leaves(out: tuple[Path, Path], root: Path) -> str:
+    link, target = out
+    return (f"{relative(link, root)} is a link to {target}, outside the course; coursectl reads and writes "
+            f"nothing of the course through a link that leads out of it")
+
+
 def _check_page_path(manifest: Manifest, rel: Path, loc: tuple, fail) -> None:
     """A page path names a Markdown file inside the course that render may own."""
     root = manifest.root
     if rel.is_absolute():
         raise fail(loc, f"{rel} is absolute; give it relative to the course root {root}")
+    if (out := link_out(root / rel, root)) is not None:
+        raise fail(loc, _leaves(out, root))
     if not (root / rel).resolve().is_relative_to(root):
         raise fail(loc, f"{rel} lies outside the course root {root}")
     if rel.suffix != ".md":

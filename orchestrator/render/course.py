@@ -15,6 +15,7 @@ names the snippets it shows), otherwise from templates/lesson.md.j2.
 from __future__ import annotations
 
 import difflib
+import os
 import shlex
 import textwrap
 from pathlib import Path
@@ -193,7 +194,7 @@ def stale_source_header(manifest: Manifest, lesson: Lesson) -> str | None:
     A source without such lines (never rendered, or `source_header: false`) has none to be stale.
     """
     source = read_text(manifest.source_path(lesson), TEXT_LIMIT, "a lesson's source", shown=lesson.source.as_posix(),
-                       errors="replace")
+                       errors="replace", root=manifest.root)
     if not lesson.source_header or not any(HEADER_LINE.match(line) for line in source_lines(source or "")):
         return None
     model = _lesson_model(manifest, lesson, manifest.root / TEMPLATES)
@@ -245,7 +246,7 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     build = shlex.join(display_command(manifest, lesson, arch))
     run = shlex.join([f"./{lesson.binary_name}", *lesson.args])
     verified = [f"// Verified {g.date} on {g.provenance}. Transcript: {g.transcript_path}" for g in gpus]
-    source_old = _read_text(source_path, source_rel, "a lesson's source")
+    source_old = _read_text(source_path, source_rel, "a lesson's source", root)
     source_new = source_old
     if lesson.source_header:
         source_new = rewrite_header(source_old, [f"// Build: {build}", f"// Run:   {run}",
@@ -280,9 +281,11 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
         gpu.unchecked = [row.id for row in claims if gpu.slug not in row.results]
 
     own = f"lessons/{lesson.id}.md.j2"
-    template = own if (templates / own).is_file() else LESSON_TEMPLATE
+    # Anything in the lesson's own template's place is its template: a device or a named pipe there is
+    # refused when read (files.read_file), never passed over for the course's.
+    template = own if os.path.lexists(templates / own) else LESSON_TEMPLATE
     used = [f"{TEMPLATES}/{own}"] if template == own else []
-    inputs = [*used, f"{TEMPLATES}/{LESSON_TEMPLATE}", relative(manifest.path.resolve(), root)]
+    inputs = [*used, f"{TEMPLATES}/{LESSON_TEMPLATE}", relative(manifest.path, root)]
     if lesson.prose is not None:
         inputs.append(lesson.prose.as_posix())
     inputs += [source_rel, *(relative(header, root) for header in headers), f"evidence/{lesson.id}/"]
@@ -290,7 +293,7 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     tables, peak_notes = figure_tables(figures, gpus)
     prose = None
     if lesson.prose is not None:
-        text = rebase_links(_read_text(root / lesson.prose, lesson.prose.as_posix(), "a lesson's prose"),
+        text = rebase_links(_read_text(root / lesson.prose, lesson.prose.as_posix(), "a lesson's prose", root),
                             (root / lesson.prose).parent, page_dir)
         prose = link_days(text, lesson.prose.as_posix(), manifest, lesson, page_dir).strip()
 
@@ -478,6 +481,7 @@ def _read(path: Path, name: str) -> str | None:
     return read_text(path, TEXT_LIMIT, "a page", shown=name, errors="replace")
 
 
-def _read_text(path: Path, name: str, what: str) -> str:
-    """A file a page is made from (a lesson's source or prose), as text; CoursectlError naming it if it cannot be."""
-    return read_text(path, TEXT_LIMIT, what, shown=name, required=True)
+def _read_text(path: Path, name: str, what: str, root: Path) -> str:
+    """A file a page is made from (a lesson's source or prose), as text; CoursectlError naming it if it cannot be,
+    or if it is reached through a link that leads out of the course."""
+    return read_text(path, TEXT_LIMIT, what, shown=name, required=True, root=root)

@@ -31,7 +31,9 @@ class _Loader(jinja2.FileSystemLoader):
 
     jinja2's own loader reads a file whole, and raises UnicodeDecodeError for
     one that is not UTF-8; here that is one TemplateError naming the template
-    and the line, and so is a template larger than 16 MiB.
+    and the line, and so is a template larger than 16 MiB, one that is no
+    regular file (a device, a named pipe), and one reached through a link that
+    leads out of the course (`templates/` itself linked elsewhere included).
     """
 
     def __init__(self, templates: Path):
@@ -41,7 +43,7 @@ class _Loader(jinja2.FileSystemLoader):
     def get_source(self, environment: jinja2.Environment, template: str):
         path = self.templates.joinpath(*jinja2.loaders.split_template_path(template))
         shown = relative(path, self.templates.parent)
-        text = read_text(path, TEXT_LIMIT, "a template", TemplateError, shown=shown)
+        text = read_text(path, TEXT_LIMIT, "a template", TemplateError, shown=shown, root=self.templates.parent)
         if text is None:
             raise jinja2.TemplateNotFound(template)
         mtime = path.stat().st_mtime

@@ -28,7 +28,7 @@ from ..cuda.build import BuildResult, build_lesson, display_command
 from ..transcript.claims import ClaimResult, evaluate_claims, uses_resources
 from ..errors import CoursectlError, ManifestError, SchemaMismatch, TranscriptError, UsageError
 from ..judge.evidence import list_gpus
-from ..files import TEXT_LIMIT, read_file, read_stream, read_text
+from ..files import TEXT_LIMIT, check_inside, read_file, read_stream, read_text
 from ..judge.judging import parse_evidence, relative
 from ..manifest.model import Lesson, Manifest
 from ..manifest.load import load_manifest
@@ -230,6 +230,12 @@ def new_lesson(manifest: Manifest, lesson_id: str, title: str) -> Scaffold:
                              f"{manifest.line_of('lessons', index)})",
                              hint="one lesson a day: pick another day")
     folder = manifest.root / LESSON_FOLDER / lesson_id
+    if manifest.path.is_symlink():
+        raise UsageError(f"is a link to {manifest.path.resolve()}; `new` writes the lesson into lessons.yaml and "
+                         f"its folder beside it, so it edits only a manifest that is a file of the course",
+                         path=manifest.path, hint="run `new` in the course the link leads to, or put the file "
+                                                 "itself in place of the link")
+    check_inside(folder, manifest.root, UsageError)   # lessons/ linked out of the course
     if folder.exists():
         raise UsageError(f"{LESSON_FOLDER}/{lesson_id}/ already exists; move it away or pick another id")
 
@@ -246,7 +252,7 @@ def new_lesson(manifest: Manifest, lesson_id: str, title: str) -> Scaffold:
         prose.write_text(Template((SKELETON / PROSE).read_text(encoding="utf-8")).substitute(title=title),
                          encoding="utf-8")
         source.write_text("", encoding="utf-8")   # so that the staged manifest finds its source
-        fd, staged = tempfile.mkstemp(prefix=".lessons.", suffix=".yaml", dir=manifest.path.resolve().parent)
+        fd, staged = tempfile.mkstemp(prefix=".lessons.", suffix=".yaml", dir=manifest.root)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(new_text)
         staged_manifest = load_manifest(Path(staged))

@@ -24,7 +24,7 @@ from ..judge.comparison import FieldResult, FieldStatus, compare_fields, describ
 from ..judge.drift import markdown_table, provenance_changes, provenance_of
 from ..errors import EvidenceError, TranscriptError, UsageError
 from ..judge.evidence import list_gpus
-from ..files import atomic_write, parse_json
+from ..files import write_report, parse_json
 from ..judge.judging import ParsedEvidence, parse_evidence
 from ..manifest.model import Lesson, Manifest
 from ..process import CommandResult, Runner, run_command
@@ -250,4 +250,4 @@ def comparison_markdown(a: Side, b: Side, compared: list[LessonComparison]) -> s
 
 
 def write_comparison(path: Path, a: Side, b: Side, compared: list[LessonComparison]) -> None:
-    atomic_write(path, comparison_markdown(a, b, compared))
+    write_report(path, comparison_markdown(a, b, compared))
