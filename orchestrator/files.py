@@ -130,7 +130,7 @@ def check_inside(path: Path, root: Path, error: type[CoursectlError] = Coursectl
         link, target = out
         raise error(f"a link to {target}, outside the course; coursectl reads nothing of the course through "
                     f"a link that leads out of it", path=relative(link, root),
-                    hint=f"put the file itself in place of the link {relative(link, root)}")
+                    hint=f"put what {relative(link, root)} leads to in its place, inside the course")
 
 
 # -- report paths ------------------------------------------------------------------------------

@@ -423,7 +423,7 @@ def _index_page(manifest: Manifest, env: jinja2.Environment, templates: Path,
             for model in sorted(models, key=lambda model: model.lesson.day)]
     context = {"course": manifest.course, "lessons": rows}
     text = render_template(env, templates, root, INDEX_TEMPLATE, context)
-    inputs = [f"{TEMPLATES}/{INDEX_TEMPLATE}", relative(manifest.path.resolve(), root), "evidence/"]
+    inputs = [f"{TEMPLATES}/{INDEX_TEMPLATE}", relative(manifest.path, root), "evidence/"]
     region = with_banner(banner(inputs, "this table"), text)
     new = "".join(lines[:begins[0] + 1]) + region + "".join(lines[ends[0]:])
     return Page(path=path, name=INDEX_FILE, old=old, new=new)

@@ -272,7 +272,7 @@ def new_lesson(manifest: Manifest, lesson_id: str, title: str) -> Scaffold:
     finally:
         if staged is not None and os.path.exists(staged):
             os.unlink(staged)
-    files = [source, prose, manifest.path.resolve()]
+    files = [source, prose, manifest.path]
     return Scaffold(lesson=lesson_id, files=[relative(f, manifest.root) for f in files], line=line)
 
 
