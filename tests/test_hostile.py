@@ -617,6 +617,26 @@ def dev_zero_as_a_transcript(made, tmp_path, monkeypatch):
     return ["check", "day16-tiled-matmul", "/dev/zero"], 2
 
 
+def a_report_path_that_is_the_manifest(made, tmp_path, monkeypatch):
+    return ["verify", "--all", "--offline", "--json", "lessons.yaml"], 2
+
+
+def a_template_linked_outside_the_course(made, tmp_path, monkeypatch):
+    a_template_reaching_for_a_shell(made, tmp_path, monkeypatch)
+    (tmp_path / "secret.txt").write_text("not for the course\n")
+    template = made.root / "templates" / "lesson.md.j2"
+    template.unlink()
+    template.symlink_to(tmp_path / "secret.txt")
+    return ["render", "--check"], 2
+
+
+def an_evidence_folder_linked_outside_the_course(made, tmp_path, monkeypatch):
+    folder = made.evidence("day16-tiled-matmul")
+    shutil.move(folder, tmp_path / "elsewhere")
+    folder.symlink_to(tmp_path / "elsewhere")
+    return ["check", "day16-tiled-matmul"], 1
+
+
 HOSTILE_CASES = [folder_for_the_memcheck_log, memcheck_log_linked_to_dev_zero, a_path_above_in_files,
                  an_nvcc_that_cannot_start, an_architecture_listed_twice, arch_leaving_the_cache, a_corrupt_stamp,
                  a_set_left_aside, a_megabyte_line_in_the_evidence, a_pattern_that_backtracks_without_end,
@@ -624,7 +644,8 @@ HOSTILE_CASES = [folder_for_the_memcheck_log, memcheck_log_linked_to_dev_zero, a
                  a_template_writing_through_a_path, a_template_calling_itself, a_template_building_ten_gigabytes,
                  a_page_linked_outside_the_course, a_page_path_naming_a_hand_written_file,
                  a_stamp_nested_100000_deep, a_report_nested_100000_deep, a_source_that_is_not_utf8,
-                 dev_zero_as_a_transcript]
+                 dev_zero_as_a_transcript, a_report_path_that_is_the_manifest, a_template_linked_outside_the_course,
+                 an_evidence_folder_linked_outside_the_course]
 
 
 @pytest.mark.slow   # each case through the installed console script, a process of its own: 12 s of CPU in all

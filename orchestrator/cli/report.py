@@ -357,15 +357,17 @@ def check_report_paths(manifest: Manifest | None, paths: dict[str, Path | None],
     two options. Without a manifest the course is the one in the current
     folder, if there is one.
     """
+    given = {option: path for option, path in paths.items()
+             if path is not None and not (option == stdout and str(path) == "-")}
+    if not given:   # nothing to check: the course's files are not even listed
+        return
     root = manifest.root if manifest is not None else Path(".")
     if manifest is None and not Path("lessons.yaml").exists():
         owned: list[tuple[Path, str]] = []
     else:
         owned = course_files(root, manifest)
     seen: dict[Path, str] = {}
-    for option, path in paths.items():
-        if path is None or (option == stdout and str(path) == "-"):
-            continue
+    for option, path in given.items():
         why = report_refusal(Path(path), owned, root)
         if why is not None:
             raise UsageError(f"{option} {path}: {why}")
