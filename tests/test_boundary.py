@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import stat
 import threading
 from pathlib import Path
@@ -75,7 +76,7 @@ COURSE_FILES = [
 ]
 
 
-@pytest.mark.parametrize("name, why", COURSE_FILES, ids=[n.split("/")[-1] for n, _ in COURSE_FILES])
+@pytest.mark.parametrize("name, why", COURSE_FILES, ids=[n.replace(f"{DAY16}/", "") for n, _ in COURSE_FILES])
 def test_a_report_path_that_is_a_file_of_the_course_is_refused_before_anything_runs(course_copy, tmp_path, name, why):
     """--json lessons.yaml replaced the manifest, exit 0; now every report option refuses it, exit 2."""
     link = tmp_path / "report.json"   # a link to a file of the course, named outside it, is that file
@@ -103,7 +104,7 @@ def test_report_merge_refuses_a_file_of_the_course_it_runs_in(course_copy, tmp_p
     assert snapshot(course_copy) == whole and outside(tmp_path, course_copy) == before
 
 
-def test_a_report_path_that_is_a_folder_a_dangling_link_or_given_twice_is_refused(course_copy, tmp_path):
+def test_a_report_path_that_is_a_folder_a_dangling_link_in_the_cache_or_given_twice_is_refused(course_copy, tmp_path):
     folder = tmp_path / "reports"
     folder.mkdir()
     dangling = tmp_path / "dangling.json"
@@ -123,6 +124,10 @@ def test_a_report_path_that_is_a_folder_a_dangling_link_or_given_twice_is_refuse
             f"--junit {to_folder}: is a link to {folder}, a folder; a report goes to a file")
     refused(coursectl("verify", "--offline", DAY16, "--json", to_inside),
             f"--json {to_inside}: is a link to {inside}, a file of the course; a report goes to a file of its own")
+    cached = Path(os.environ["COURSECTL_CACHE"]) / "r.json"
+    refused(coursectl("verify", "--offline", DAY16, "--json", cached),
+            f"--json {cached}: is in the build cache, which coursectl reads or writes; a report there would replace it")
+    assert not cached.exists()
     refused(coursectl("verify", "--offline", DAY16, "--json", "r.json", "--junit", "r.json"),
             "--junit r.json: the same file as --json; give each report a file of its own")
     assert (outside(tmp_path, course_copy), kinds(tmp_path)) == before and snapshot(course_copy) == whole
@@ -199,7 +204,6 @@ def test_report_refusal_and_write_report_alone(tmp_path):
     assert report_refusal(tmp_path / "r.json", owned, tmp_path) is None
     assert report_refusal(tmp_path / "lessons.yaml", owned, tmp_path).startswith("is lessons.yaml")
     sock_path = tmp_path / "s"
-    import socket
     with socket.socket(socket.AF_UNIX) as sock:
         sock.bind(str(sock_path))
         assert report_refusal(sock_path, owned, tmp_path) == "is a socket; a report goes to a file"
