@@ -13,6 +13,7 @@ from pydantic import (BeforeValidator, ConfigDict, Field, ValidationInfo, field_
                       model_validator)
 from pydantic.json_schema import SkipJsonSchema
 
+from .flags import flag_problem
 from .page import PageSpec
 from ..errors import UsageError
 from ..names import ARCH, COMPUTE_CAPABILITY, LESSON_ID, check_arch
@@ -211,12 +212,11 @@ def _check_tools(value: dict | None) -> dict | None:
 
 
 def _check_flags(value: list[str] | None) -> list[str] | None:
-    """coursectl never uses a shell, but nvcc re-quotes -D values for its host compiler
-    inside one: a `$` or a backquote in a flag would run a command."""
-    for flag in value or []:
-        if "$" in flag or "`" in flag:
-            raise ValueError(f"flag {flag!r} holds '$' or '`', which nvcc's own host-compiler "
-                             f"step would expand in a shell; write the value without them")
+    """coursectl never uses a shell, but nvcc hands its values to one for its own steps: manifest/flags.py
+    says which characters reach it where, and which flags are coursectl's."""
+    problem = flag_problem(value or [])
+    if problem:
+        raise ValueError(problem)
     return value
 
 
