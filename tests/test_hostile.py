@@ -617,6 +617,18 @@ def dev_zero_as_a_transcript(made, tmp_path, monkeypatch):
     return ["check", "day16-tiled-matmul", "/dev/zero"], 2
 
 
+def a_flag_nvcc_would_hand_to_a_shell(made, tmp_path, monkeypatch):
+    manifest = yaml.safe_load(made.manifest.read_text())
+    manifest["defaults"]["flags"] = ["-O3", "-DX=a\\\\", f"-DY=;touch {tmp_path / 'ran-a-shell'};#"]
+    made.manifest.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    return ["verify", "--all", "--offline", "-q"], 2
+
+
+def a_cache_inside_the_evidence(made, tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSECTL_CACHE", "evidence/cache")
+    return ["build", "--all"], 2
+
+
 HOSTILE_CASES = [folder_for_the_memcheck_log, memcheck_log_linked_to_dev_zero, a_path_above_in_files,
                  an_nvcc_that_cannot_start, an_architecture_listed_twice, arch_leaving_the_cache, a_corrupt_stamp,
                  a_set_left_aside, a_megabyte_line_in_the_evidence, a_pattern_that_backtracks_without_end,
@@ -624,7 +636,7 @@ HOSTILE_CASES = [folder_for_the_memcheck_log, memcheck_log_linked_to_dev_zero, a
                  a_template_writing_through_a_path, a_template_calling_itself, a_template_building_ten_gigabytes,
                  a_page_linked_outside_the_course, a_page_path_naming_a_hand_written_file,
                  a_stamp_nested_100000_deep, a_report_nested_100000_deep, a_source_that_is_not_utf8,
-                 dev_zero_as_a_transcript]
+                 dev_zero_as_a_transcript, a_flag_nvcc_would_hand_to_a_shell, a_cache_inside_the_evidence]
 
 
 @pytest.mark.slow   # each case through the installed console script, a process of its own: 12 s of CPU in all
