@@ -196,3 +196,28 @@ def test_the_flags_courses_use_still_load(tmp_path):
     listed = "".join(f"\n      - {json.dumps(flag)}" for flag in flags)
     path = write(tmp_path, edited("    source: hello.cu\n", f"    source: hello.cu\n    flags:{listed}\n"))
     assert load_manifest(path).lessons[0].flags == flags
+
+
+SANITIZER_CASES = {
+    "log-file": (["--log-file", "/tmp/elsewhere.log"], "'--log-file' chooses what compute-sanitizer writes, or "
+                 "where; its log and XML are coursectl's (the evidence): leave it out"),
+    "save": (["--save=/tmp/x.xml"], "'--save=/tmp/x.xml' chooses what compute-sanitizer writes, or where; its log "
+             "and XML are coursectl's (the evidence): leave it out"),
+    "coredump": (["--generate-coredump"], "'--generate-coredump' chooses what compute-sanitizer writes, or where; "
+                 "its log and XML are coursectl's (the evidence): leave it out"),
+    "tool": (["--tool", "racecheck"], "'--tool' is coursectl's: it runs the tool the pass is named for, sets the "
+             "exit code it reads and the report format it parses: leave it out"),
+    "preload": (["--preload-library=/tmp/x.so"], "'--preload-library=/tmp/x.so' loads libraries into the lesson "
+                "program from outside what coursectl builds: leave it out"),
+    "read": (["--read", "old.xml"], "'--read' replays a saved record instead of running the lesson: leave it out"),
+}
+
+
+@pytest.mark.parametrize("name", list(SANITIZER_CASES))
+def test_a_sanitizer_argument_that_is_coursectls_is_one_line_and_exit_2(tmp_path, name):
+    args, message = SANITIZER_CASES[name]
+    path = write(tmp_path, edited("    source: hello.cu\n",
+                                  f"    source: hello.cu\n    sanitizers:\n      memcheck: {{args: {json.dumps(args)}}}\n"))
+    result = coursectl("build", "--all", "--manifest", path)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"coursectl: error: {path}:8: lesson 'hello': sanitizers.memcheck.args: argument {message}\n{HINT}"

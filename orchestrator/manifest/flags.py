@@ -181,3 +181,29 @@ def _refused(name: str | None, value: str | None) -> str | None:
                 return (f"makes {_PASSED_ON[name]} write a file of its own ({item}); the outputs are "
                         f"coursectl's: leave it out")
     return None
+
+
+# -- a sanitizer pass's `args` ---------------------------------------------------------------------------------
+# compute-sanitizer starts the lesson from an argument list (no shell), but some of its options are coursectl's:
+# where its log and XML go, which tool runs and how a finding is reported; others write files or load libraries.
+_SANITIZER_OWN = ("chooses what compute-sanitizer writes, or where; its log and XML are coursectl's (the "
+                  "evidence): leave it out")
+_SANITIZER_REFUSED = {
+    **{name: _SANITIZER_OWN for name in ("--log-file", "--save", "--xml", "--save-session-details",
+                                         "--generate-coredump", "--coredump-name", "--coredump-behavior")},
+    "--read": "replays a saved record instead of running the lesson: leave it out",
+    **{name: "is coursectl's: it runs the tool the pass is named for, sets the exit code it reads and the "
+             "report format it parses: leave it out" for name in ("--tool", "--error-exitcode",
+                                                                   "--racecheck-report")},
+    **{name: "loads libraries into the lesson program from outside what coursectl builds: leave it out"
+       for name in ("--injection-path", "--injection-path32", "--preload-library")},
+}
+
+
+def sanitizer_arg_problem(args: list[str]) -> str | None:
+    """Why a sanitizer pass's `args` cannot be handed to compute-sanitizer, naming the first at fault; or None."""
+    for arg in args:
+        name = arg.partition("=")[0]
+        if name in _SANITIZER_REFUSED:
+            return f"argument {arg!r} {_SANITIZER_REFUSED[name]}"
+    return None

@@ -13,7 +13,7 @@ from pydantic import (BeforeValidator, ConfigDict, Field, ValidationInfo, field_
                       model_validator)
 from pydantic.json_schema import SkipJsonSchema
 
-from .flags import flag_problem
+from .flags import flag_problem, sanitizer_arg_problem
 from .page import PageSpec
 from ..errors import UsageError
 from ..names import ARCH, COMPUTE_CAPABILITY, LESSON_ID, check_arch
@@ -50,6 +50,14 @@ class SanitizerPass(Strict):
     program_args: list[str] = []  # the lesson's own arguments under this pass, after its `args`
 
     _timeout = field_validator("timeout")(_check_timeout)
+
+    @field_validator("args")
+    @classmethod
+    def _args(cls, value: list[str]) -> list[str]:
+        problem = sanitizer_arg_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
 
 SANITIZER_TOOLS = tuple(tool.value for tool in Tool)
