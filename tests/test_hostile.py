@@ -666,7 +666,7 @@ def shell_flags(ran: Path) -> dict[str, tuple[list[str], str]]:
             "-I, -isystem, -L and -include, which nvcc quotes")
     return {
         "backslash-ends-the-quotes": (["-DX=a\\\\", f"-DY={touch}"],
-                                      "flag '-DX=a\\\\\\\\' holds a backslash: nvcc passes its values on to a shell, "
+                                      "flag '-DX=a\\\\' holds a backslash: nvcc passes its values on to a shell, "
                                       "where a backslash can end the quotes around a value and let the rest run as "
                                       "a command; write the value without it"),
         "host-compiler-option": (["-Xcompiler", f"-Wall{touch}"],

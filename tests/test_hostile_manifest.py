@@ -140,8 +140,8 @@ BACKSLASH = ("holds a backslash: nvcc passes its values on to a shell, where a b
 OUTPUT = ("chooses what nvcc writes, or where; the outputs are coursectl's (the binary, its dependency list and its "
           "temporary files go into the build cache): leave it out")
 FLAG_CASES = {
-    "backslash-in-quotes": (["-DX=a\\\\", "-DY=;touch f;#"], "'-DX=a\\\\\\\\' " + BACKSLASH),
-    "backslash-in-include": (["-I", "inc\\"], "'-I inc\\\\' " + BACKSLASH),
+    "backslash-in-quotes": (["-DX=a\\\\", "-DY=;touch f;#"], "'-DX=a\\\\' " + BACKSLASH),
+    "backslash-in-include": (["-I", "inc\\"], "'-I inc\\' " + BACKSLASH),
     "dollar": (["-I$HOME"], "'-I$HOME' holds '$' or '`', which nvcc's own host-compiler step would expand in a "
                             "shell; write the value without them"),
     "newline": (["-DX=1\ntouch f"], "'-DX=1\\ntouch f' holds the control character '\\n'; a flag is one line of text"),

@@ -103,6 +103,7 @@ _SWITCHES = {"-keep": "--keep", "-save-temps": "--save-temps", "-clean": "--clea
 _OUTPUT_ITEM = re.compile(r"-o.*|--output.*|--?Map(=.*)?|-M[DF]?|-MMD|-save-temps.*|-dumpdir")
 
 _ANYWHERE = re.compile(r"[$`\\\x00-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _BARE_OK = re.compile(r"[A-Za-z0-9_\-+=.,/:@%]*")
 _BARE_SAFE = "letters, digits and _-+=.,/:@%"
 
@@ -120,9 +121,14 @@ def flag_problem(flags: list[str]) -> str | None:
             shown = f"{flag} {value}"
         problem = _characters(option, name, value) or _refused(name, value)
         if problem:
-            return f"flag {shown!r} {problem}"
+            return f"flag {_quoted(shown)} {problem}"
         index += 1
     return None
+
+
+def _quoted(text: str) -> str:
+    """A flag in quotes as lessons.yaml gives it (a backslash is one backslash), a control character escaped."""
+    return repr(text) if _CONTROL.search(text) or "'" in text else f"'{text}'"
 
 
 def _option(flag: str) -> tuple[str | None, str, str | None]:
@@ -205,5 +211,5 @@ def sanitizer_arg_problem(args: list[str]) -> str | None:
     for arg in args:
         name = arg.partition("=")[0]
         if name in _SANITIZER_REFUSED:
-            return f"argument {arg!r} {_SANITIZER_REFUSED[name]}"
+            return f"argument {_quoted(arg)} {_SANITIZER_REFUSED[name]}"
     return None
