@@ -637,6 +637,18 @@ def an_evidence_folder_linked_outside_the_course(made, tmp_path, monkeypatch):
     return ["check", "day16-tiled-matmul"], 1
 
 
+def a_flag_nvcc_would_hand_to_a_shell(made, tmp_path, monkeypatch):
+    manifest = yaml.safe_load(made.manifest.read_text())
+    manifest["defaults"]["flags"] = ["-O3", "-DX=a\\\\", f"-DY=;touch {tmp_path / 'ran-a-shell'};#"]
+    made.manifest.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    return ["verify", "--all", "--offline", "-q"], 2
+
+
+def a_cache_inside_the_evidence(made, tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSECTL_CACHE", "evidence/cache")
+    return ["build", "--all"], 2
+
+
 HOSTILE_CASES = [folder_for_the_memcheck_log, memcheck_log_linked_to_dev_zero, a_path_above_in_files,
                  an_nvcc_that_cannot_start, an_architecture_listed_twice, arch_leaving_the_cache, a_corrupt_stamp,
                  a_set_left_aside, a_megabyte_line_in_the_evidence, a_pattern_that_backtracks_without_end,
@@ -645,7 +657,8 @@ HOSTILE_CASES = [folder_for_the_memcheck_log, memcheck_log_linked_to_dev_zero, a
                  a_page_linked_outside_the_course, a_page_path_naming_a_hand_written_file,
                  a_stamp_nested_100000_deep, a_report_nested_100000_deep, a_source_that_is_not_utf8,
                  dev_zero_as_a_transcript, a_report_path_that_is_the_manifest, a_template_linked_outside_the_course,
-                 an_evidence_folder_linked_outside_the_course]
+                 an_evidence_folder_linked_outside_the_course, a_flag_nvcc_would_hand_to_a_shell,
+                 a_cache_inside_the_evidence]
 
 
 @pytest.mark.slow   # each case through the installed console script, a process of its own: 12 s of CPU in all
@@ -662,3 +675,150 @@ def test_no_hostile_case_prints_a_traceback(course, fake_sanitizer, prebuilt, tm
         assert done.stderr.startswith("coursectl: error: ") and len(done.stderr.splitlines()) <= 2, done.stderr
     assert not (tmp_path / "ran-a-shell").exists()
     assert "not for the course" not in done.stdout + done.stderr
+
+
+# -- 13. flags that would reach a shell ----------------------------------------------------------------------
+# nvcc writes its steps as command lines for /bin/sh (`nvcc -dryrun` prints them): the values of -D, -U, -I,
+# -isystem, -L and -include inside double quotes, every other value bare (manifest/flags.py).
+def shell_flags(ran: Path) -> dict[str, tuple[list[str], str]]:
+    """Flags that ran `touch RAN` through nvcc's shell before they were refused, and what is said of each."""
+    touch = f";touch {ran};#"
+    bare = ("which nvcc writes unquoted into a command line that a shell reads{}: there a flag may hold only "
+            "letters, digits and _-+=.,/:@%; spaces, quotes and other characters only in the values of -D, -U, "
+            "-I, -isystem, -L and -include, which nvcc quotes")
+    return {
+        "backslash-ends-the-quotes": (["-DX=a\\\\", f"-DY={touch}"],
+                                      "flag '-DX=a\\\\' holds a backslash: nvcc passes its values on to a shell, "
+                                      "where a backslash can end the quotes around a value and let the rest run as "
+                                      "a command; write the value without it"),
+        "host-compiler-option": (["-Xcompiler", f"-Wall{touch}"],
+                                 f"flag '-Xcompiler -Wall{touch}' holds ';', " + bare.format(" (the host compiler's)")),
+        "library": ([f"-lm{touch}"], f"flag '-lm{touch}' holds ';', " + bare.format("")),
+        "linker-option": ([f"-Xlinker=-v|touch {ran}"],
+                          f"flag '-Xlinker=-v|touch {ran}' holds '|', " + bare.format(" (the host linker's)")),
+    }
+
+
+def everything_but(root: Path, *kept: Path) -> dict[str, bytes]:
+    """snapshot(root), less what lies under each of `kept` (the course, the cache, the reports)."""
+    return {name: data for name, data in snapshot(root).items()
+            if not any((root / name).is_relative_to(path) for path in kept)}
+
+
+@pytest.mark.parametrize("case", ["backslash-ends-the-quotes", "host-compiler-option", "library", "linker-option"])
+@pytest.mark.parametrize("command", [["verify", "--all", "--offline"], ["build", "--all"], ["check", "day16-tiled-matmul"]],
+                         ids=["verify-offline", "build", "check"])
+def test_a_flag_nvcc_would_hand_to_a_shell_is_refused_and_nothing_runs(course, fake_gpu, real_nvcc, tmp_path,
+                                                                         case, command):
+    ran = tmp_path / "ran-a-shell"
+    flags, message = shell_flags(ran)[case]
+    made = course(["day16-tiled-matmul"], edit=lambda m: m["defaults"].update(flags=["-O3", *flags]))
+    course_before, outside_before = snapshot(made.root), everything_but(tmp_path, made.root)
+    line = made.manifest.read_text().splitlines().index("  flags:") + 1
+    result = coursectl(*command)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (f"coursectl: error: lessons.yaml:{line}: defaults.flags: {message}\n"
+                             "hint: fix lessons.yaml; docs/schema.md describes every key\n")
+    assert not ran.exists()
+    assert snapshot(made.root) == course_before and everything_but(tmp_path, made.root) == outside_before
+
+
+@pytest.mark.parametrize("case", ["backslash-ends-the-quotes", "host-compiler-option", "library"])
+def test_each_refused_shell_flag_does_run_a_command_through_nvcc(tmp_path, real_nvcc, case):
+    """What the check stands on: nvcc itself, given these flags, runs `touch` (so each case above is live)."""
+    ran = tmp_path / "ran-a-shell"
+    flags, _ = shell_flags(ran)[case]
+    (tmp_path / "a.cpp").write_text("int main() { return 0; }\n")
+    subprocess.run([real_nvcc, *flags, "-o", str(tmp_path / "a"), "a.cpp"], cwd=tmp_path, capture_output=True,
+                   timeout=300)
+    assert ran.exists()
+
+
+def test_quoted_values_keep_their_spaces_quotes_and_operators(course, real_nvcc, tmp_path):
+    """The values nvcc quotes may hold what a shell would read bare: they reach the compiler as written."""
+    ran = tmp_path / "ran-a-shell"
+    flags = [f"-DNOTE=\"a b ;touch {ran};# 'c' |&<>\"", f"-I{tmp_path}/inc dir;touch {ran}", "-Xcompiler",
+             "-Wall,-Wextra", "-lm"]
+    made = course(["day16-tiled-matmul"], edit=lambda m: m["defaults"].update(flags=["-O3", *flags]))
+    result = coursectl("build", "--all")
+    assert (result.exit_code, result.stderr) == (0, ""), result.stdout
+    assert not ran.exists() and not (made.root / "evidence").exists()
+
+
+# -- 14. flags that choose outputs, the architecture or a run --------------------------------------------------
+OUTPUT = ("chooses what nvcc writes, or where; the outputs are coursectl's (the binary, its dependency list and "
+          "its temporary files go into the build cache): leave it out")
+ARCH = ("chooses the GPU architecture, which is coursectl's: list the architectures to build for in "
+        "`architectures:` (with a GPU present, coursectl builds for it)")
+RUN = "runs the program nvcc builds; coursectl runs each lesson itself, with its `args` and its `timeout`: leave it out"
+
+
+def own_flags(out: Path) -> list[tuple[list[str], str, str]]:
+    return [
+        (["--keep-dir", str(out)], f"--keep-dir {out}", OUTPUT),
+        ([f"-keep-dir={out}"], f"-keep-dir={out}", OUTPUT),
+        (["-keep"], "-keep", OUTPUT),
+        (["-o", str(out / "a")], f"-o {out}/a", OUTPUT),
+        ([f"--output-directory={out}"], f"--output-directory={out}", OUTPUT),
+        (["-MD"], "-MD", OUTPUT),
+        (["-MF", str(out / "a.d")], f"-MF {out}/a.d", OUTPUT),
+        (["--generate-dependencies"], "--generate-dependencies", OUTPUT),
+        (["-time", str(out / "t.csv")], f"-time {out}/t.csv", OUTPUT),
+        (["-Xlinker", f"-Map={out}/a.map"], f"-Xlinker -Map={out}/a.map",
+         f"makes the host linker write a file of its own (-Map={out}/a.map); the outputs are coursectl's: leave it out"),
+        (["-Xcompiler", f"-Wl,-Map={out}/a.map"], f"-Xcompiler -Wl,-Map={out}/a.map",
+         f"makes the host compiler write a file of its own (-Map={out}/a.map); the outputs are coursectl's: leave "
+         "it out"),
+        (["--run"], "--run", RUN),
+        (["-run-args", "1"], "-run-args 1", RUN),
+        (["-arch=sm_80"], "-arch=sm_80", ARCH),
+        (["--gpu-architecture", "sm_80"], "--gpu-architecture sm_80", ARCH),
+        (["-gencode", "arch=compute_80,code=sm_80"], "-gencode arch=compute_80,code=sm_80", ARCH),
+        (["-code=sm_80"], "-code=sm_80", ARCH),
+        (["-optf", str(out / "more.txt")], f"-optf {out}/more.txt",
+         "reads more flags from a file, which coursectl does not check: write them in lessons.yaml itself"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(18), ids=[shown for _, shown, _ in own_flags(Path("OUT"))])
+def test_a_flag_choosing_an_output_the_architecture_or_a_run_is_refused(course, fake_gpu, real_nvcc, tmp_path,
+                                                                        index):
+    out = tmp_path / "out"
+    flags, shown, why = own_flags(out)[index]
+    made = course(["day16-tiled-matmul"], edit=lambda m: m["lessons"][0].update(flags=["-O3", *flags]))
+    course_before, outside_before = snapshot(made.root), everything_but(tmp_path, made.root)
+    for command in (["verify", "--all", "--offline"], ["build", "--all"]):
+        result = coursectl(*command)
+        assert (result.exit_code, result.stdout) == (2, "")
+        assert f": lesson 'day16-tiled-matmul': flags: flag {shown!r} {why}\n" in result.stderr
+    assert not out.exists()
+    assert snapshot(made.root) == course_before and everything_but(tmp_path, made.root) == outside_before
+
+
+# -- 15. COURSECTL_CACHE relative, or inside the course ------------------------------------------------------
+def test_a_relative_cache_is_taken_from_the_folder_coursectl_started_in(course, tmp_path, monkeypatch):
+    made = course(["day16-tiled-matmul"])
+    monkeypatch.setenv("COURSECTL_CACHE", "../cache")
+    outside_before = everything_but(tmp_path, made.root, tmp_path / "cache")
+    result = coursectl("build", "--all")
+    assert (result.exit_code, result.stderr) == (0, ""), result.stdout
+    assert list((tmp_path / "cache").rglob("build.json")), "the build went into ../cache of the course"
+    assert not (made.root / ".coursectl").exists()
+    assert everything_but(tmp_path, made.root, tmp_path / "cache") == outside_before
+
+
+@pytest.mark.parametrize("inside", ["evidence/cache", "templates", "lessons/day16-tiled-matmul/.cache"])
+def test_a_cache_inside_the_course_is_refused(course, tmp_path, monkeypatch, inside):
+    made = course(["day16-tiled-matmul"])
+    folder = inside.split("/")[0]
+    (made.root / folder).mkdir(exist_ok=True)
+    monkeypatch.setenv("COURSECTL_CACHE", inside)
+    before = snapshot(tmp_path), tree(tmp_path)
+    for command in (["build", "--all"], ["verify", "--all", "--offline"]):
+        result = coursectl(*command)
+        assert (result.exit_code, result.stdout) == (2, ""), result.stdout
+        assert result.stderr == (f"coursectl: error: COURSECTL_CACHE={inside} lies inside the course's {folder}/ "
+                                 f"({(made.root / folder).resolve()}), which its build folders would fill\n"
+                                 "hint: give COURSECTL_CACHE a folder outside the course's evidence/, templates/ and "
+                                 "lessons/, or leave it unset for .coursectl/cache\n")
+    assert (snapshot(tmp_path), tree(tmp_path)) == before   # no file and no folder made, in the course or out

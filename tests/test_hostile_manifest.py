@@ -4,6 +4,7 @@ finer cases; this file is the issue's list, end to end."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -128,3 +129,95 @@ def test_a_bad_snippet_marker_names_the_source_first_and_hints_at_the_marker(tmp
         "sanitizers.racecheck.findings[0].snippet)\n"
         "hint: fix the marker in the source: '// snippet: NAME' opens a snippet, '// end snippet' or "
         "'// end snippet: NAME' closes the innermost one open\n")
+
+
+# -- a lesson's flags: what nvcc would hand to a shell, and what is coursectl's -------------------------------
+BARE = ("which nvcc writes unquoted into a command line that a shell reads{}: there a flag may hold only letters, "
+        "digits and _-+=.,/:@%{}; spaces, quotes and other characters only in the values of -D, -U, -I, -isystem, "
+        "-L and -include, which nvcc quotes")
+BACKSLASH = ("holds a backslash: nvcc passes its values on to a shell, where a backslash can end the quotes around "
+             "a value and let the rest run as a command; write the value without it")
+OUTPUT = ("chooses what nvcc writes, or where; the outputs are coursectl's (the binary, its dependency list and its "
+          "temporary files go into the build cache): leave it out")
+FLAG_CASES = {
+    "backslash-in-quotes": (["-DX=a\\\\", "-DY=;touch f;#"], "'-DX=a\\\\' " + BACKSLASH),
+    "backslash-in-include": (["-I", "inc\\"], "'-I inc\\' " + BACKSLASH),
+    "dollar": (["-I$HOME"], "'-I$HOME' holds '$' or '`', which nvcc's own host-compiler step would expand in a "
+                            "shell; write the value without them"),
+    "newline": (["-DX=1\ntouch f"], "'-DX=1\\ntouch f' holds the control character '\\n'; a flag is one line of text"),
+    "space-to-the-host-compiler": (["--compiler-options", "-Wall -Wextra"],
+                                   "'--compiler-options -Wall -Wextra' holds ' ', " + BARE.format(
+                                       " (the host compiler's)", " (a list of options is written with commas: "
+                                       "-Xcompiler -Wall,-Wextra)")),
+    "quote-to-ptxas": (["-Xptxas='-v'"], "\"-Xptxas='-v'\" holds \"'\", " + BARE.format(" (ptxas's)", "")),
+    "glob-to-nvlink": (["-Xnvlink", "*"], "'-Xnvlink *' holds '*', " + BARE.format(" (nvlink's)", "")),
+    "redirect-in-ccbin": (["-ccbin", "g++>f"], "'-ccbin g++>f' holds '>', " + BARE.format("", "")),
+    "and-in-a-file": (["x.cu&&touch"], "'x.cu&&touch' holds '&', " + BARE.format("", "")),
+    "output-file": (["--output-file=a.out"], "'--output-file=a.out' " + OUTPUT),
+    "save-temps": (["-save-temps"], "'-save-temps' " + OUTPUT),
+    "preprocess": (["-E"], "'-E' " + OUTPUT),
+    "map-by-wl": (["-forward-unknown-to-host-compiler", "-Wl,-Map,out.map"],
+                  "'-Wl,-Map,out.map' makes the host linker write a file of its own (-Map); the outputs are "
+                  "coursectl's: leave it out"),
+    "dependencies-by-xcompiler": (["-Xcompiler", "-MD,-MF,x.d"],
+                                  "'-Xcompiler -MD,-MF,x.d' makes the host compiler write a file of its own (-MD); "
+                                  "the outputs are coursectl's: leave it out"),
+    "arch-long": (["--gpu-code=sm_90"], "'--gpu-code=sm_90' chooses the GPU architecture, which is coursectl's: list "
+                                        "the architectures to build for in `architectures:` (with a GPU present, "
+                                        "coursectl builds for it)"),
+    "run": (["-run"], "'-run' runs the program nvcc builds; coursectl runs each lesson itself, with its `args` and "
+                      "its `timeout`: leave it out"),
+}
+
+
+@pytest.mark.parametrize("name", list(FLAG_CASES))
+def test_a_flag_that_reaches_a_shell_or_is_coursectls_is_one_line_and_exit_2(tmp_path, name):
+    flags, message = FLAG_CASES[name]
+    listed = "".join(f"\n      - {json.dumps(flag)}" for flag in flags)
+    path = write(tmp_path, edited("    source: hello.cu\n", f"    source: hello.cu\n    flags:{listed}\n"))
+    before = sorted(tmp_path.rglob("*"))
+    result = coursectl("build", "--all", "--manifest", path)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"coursectl: error: {path}:7: lesson 'hello': flags: flag {message}\n{HINT}"
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_the_flags_courses_use_still_load(tmp_path):
+    """Flags with nothing a shell reads where nvcc puts them load as written, the quoted values with spaces,
+    quotes and operators."""
+    from orchestrator.manifest.load import load_manifest
+
+    flags = ["-std=c++17", "-O3", "-lineinfo", "-Icommon", "-I", "../shared dir", "--include-path=inc",
+             "-isystem", "/opt/x", "-include", "common/prelude.cuh", '-DGREETING="a b  \'c\' ;|&<> end"',
+             "-D", "N=1,M=2", "-UNDEBUG", "-L/opt/lib", "-lcublas", "-Xcompiler", "-Wall,-Wextra,-fopenmp",
+             "-Xcompiler=-march=native", "-Xptxas", "-v", "--ptxas-options=-O3", "-Xlinker", "--as-needed",
+             "-ccbin", "/usr/bin/g++", "--expt-relaxed-constexpr", "-maxrregcount=64", "--use_fast_math",
+             "-Wno-deprecated-gpu-targets", "-rdc=true", "-t", "2"]
+    listed = "".join(f"\n      - {json.dumps(flag)}" for flag in flags)
+    path = write(tmp_path, edited("    source: hello.cu\n", f"    source: hello.cu\n    flags:{listed}\n"))
+    assert load_manifest(path).lessons[0].flags == flags
+
+
+SANITIZER_CASES = {
+    "log-file": (["--log-file", "/tmp/elsewhere.log"], "'--log-file' chooses what compute-sanitizer writes, or "
+                 "where; its log and XML are coursectl's (the evidence): leave it out"),
+    "save": (["--save=/tmp/x.xml"], "'--save=/tmp/x.xml' chooses what compute-sanitizer writes, or where; its log "
+             "and XML are coursectl's (the evidence): leave it out"),
+    "coredump": (["--generate-coredump"], "'--generate-coredump' chooses what compute-sanitizer writes, or where; "
+                 "its log and XML are coursectl's (the evidence): leave it out"),
+    "tool": (["--tool", "racecheck"], "'--tool' is coursectl's: it runs the tool the pass is named for, sets the "
+             "exit code it reads and the report format it parses: leave it out"),
+    "preload": (["--preload-library=/tmp/x.so"], "'--preload-library=/tmp/x.so' loads libraries into the lesson "
+                "program from outside what coursectl builds: leave it out"),
+    "read": (["--read", "old.xml"], "'--read' replays a saved record instead of running the lesson: leave it out"),
+}
+
+
+@pytest.mark.parametrize("name", list(SANITIZER_CASES))
+def test_a_sanitizer_argument_that_is_coursectls_is_one_line_and_exit_2(tmp_path, name):
+    args, message = SANITIZER_CASES[name]
+    path = write(tmp_path, edited("    source: hello.cu\n",
+                                  f"    source: hello.cu\n    sanitizers:\n      memcheck: {{args: {json.dumps(args)}}}\n"))
+    result = coursectl("build", "--all", "--manifest", path)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"coursectl: error: {path}:8: lesson 'hello': sanitizers.memcheck.args: argument {message}\n{HINT}"

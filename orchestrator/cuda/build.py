@@ -31,7 +31,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ..errors import BuildError, CoursectlError
+from ..errors import BuildError, CoursectlError, UsageError
 from ..files import TEXT_LIMIT, atomic_write, parse_json, read_file, relative, sha256_bytes, sha256_file
 from .buildkey import key_of, headers_key, host_programs, key_material, what_changed
 from .includes import places_looked
@@ -66,9 +66,29 @@ def build_detail(build: BuildResult) -> str:
     return f"{which}, {'cached' if build.cached else f'{build.seconds:.1f} s'}"
 
 
+# The folders of a course that hold what it is made of; the build cache lies in none of them.
+COURSE_FOLDERS = ("evidence", "templates", "lessons")
+
+
 def cache_root(manifest: Manifest) -> Path:
+    """$COURSECTL_CACHE, a relative one taken from the folder coursectl was started in (it never changes
+    folder; nvcc runs in each lesson's), else .coursectl/cache in the course.
+
+    A cache inside the course's evidence/, templates/ or lessons/ is refused
+    (UsageError): its build folders would become part of the course.
+    """
     env = os.environ.get("COURSECTL_CACHE")
-    return Path(env) if env else manifest.root / ".coursectl" / "cache"
+    if not env:
+        return manifest.root / ".coursectl" / "cache"
+    root = Path(os.path.abspath(env))
+    for name in COURSE_FOLDERS:
+        folder = (manifest.root / name).resolve()
+        if root.resolve().is_relative_to(folder):
+            raise UsageError(f"COURSECTL_CACHE={env} lies inside the course's {name}/ ({folder}), which its "
+                             f"build folders would fill",
+                             hint="give COURSECTL_CACHE a folder outside the course's evidence/, templates/ and "
+                                  "lessons/, or leave it unset for .coursectl/cache")
+    return root
 
 
 def variant_flags(variant: str) -> list[str]:
@@ -343,6 +363,7 @@ class SharedBuilds:
         self._first: dict[tuple, tuple[str, Future]] = {}
 
     def submit(self, manifest: Manifest, lesson: Lesson, arch: str, variant: str = "plain") -> Future:
+        cache_root(manifest)   # a cache that is refused is refused here, in the thread that submits, not in a build
         inputs = (str(manifest.source_path(lesson).resolve()), tuple(manifest.flags(lesson)), arch, variant)
         if inputs not in self._first:
             future = self.pool.submit(build_lesson, manifest, lesson, arch, self.nvcc, self.nvcc_version, variant,

@@ -13,6 +13,7 @@ from pydantic import (BeforeValidator, ConfigDict, Field, ValidationInfo, field_
                       model_validator)
 from pydantic.json_schema import SkipJsonSchema
 
+from .flags import flag_problem, sanitizer_arg_problem
 from .page import PageSpec
 from ..errors import UsageError
 from ..names import ARCH, COMPUTE_CAPABILITY, LESSON_ID, check_arch
@@ -49,6 +50,14 @@ class SanitizerPass(Strict):
     program_args: list[str] = []  # the lesson's own arguments under this pass, after its `args`
 
     _timeout = field_validator("timeout")(_check_timeout)
+
+    @field_validator("args")
+    @classmethod
+    def _args(cls, value: list[str]) -> list[str]:
+        problem = sanitizer_arg_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
 
 SANITIZER_TOOLS = tuple(tool.value for tool in Tool)
@@ -211,12 +220,11 @@ def _check_tools(value: dict | None) -> dict | None:
 
 
 def _check_flags(value: list[str] | None) -> list[str] | None:
-    """coursectl never uses a shell, but nvcc re-quotes -D values for its host compiler
-    inside one: a `$` or a backquote in a flag would run a command."""
-    for flag in value or []:
-        if "$" in flag or "`" in flag:
-            raise ValueError(f"flag {flag!r} holds '$' or '`', which nvcc's own host-compiler "
-                             f"step would expand in a shell; write the value without them")
+    """coursectl never uses a shell, but nvcc hands its values to one for its own steps: manifest/flags.py
+    says which characters reach it where, and which flags are coursectl's."""
+    problem = flag_problem(value or [])
+    if problem:
+        raise ValueError(problem)
     return value
 
 
