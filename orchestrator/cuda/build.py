@@ -32,7 +32,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from ..errors import BuildError, CoursectlError, UsageError
-from ..files import TEXT_LIMIT, atomic_write, parse_json, read_file, relative, sha256_bytes, sha256_file
+from ..files import TEXT_LIMIT, atomic_write, check_inside, parse_json, read_file, relative, sha256_bytes, sha256_file
 from .buildkey import key_of, headers_key, host_programs, key_material, what_changed
 from .includes import places_looked
 from ..manifest.model import Lesson, Manifest
@@ -169,8 +169,8 @@ def local_files(paths: list[str], folder: Path, root: Path) -> list[Path]:
     """The files of `paths` (relative to `folder`, where nvcc ran) that lie inside the course root, in order.
 
     The system's and CUDA's headers lie outside it; the nvcc version stands for them.
-    A path inside the root is the course's even where it is a link to a file
-    outside it: the course names it, and what it points to is the build's input.
+    A path inside the root that is a link to a file outside it is the course's
+    too (the build refuses it: _headers_read), not a system header.
     """
     inside, seen = [], set()
     lexical_root, resolved_root = Path(os.path.normpath(Path(root).absolute())), Path(root).resolve()
@@ -271,6 +271,8 @@ def _headers_read(dependencies: Path, source: Path, folder: Path, root: Path) ->
     except OSError as exc:
         raise BuildError(f"nvcc wrote no dependency list ({exc.strerror})", path=dependencies)
     files = [path for path in local_files(listed, folder, root) if path != Path(os.path.normpath(source))]
+    for path in files:
+        check_inside(path, root, BuildError)   # a header the course names that is a link out of it
     digests = hash_files(files)
     return {Path(os.path.relpath(path, folder)).as_posix(): digest for path, digest in digests.items()
             if digest is not None}
