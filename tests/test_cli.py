@@ -733,7 +733,7 @@ def test_merge_refuses_a_missing_shard_unless_allowed(course, fake_gpu, prebuilt
     course(["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul"])
     first, _ = _shard_reports(tmp_path)
     refused = coursectl("report", "merge", first)
-    assert (refused.exit_code, refused.stdout) == (1, "")
+    assert (refused.exit_code, refused.stdout) == (2, "")   # a file the command needs is missing: a usage error
     assert refused.stderr == "coursectl: error: shard 2 of 2 missing; merge every shard, or pass --allow-partial\n"
     merged = tmp_path / "merged.json"
     allowed = coursectl("report", "merge", first, "--allow-partial", "--json", merged)

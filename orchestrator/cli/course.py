@@ -107,9 +107,12 @@ def report_merge(reports: List[Path] = typer.Argument(..., metavar="REPORT", hel
                  junit_path: Optional[Path] = JunitOpt) -> None:
     """Merge the JSON reports of every shard of one verify run into one report.
 
-    Refuses (exit 1) when a shard of 1..N is missing, a lesson on a GPU is in
-    two reports, or the reports come from different manifests; a file that is
-    no coursectl JSON report is a usage error (exit 2).
+    Exits 0 when the merged run passed; 1 when a lesson in it failed (with
+    --strict: or was not verified, or shards are missing under --allow-partial),
+    and when a lesson on a GPU is in two reports, the reports come from
+    different manifests or are shards of different splits; 2 (a usage error)
+    when a shard of 1..N is missing without --allow-partial (naming the
+    missing shards), or a file is missing or is no coursectl JSON report.
     """
     # deferred: 5 ms of imports (cli/report.py; 2 from .pyc) that --help and doctor never need
     from .report import merge_reports, read_json

@@ -318,7 +318,8 @@ def write_junit(report: VerifyReport, path: Path) -> None:
 def merge_reports(reports: list[VerifyReport], *, allow_partial: bool = False, strict: bool = False) -> VerifyReport:
     """Shards' reports into one: every shard 1..N of one run, from one manifest; each lesson once per GPU.
 
-    Missing shards are refused unless allow_partial, which marks the result partial.
+    Missing shards are refused unless allow_partial, which marks the result partial: a UsageError (exit 2),
+    the files named lacking some; reports that cannot make one honest report are a ReportError (exit 1).
     """
     digests = {r.manifest_sha256 for r in reports}
     if len(digests) > 1:
@@ -331,8 +332,8 @@ def merge_reports(reports: list[VerifyReport], *, allow_partial: bool = False, s
         if len(totals) > 1 or len(shards) != len(reports) and not all(r.shards for r in reports):
             raise ReportError(f"the reports are shards of different splits ({', '.join(sorted(set(shards)))})")
         missing = missing_shards(shards)
-        if missing and not allow_partial:
-            raise ReportError(f"{missing}; merge every shard, or pass --allow-partial")
+        if missing and not allow_partial:   # the command line lacks a file it needs: a usage error (exit 2)
+            raise UsageError(f"{missing}; merge every shard, or pass --allow-partial")
     seen: dict[tuple[str, str | None], int] = {}
     results: list[LessonResult] = []
     for index, report in enumerate(reports):
