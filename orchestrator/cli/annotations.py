@@ -36,6 +36,10 @@ from ..transcript.schema import LineItem, SectionItem, TableItem
 
 SUMMARY_LIMIT = 1024 * 1024 - 64 * 1024   # GitHub's 1 MiB, with room for the other steps' summaries
 MAX_ROWS = 200                            # moved fields shown per lesson
+# GitHub shows at most 10 error, 10 warning and 10 notice annotations of a step (and 50 of a job); the rest
+# are dropped without a word: actions/toolkit, docs/problem-matchers.md, "Limitations"
+# (https://github.com/actions/toolkit/blob/main/docs/problem-matchers.md#limitations).
+ANNOTATIONS_PER_KIND = 10
 
 
 def escape_data(text: str) -> str:
@@ -125,6 +129,27 @@ def workflow_commands(manifest: Manifest, results: list[LessonResult]) -> list[s
             out.append(command("error", why(result) or result.status.value, manifest_file,
                                manifest.line_of("lessons", index, "id"), f"{result.lesson}: {result.status.value}"))
     return out
+
+
+def capped(commands: list[str], limit: int = ANNOTATIONS_PER_KIND) -> list[str]:
+    """The first `limit` errors and `limit` warnings, in their order, then, if any were left out, one notice
+    saying how many of each and where they all are (the step summary, the log): GitHub would drop them unsaid."""
+    kept: list[str] = []
+    left = {"error": 0, "warning": 0}
+    shown = {"error": 0, "warning": 0}
+    for line in commands:
+        kind = line[2:].split(" ", 1)[0].split("::", 1)[0]
+        if kind in shown and shown[kind] >= limit:
+            left[kind] += 1
+            continue
+        shown[kind] = shown.get(kind, 0) + 1
+        kept.append(line)
+    if any(left.values()):
+        more = " and ".join(f"{count} more {kind}{'s' if count > 1 else ''}" for kind, count in left.items() if count)
+        kept.append(command("notice", f"{more} not annotated: GitHub shows {limit} errors and {limit} warnings a "
+                                      "step; the step summary and the log above have every one",
+                            title="coursectl: more annotations in the step summary"))
+    return kept
 
 
 def _sanitizer_commands(manifest: Manifest, lesson: Lesson, result: LessonResult) -> list[str]:
@@ -217,7 +242,7 @@ def publish(manifest: Manifest, results: list[LessonResult], title: str, tally: 
     """Under GitHub Actions: print the annotations, append the step summary."""
     if os.environ.get("GITHUB_ACTIONS") != "true":
         return
-    for line in workflow_commands(manifest, results):
+    for line in capped(workflow_commands(manifest, results)):
         print_line(line)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
