@@ -887,11 +887,13 @@ def test_build_help_says_what_its_v_prints():
 
 
 def test_build_says_when_k_selects_nothing_and_refuses_a_job_count_below_1(course, nvcc_bin, monkeypatch):
-    """`build -k zzz` printed nothing at all and exited 0; `-j -1` and `-j 0` were taken for every core."""
+    """`build -k zzz` printed nothing at all and exited 0; `-j -1` and `-j 0` were taken for every core.
+    A -k that selects nothing now exits 5, as pytest's `no tests ran`."""
     course(["day13-shared-memory"])
     monkeypatch.setenv("PATH", str(nvcc_bin))
     result = coursectl("build", "-k", "zzz")
-    assert (result.exit_code, result.stdout) == (0, "no lesson was selected, nothing was built\n")
+    assert (result.exit_code, result.stdout) == (5, "no lesson was selected, nothing was built\n")
+    assert result.stderr == "coursectl: error: -k 'zzz' selected none of the 1 lesson\n"
     for jobs in ("-1", "0"):
         result = coursectl("build", "--all", "-j", jobs)
         assert result.exit_code == 2 and "Invalid value for '--jobs'" in result.stderr, jobs
