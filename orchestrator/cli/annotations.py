@@ -6,7 +6,9 @@ Annotations are workflow commands printed on standard output
 line in the lesson's source) and each moved field (at its schema item in
 lessons.yaml), and for any other failure its one-line reason at the
 lesson's entry in lessons.yaml; a warning for each failed prediction and
-each lesson without evidence. Values are escaped as the workflow-command rules require.
+each lesson without evidence, or FLAKY. Values are escaped as the workflow-command rules require.
+GitHub shows 10 errors and 10 warnings a step: past those, one notice says
+how many more there are and that the step summary has them (`capped`).
 
 The step summary is Markdown appended to $GITHUB_STEP_SUMMARY: the verdict
 table, each failure's moved fields and failed claims, links to the lesson
@@ -123,6 +125,9 @@ def workflow_commands(manifest: Manifest, results: list[LessonResult]) -> list[s
         if result.status is Status.NO_EVIDENCE:
             out.append(command("warning", result.unverified or "no evidence", manifest_file,
                                manifest.line_of("lessons", index, "id"), f"{result.lesson}: no evidence"))
+        if result.status is Status.FLAKY:
+            out.append(command("warning", why(result), manifest_file, manifest.line_of("lessons", index, "id"),
+                               f"{result.lesson}: FLAKY"))
         if result.status.is_failure and not any(line.startswith("::error") for line in out[start:]):
             # A failure with no line of its own (a build, a crash, evidence that cannot be trusted): its
             # reason, at the lesson's entry.

@@ -328,7 +328,8 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
         given = [name for name, used in (("--gpus", gpus is not None), ("--repeat", repeat != 1),
                                          ("--rerun-sanitizers", rerun_sanitizers),
                                          ("--sanitizer-jobs", sanitizer_jobs is not None),
-                                         ("--start-gap", start_gap is not None)) if used]
+                                         ("--start-gap", start_gap is not None),
+                                         ("--retries", retries != 0)) if used]
         if given:
             raise UsageError(f"{', '.join(given)}: for runs on a GPU; --offline runs nothing on one")
     manifest = load(manifest_path)
@@ -342,7 +343,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
     tc = _discover()
     options = Options(jobs=_jobs(jobs), arch=arch, gpus=gpus, sanitize=not no_sanitize and not offline,
                       repeat=repeat, exitfirst=exitfirst, rerun_sanitizers=rerun_sanitizers,
-                      sanitizer_jobs=sanitizer_jobs, start_gap=start_gap)
+                      sanitizer_jobs=sanitizer_jobs, start_gap=start_gap, retries=retries)
     title = "verify --offline" if offline else "verify"
     if offline:
         tc.require_nvcc()   # before the note below, which would promise checks that never come

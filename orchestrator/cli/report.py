@@ -19,7 +19,7 @@ from ..judge.evidence import first_error
 from ..files import atomic_write, parse_json, read_file, sha256_bytes
 from ..manifest.model import Manifest
 from ..process import escape_char
-from ..judge.results import LessonResult, Status, Verdict, run_verdict
+from ..judge.results import LessonResult, Status, Verdict, run_verdict, why
 from ..cuda.toolchain import Toolchain
 from ..manifest.yamlfile import MAX_BYTES
 
@@ -234,7 +234,8 @@ def _skip_reason(result: LessonResult) -> str | None:
 def junit_xml(report: VerifyReport) -> str:
     """One testsuite: a testcase per lesson and one per sanitizer pass, valid against junit-10.xsd.
 
-    Failures are <failure>; UNSUPPORTED, SKIPPED and NO_EVIDENCE lessons, and
+    Failures are <failure>; a FLAKY lesson passes, its earlier attempts in
+    <system-err> (under --strict a <failure> of type FLAKY); UNSUPPORTED, SKIPPED and NO_EVIDENCE lessons, and
     sanitizer passes that neither ran nor had a recorded report, are
     <skipped> with the reason. Under --strict the report fails as the exit
     status does (run_verdict): such a lesson is a <failure>, and an empty
@@ -265,6 +266,11 @@ def junit_xml(report: VerifyReport) -> str:
             failure = ET.SubElement(case, "failure", type=result.status.value,
                                     message=_first_line(result.reasons[0]) if result.reasons else result.status.value)
             failure.text = "\n\n".join(result.reasons)
+        elif result.status is Status.FLAKY and verdict.counts_as_failed(result):   # --strict: a failure
+            failures += 1
+            failure = ET.SubElement(case, "failure", type=result.status.value,
+                                    message=f"--strict: flaky, counted as failed: {_first_line(why(result))}")
+            failure.text = "\n".join(result.retried)
         elif skip is not None and verdict.counts_as_failed(result):   # --strict: as the exit status counts it
             failures += 1
             failure = ET.SubElement(case, "failure", type=result.status.value,
@@ -275,8 +281,10 @@ def junit_xml(report: VerifyReport) -> str:
             ET.SubElement(case, "skipped", type=result.status.value, message=skip)
         if result.transcript:
             ET.SubElement(case, "system-out").text = result.transcript
-        if result.run and result.run.stderr_tail:
-            ET.SubElement(case, "system-err").text = result.run.stderr_tail
+        err = "\n".join([*(["passed on a retry, after:", *result.retried] if result.retried else []),
+                         *([result.run.stderr_tail] if result.run and result.run.stderr_tail else [])])
+        if err:   # a FLAKY lesson's earlier attempts, then its run's standard error
+            ET.SubElement(case, "system-err").text = err
         for p in result.sanitizers:
             sub = ET.SubElement(suite, "testcase", classname=classname,
                                 name=f"{result.lesson} [{p.tool}]" + (" (recorded)" if p.recorded else

@@ -21,7 +21,7 @@ from ..errors import CoursectlError, EvidenceError, TranscriptError
 from ..judge.drift import describe_drift
 from ..judge.evidence import recover_evidence
 from ..judge.judging import compare_build_evidence, judge_evidence, judge_run, judge_runs, judge_source
-from ..judge.results import Emit, LessonResult, Options, quiet
+from ..judge.results import RETRIED, Emit, Event, LessonResult, Options, quiet, status_of
 from ..manifest.model import Lesson, Manifest
 from ..process import CommandResult, Runner, run_command
 from ..render.course import stale_source_header
@@ -38,8 +38,27 @@ def run_program(turn: Turn, result: LessonResult) -> LessonResult:
 
 
 def judge_the_runs(turn: Turn, result: LessonResult) -> LessonResult:
-    """The runs judged, against this GPU's evidence."""
-    return _judged(turn, result, compare=True)
+    """The runs judged, against this GPU's evidence; with --retries, runs that crashed or timed out run again."""
+    return _retried(turn, result, _judged(turn, result, compare=True))
+
+
+def _retried(turn: Turn, result: LessonResult, judged: LessonResult) -> LessonResult:
+    """While the judged runs crashed or timed out (status_of) and retries are left, the timed runs again
+    (Turn.run_program: the GPU to themselves again) and their judging; each attempt that failed so is kept in
+    `retried`, which makes a lesson that then passes FLAKY (settle)."""
+    attempts: list[str] = []
+    while len(attempts) < turn.options.retries and not turn.stopping.is_set():
+        status = status_of(judged, compared=False)
+        if status not in RETRIED:
+            break
+        reason = judged.reasons[0].splitlines()[0] if judged.reasons else status.value
+        attempts.append(f"attempt {len(attempts) + 1}: {status.value}: {reason}")
+        turn.emit(Event(lesson=turn.lesson.id, stage="retrying",
+                        detail=f"retry {len(attempts)}/{turn.options.retries} after {status.value}"))
+        turn.run_program()
+        judged = _judged(turn, result, compare=True)
+    judged.retried = attempts
+    return judged
 
 
 def judge_the_runs_alone(turn: Turn, result: LessonResult) -> LessonResult:
