@@ -237,7 +237,7 @@ def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, *, quie
     Exits 1 if any lesson failed (with strict: or was not verified); 5 when
     -k selected nothing (`emptied` says so); an interrupt still exits 130
     once the reports are written. `last_report`: where the JSON report is
-    also kept, for --last-failed.
+    also kept, for --last-failed, unless the run was interrupted.
     """
     def print_line(line: str) -> None:
         common.console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -272,9 +272,13 @@ def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, *, quie
                 from ..judge.drift import write_drift_report
                 write_drift_report(drift_path, title, results, tc)
             report = make_report(title, results, tc, manifest, offline=offline, shard=shard, strict=strict)
-            if last_report is not None:
+            write_reports(report, json_path, junit_path, raise_on_failure=False)
+            # After the reports asked for (a full disk is said once, for those); an interrupted run leaves the
+            # cache as it was, and --last-failed the last run that ended.
+            if last_report is not None and interrupted is None:
                 _keep_last(report, last_report)
-            write_reports(report, json_path, junit_path, raise_on_failure=interrupted is None and not emptied)
+            if report.verdict().failed and interrupted is None and not emptied:
+                raise RunFailed()
     if interrupted is not None:
         raise interrupted
     if emptied and not outcome.results:
