@@ -157,6 +157,9 @@ def test_lesson_ids_complete_from_the_manifest(course, tmp_path, monkeypatch):
     other = tmp_path / "other.yaml"
     other.write_text(yaml.safe_dump({"version": 1, "lessons": [{"id": "day99-elsewhere"}]}))
     assert complete(f"coursectl verify -m {other} day") == ["day99-elsewhere"]
+    short = tmp_path / "short.yaml"   # the short form: the id as the entry's first key, its title the value
+    short.write_text("version: 1\nlessons:\n  - day21-scan: Prefix sums\n    timeout: 30\n  - day22-sort: Sorting\n")
+    assert complete(f"coursectl build -m {short} day2") == ["day21-scan", "day22-sort"]
 
 
 @pytest.mark.parametrize("manifest", ["missing.yaml", "broken.yaml", "list.yaml"])

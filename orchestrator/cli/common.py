@@ -24,6 +24,7 @@ from ..errors import INTERRUPTED, CoursectlError, RunFailed, describe_os_error
 from ..judge.evidence import evidence_of_no_lesson
 from ..manifest.load import load_manifest
 from ..manifest.model import Manifest
+from ..manifest.shorthand import entry_id
 from ..trace import recording, span
 
 
@@ -118,7 +119,7 @@ def lesson_ids_to_complete(ctx: typer.Context, incomplete: str) -> list[str]:
         if len(data) > COMPLETION_LIMIT:
             return []
         loaded = yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        ids = [entry["id"] for entry in loaded["lessons"] if isinstance(entry, dict) and isinstance(entry.get("id"), str)]
+        ids = [ident for ident in map(entry_id, loaded["lessons"]) if isinstance(ident, str)]   # either form
     except Exception:  # noqa: BLE001 - completion is silent: a broken manifest completes nothing
         return []
     return [ident for ident in ids if ident.startswith(incomplete)]
