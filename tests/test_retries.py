@@ -55,10 +55,30 @@ def test_a_run_that_fails_once_passes_on_a_retry_as_flaky(recorded, monkeypatch,
     assert tally_line(result.stdout) == "1 passed, 1 flaky, 0 failed in T s"
     [flaky] = [r for r in json.loads(report.read_text())["results"] if r["lesson"] == LESSON]
     assert flaky["status"] == "FLAKY"
-    assert len(flaky["retried"]) == 1 and flaky["retried"][0].startswith(f"attempt 1: {status}: ")
+    assert flaky["retried"] == [f"attempt 1: {status}: " + ("killed by signal 11 (SIGSEGV)" if how == "crash"
+                                                             else "timed out after 30.0 s")]
     case = next(c for c in ET.parse(junit).getroot().findall("testcase") if c.get("name") == LESSON)
     assert case.find("failure") is None and case.find("skipped") is None
     assert case.find("system-err").text.startswith("passed on a retry, after:\nattempt 1: ")
+
+
+def test_a_stand_in_that_crashes_once_then_passes_is_flaky(recorded, monkeypatch, tmp_path):
+    """The replaying stand-in itself dies of SIGABRT on its first run (STANDIN_CRASH_ONCE), then replays."""
+    monkeypatch.setenv("STANDIN_CRASH_ONCE", str(tmp_path / "crashed"))
+    once = coursectl("verify", LESSON, "-q")
+    assert (once.exit_code, statuses(once.stdout)) == (1, {LESSON: "CRASH"})
+    (tmp_path / "crashed").unlink()
+    report = tmp_path / "r.json"
+    retried = coursectl("verify", LESSON, "-q", "--retries", "1", "--json", report)
+    assert (retried.exit_code, statuses(retried.stdout)) == (0, {LESSON: "FLAKY"})
+    [result] = json.loads(report.read_text())["results"]
+    assert result["retried"] == ["attempt 1: CRASH: killed by signal 6 (SIGABRT)"]   # no path of this machine
+    assert f"{LESSON}: note: attempt 1: CRASH: killed by signal 6 (SIGABRT); run again (--retries 1)" in lines(
+        retried.stdout)
+    (tmp_path / "crashed").unlink()
+    shown = coursectl("verify", LESSON, "--retries", "1")   # its line as it finishes: why it is not PASS
+    assert any(line.startswith("FLAKY") and line.endswith(
+        "passed on retry 1, after attempt 1: CRASH: killed by signal 6 (SIGABRT)") for line in lines(shown.stdout))
 
 
 def test_strict_counts_a_flaky_lesson_as_failed(recorded, monkeypatch, tmp_path):

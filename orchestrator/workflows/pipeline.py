@@ -15,6 +15,8 @@ Every verdict comes from judging.py; nothing here decides a status itself.
 
 from __future__ import annotations
 
+import signal
+
 from ..cuda.build import BuildResult
 from ..cuda.toolchain import Toolchain
 from ..errors import CoursectlError, EvidenceError, TranscriptError
@@ -51,14 +53,28 @@ def _retried(turn: Turn, result: LessonResult, judged: LessonResult) -> LessonRe
         status = status_of(judged, compared=False)
         if status not in RETRIED:
             break
-        reason = judged.reasons[0].splitlines()[0] if judged.reasons else status.value
-        attempts.append(f"attempt {len(attempts) + 1}: {status.value}: {reason}")
+        attempts.append(f"attempt {len(attempts) + 1}: {status.value}: {_how_it_ended(judged)}")
         turn.emit(Event(lesson=turn.lesson.id, stage="retrying",
                         detail=f"retry {len(attempts)}/{turn.options.retries} after {status.value}"))
         turn.run_program()
         judged = _judged(turn, result, compare=True)
     judged.retried = attempts
+    judged.notes += [f"{attempt}; run again (--retries {turn.options.retries})" for attempt in attempts]
     return judged
+
+
+def _how_it_ended(judged: LessonResult) -> str:
+    """`killed by signal 6 (SIGABRT)`, `timed out after 30.0 s`: an attempt in words, naming no path (the report's)."""
+    run = judged.run
+    if run is not None and run.timed_out:
+        return f"timed out after {run.seconds:.1f} s"
+    if run is not None and run.signal:
+        try:
+            name = signal.Signals(run.signal).name
+        except ValueError:
+            name = "unknown"
+        return f"killed by signal {run.signal} ({name})"
+    return "ended without a transcript"
 
 
 def judge_the_runs_alone(turn: Turn, result: LessonResult) -> LessonResult:
