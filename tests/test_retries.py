@@ -126,3 +126,14 @@ def test_retries_are_refused_offline(course):
     result = coursectl("verify", "--all", "--offline", "--retries", "1")
     assert result.exit_code == 2
     assert lines(result.stderr) == ["coursectl: error: --retries: for runs on a GPU; --offline runs nothing on one"]
+
+
+def test_flaky_is_a_pass_unless_strict_in_the_one_verdict():
+    from orchestrator.judge.results import LessonResult, Status, run_verdict, settle
+
+    result = settle(LessonResult(lesson="x", gpu="g", evidence="g", retried=["attempt 1: CRASH: killed by signal 6"]))
+    assert result.status is Status.FLAKY and not result.status.is_failure
+    assert not run_verdict([result], strict=False).failed
+    strict = run_verdict([result], strict=True)
+    assert (strict.failed, strict.flaky, strict.reasons) == (True, 1, ["1 flaky, counted as failed"])
+    assert strict.counts_as_failed(result) and not run_verdict([result], strict=False).counts_as_failed(result)
