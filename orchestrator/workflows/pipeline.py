@@ -47,7 +47,9 @@ def judge_the_runs(turn: Turn, result: LessonResult) -> LessonResult:
 def _retried(turn: Turn, result: LessonResult, judged: LessonResult) -> LessonResult:
     """While the judged runs crashed or timed out (status_of) and retries are left, the timed runs again
     (Turn.run_program: the GPU to themselves again) and their judging; each attempt that failed so is kept in
-    `retried`, which makes a lesson that then passes FLAKY (settle)."""
+    `retried`, which makes a lesson that then passes FLAKY (settle). The first attempt let its GPU go as its
+    timed runs ended (Turn.release); each attempt after it waits, as any timed run does, until no sanitizer pass
+    runs and the GPU's lock is its alone (GpuShare.timed), so it never runs beside another lesson's runs."""
     attempts: list[str] = []
     while len(attempts) < turn.options.retries and not turn.stopping.is_set():
         status = status_of(judged, compared=False)
