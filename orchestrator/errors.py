@@ -49,6 +49,12 @@ class UsageError(CoursectlError):
     exit_status = 2
 
 
+class NothingSelected(CoursectlError):
+    """-k deselected every lesson: nothing ran, as pytest's `no tests ran` (exit 5)."""
+
+    exit_status = 5
+
+
 class ToolchainError(CoursectlError):
     """A tool or a GPU the command needs is missing."""
 

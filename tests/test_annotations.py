@@ -218,3 +218,37 @@ def test_the_step_summary_links_a_page_where_its_lesson_puts_it(monkeypatch):
     text = step_summary(manifest, results, "verify", "2 passed, 0 failed in 1.0 s")
     assert "| [day01-saxpy](lessons/saxpy/README.md) | PASS |" in text           # its page.path
     assert "| [day02-sum](lessons/ext/README.md) | PASS |" in text                 # beside its source
+
+
+def test_annotations_stop_at_what_github_shows_and_say_how_many_more():
+    """17 broken gates printed 24 `::error` lines in one step; GitHub shows 10 and dropped the rest unsaid."""
+    from orchestrator.cli.annotations import capped
+
+    errors = [command("error", f"gate {n} failed", "lessons.yaml", n) for n in range(24)]
+    warnings = [command("warning", f"prediction {n} failed", "lessons.yaml", 100 + n) for n in range(3)]
+    out = capped(errors[:5] + warnings + errors[5:])
+    assert out[:-1] == errors[:5] + warnings + errors[5:10]
+    assert out[-1] == ("::notice title=coursectl%3A more annotations in the step summary::14 more errors not "
+                       "annotated: GitHub shows 10 errors and 10 warnings a step; the step summary and the log "
+                       "above have every one")
+    assert capped(errors[:10] + warnings) == errors[:10] + warnings   # none left out: no notice
+    many = capped(errors[:11] + [command("warning", "w")] * 12)
+    assert many[-1].endswith("::1 more error and 2 more warnings not annotated: GitHub shows 10 errors and 10 "
+                             "warnings a step; the step summary and the log above have every one")
+
+
+def test_a_run_with_more_failures_than_github_shows_prints_ten_errors_and_a_notice(make_course, monkeypatch,
+                                                                                   tmp_path):
+    from orchestrator.cli.annotations import publish
+
+    made = make_course(["day13-shared-memory"])
+    manifest = made.load()
+    fields = [FieldResult(path=f"f{n}", rule="exact", old=1, new=2, status=FieldStatus.moved) for n in range(17)]
+    results = [LessonResult(lesson="day13-shared-memory", status=Status.FAIL, gpu=GPU_SLUG, fields=fields)]
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
+    printed: list[str] = []
+    publish(manifest, results, "verify", "0 passed, 1 failed in 1.0 s", printed.append)
+    assert [line.split(" ", 1)[0] for line in printed] == ["::error"] * 10 + ["::notice"]
+    assert "7 more errors not annotated" in printed[-1]
+    assert all(f"f{n}" in (tmp_path / "summary.md").read_text() for n in range(17))

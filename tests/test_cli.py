@@ -733,7 +733,7 @@ def test_merge_refuses_a_missing_shard_unless_allowed(course, fake_gpu, prebuilt
     course(["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul"])
     first, _ = _shard_reports(tmp_path)
     refused = coursectl("report", "merge", first)
-    assert (refused.exit_code, refused.stdout) == (1, "")
+    assert (refused.exit_code, refused.stdout) == (2, "")   # a file the command needs is missing: a usage error
     assert refused.stderr == "coursectl: error: shard 2 of 2 missing; merge every shard, or pass --allow-partial\n"
     merged = tmp_path / "merged.json"
     allowed = coursectl("report", "merge", first, "--allow-partial", "--json", merged)
@@ -887,11 +887,13 @@ def test_build_help_says_what_its_v_prints():
 
 
 def test_build_says_when_k_selects_nothing_and_refuses_a_job_count_below_1(course, nvcc_bin, monkeypatch):
-    """`build -k zzz` printed nothing at all and exited 0; `-j -1` and `-j 0` were taken for every core."""
+    """`build -k zzz` printed nothing at all and exited 0; `-j -1` and `-j 0` were taken for every core.
+    A -k that selects nothing now exits 5, as pytest's `no tests ran`."""
     course(["day13-shared-memory"])
     monkeypatch.setenv("PATH", str(nvcc_bin))
     result = coursectl("build", "-k", "zzz")
-    assert (result.exit_code, result.stdout) == (0, "no lesson was selected, nothing was built\n")
+    assert (result.exit_code, result.stdout) == (5, "no lesson was selected, nothing was built\n")
+    assert result.stderr == "coursectl: error: -k 'zzz' selected none of the 1 lesson\n"
     for jobs in ("-1", "0"):
         result = coursectl("build", "--all", "-j", jobs)
         assert result.exit_code == 2 and "Invalid value for '--jobs'" in result.stderr, jobs

@@ -306,3 +306,18 @@ def test_what_is_escaped_is_exactly_what_xml_1_0_forbids():
 
     every = "".join(map(chr, range(0x110000)))
     assert [ord(c) for c in _NOT_XML.findall(every)] == [c for c in range(0x110000) if not allowed(c)]
+
+
+def test_a_flaky_lesson_passes_with_its_attempts_or_fails_under_strict():
+    run = RunInfo(command=["./lesson"], exit_status=0, seconds=0.4, stderr_tail="a warning\n")
+    flaky = LessonResult(lesson="day13", status=Status.FLAKY, gpu="nvidia-h200", run=run, seconds=1.0,
+                         retried=["attempt 1: CRASH: killed by signal 6 (SIGABRT)"])
+    lenient = valid(junit_xml(report_of(flaky)))
+    assert cases(lenient) == [("day13", "1.000", [])]
+    assert counts(lenient)[:4] == ("1", "0", "0", "0")
+    assert lenient.find("testcase/system-err").text == ("passed on a retry, after:\n"
+                                                        "attempt 1: CRASH: killed by signal 6 (SIGABRT)\na warning\n")
+    strict = valid(junit_xml(report_of(flaky, strict=True)))
+    assert cases(strict) == [("day13", "1.000", [("failure", "FLAKY", "--strict: flaky, counted as failed: passed on "
+                                                  "retry 1, after attempt 1: CRASH: killed by signal 6 (SIGABRT)")])]
+    assert counts(strict)[:4] == ("1", "1", "0", "0")

@@ -6,7 +6,9 @@ Annotations are workflow commands printed on standard output
 line in the lesson's source) and each moved field (at its schema item in
 lessons.yaml), and for any other failure its one-line reason at the
 lesson's entry in lessons.yaml; a warning for each failed prediction and
-each lesson without evidence. Values are escaped as the workflow-command rules require.
+each lesson without evidence, or FLAKY. Values are escaped as the workflow-command rules require.
+GitHub shows 10 errors and 10 warnings a step: past those, one notice says
+how many more there are and that the step summary has them (`capped`).
 
 The step summary is Markdown appended to $GITHUB_STEP_SUMMARY: the verdict
 table, each failure's moved fields and failed claims, links to the lesson
@@ -36,6 +38,10 @@ from ..transcript.schema import LineItem, SectionItem, TableItem
 
 SUMMARY_LIMIT = 1024 * 1024 - 64 * 1024   # GitHub's 1 MiB, with room for the other steps' summaries
 MAX_ROWS = 200                            # moved fields shown per lesson
+# GitHub shows at most 10 error, 10 warning and 10 notice annotations of a step (and 50 of a job); the rest
+# are dropped without a word: actions/toolkit, docs/problem-matchers.md, "Limitations"
+# (https://github.com/actions/toolkit/blob/main/docs/problem-matchers.md#limitations).
+ANNOTATIONS_PER_KIND = 10
 
 
 def escape_data(text: str) -> str:
@@ -119,12 +125,36 @@ def workflow_commands(manifest: Manifest, results: list[LessonResult]) -> list[s
         if result.status is Status.NO_EVIDENCE:
             out.append(command("warning", result.unverified or "no evidence", manifest_file,
                                manifest.line_of("lessons", index, "id"), f"{result.lesson}: no evidence"))
+        if result.status is Status.FLAKY:
+            out.append(command("warning", why(result), manifest_file, manifest.line_of("lessons", index, "id"),
+                               f"{result.lesson}: FLAKY"))
         if result.status.is_failure and not any(line.startswith("::error") for line in out[start:]):
             # A failure with no line of its own (a build, a crash, evidence that cannot be trusted): its
             # reason, at the lesson's entry.
             out.append(command("error", why(result) or result.status.value, manifest_file,
                                manifest.line_of("lessons", index, "id"), f"{result.lesson}: {result.status.value}"))
     return out
+
+
+def capped(commands: list[str], limit: int = ANNOTATIONS_PER_KIND) -> list[str]:
+    """The first `limit` errors and `limit` warnings, in their order, then, if any were left out, one notice
+    saying how many of each and where they all are (the step summary, the log): GitHub would drop them unsaid."""
+    kept: list[str] = []
+    left = {"error": 0, "warning": 0}
+    shown = {"error": 0, "warning": 0}
+    for line in commands:
+        kind = line[2:].split(" ", 1)[0].split("::", 1)[0]
+        if kind in shown and shown[kind] >= limit:
+            left[kind] += 1
+            continue
+        shown[kind] = shown.get(kind, 0) + 1
+        kept.append(line)
+    if any(left.values()):
+        more = " and ".join(f"{count} more {kind}{'s' if count > 1 else ''}" for kind, count in left.items() if count)
+        kept.append(command("notice", f"{more} not annotated: GitHub shows {limit} errors and {limit} warnings a "
+                                      "step; the step summary and the log above have every one",
+                            title="coursectl: more annotations in the step summary"))
+    return kept
 
 
 def _sanitizer_commands(manifest: Manifest, lesson: Lesson, result: LessonResult) -> list[str]:
@@ -217,7 +247,7 @@ def publish(manifest: Manifest, results: list[LessonResult], title: str, tally: 
     """Under GitHub Actions: print the annotations, append the step summary."""
     if os.environ.get("GITHUB_ACTIONS") != "true":
         return
-    for line in workflow_commands(manifest, results):
+    for line in capped(workflow_commands(manifest, results)):
         print_line(line)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:

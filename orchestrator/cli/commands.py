@@ -25,25 +25,85 @@ import typer.core
 from rich.table import Table
 
 from . import annotations, common, display
-from .common import (AllOpt, ArchOpt, Command, DriftOpt, ExitFirstOpt, GpusOpt, JobsOpt, JsonOpt, JunitOpt, KeywordOpt,
-                     LessonsArg, ManifestOpt, QuietOpt, RepeatOpt, SanitizerJobsOpt, StartGapOpt, StrictOpt, VerboseOpt,
-                     _jobs, app, handle_errors, json_to_stdout, load, write_reports)
+from .common import (LAST_REPORT, AllOpt, ArchOpt, CollectOnlyOpt, Command, DriftOpt, ExitFirstOpt, FailedFromOpt,
+                     GpusOpt, JobsOpt, JsonOpt, JunitOpt, KeywordOpt, LastFailedOpt, LessonsArg, ManifestOpt, QuietOpt,
+                     RepeatOpt, RetriesOpt, SanitizerJobsOpt, StartGapOpt, StrictOpt, VerboseOpt, _jobs, app,
+                     handle_errors, json_to_stdout, lesson_ids_to_complete, load, write_reports)
 from ..names import check_arch
 from ..cuda.buildkey import describe_host_compiler
 from ..cuda.resources import RESOURCE_FIELDS
 from ..cuda.toolchain import discover
-from ..errors import CoursectlError, Interrupted, RunFailed, UsageError
+from ..errors import CoursectlError, Interrupted, NothingSelected, RunFailed, UsageError
 from ..judge.evidence import list_gpus
 from ..judge.results import Options, run_verdict
-from ..manifest.model import Manifest
+from ..manifest.model import Lesson, Manifest
 from ..manifest.passes import Tool
-from ..manifest.selection import choose_lessons
+from ..manifest.selection import choose_lessons, keep_failed, shard_lessons
+from ..words import plural
 from ..trace import span
 
 
 def _discover():
     with span("find the tools", "coursectl"):
         return discover()
+
+
+def _selected(manifest: Manifest, lesson_ids: Optional[List[str]], *, all_: bool, keyword: Optional[str],
+              shard: Optional[str] = None, last_failed: bool = False,
+              failed_from: Optional[Path] = None) -> tuple[list[Lesson], str]:
+    """The lessons a command takes: ids, --all, -k, then --last-failed or --failed-from, then --shard.
+
+    Also what to say when -k left none (the command then exits 5, as pytest's `no tests ran`); empty otherwise.
+    """
+    if last_failed and failed_from is not None:
+        raise UsageError("--last-failed and --failed-from both pick the lessons that failed: give one")
+    rerun = last_failed or failed_from is not None
+    lessons = choose_lessons(manifest, lesson_ids, all_=all_ or (rerun and not lesson_ids), keyword=keyword)
+    emptied = ""
+    if keyword and not lessons:
+        emptied = f"-k {keyword!r} selected none of the {plural(len(manifest.lessons), 'lesson')}"
+    if rerun and lessons:
+        failed, source = _failed_in(manifest, failed_from)
+        lessons, said = keep_failed(lessons, failed, source)
+        option = "--failed-from" if failed_from is not None else "--last-failed"
+        common.err_console.print(f"coursectl: {option}: {said}", markup=False, highlight=False, soft_wrap=True)
+    if shard:
+        lessons = shard_lessons(lessons, shard)
+    return lessons, emptied
+
+
+def _failed_in(manifest: Manifest, failed_from: Optional[Path]) -> tuple[Optional[list[str]], str]:
+    """The lessons that failed in a report (--failed-from's, else the last verify's), as its own verdict counts them
+    (run_verdict: with a --strict report, those not verified too); None when there is no last report."""
+    # deferred: 5 ms of imports (cli/report.py; 2 from .pyc) that --help and doctor never need
+    from ..cuda.build import cache_root
+    from .report import read_json
+
+    if failed_from is not None:
+        report = read_json(failed_from)   # missing or no report: a usage error naming it
+        source = str(failed_from)
+    else:
+        path = cache_root(manifest) / LAST_REPORT
+        source = str(path)
+        if not path.exists():
+            return None, source
+        try:
+            report = read_json(path)
+        except UsageError as exc:   # a damaged cache entry is a miss, said
+            common.err_console.print(f"coursectl: warning: {exc}; it is not read", markup=False, soft_wrap=True)
+            return None, source
+    verdict = report.verdict()
+    return [r.lesson for r in report.results if verdict.counts_as_failed(r)], source
+
+
+def _collect(manifest: Manifest, lessons: list[Lesson], emptied: str) -> None:
+    """--collect-only: one id a line, then `N lessons selected, M deselected`; nothing built or run."""
+    for lesson in lessons:
+        common.console.print(lesson.id, markup=False, highlight=False, soft_wrap=True)
+    common.console.print(f"{plural(len(lessons), 'lesson')} selected, {len(manifest.lessons) - len(lessons)} "
+                         "deselected", markup=False, highlight=False)
+    if emptied:
+        raise NothingSelected(emptied)
 
 
 @app.command(cls=Command)
@@ -90,7 +150,8 @@ def doctor(manifest_path: Path = ManifestOpt) -> None:
 @app.command(cls=Command)
 @handle_errors
 def build(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt, keyword: Optional[str] = KeywordOpt,
-          jobs: Optional[int] = JobsOpt, arch: Optional[str] = ArchOpt, manifest_path: Path = ManifestOpt,
+          jobs: Optional[int] = JobsOpt, arch: Optional[str] = ArchOpt, collect_only: bool = CollectOnlyOpt,
+          manifest_path: Path = ManifestOpt,
           verbose: int = typer.Option(0, "--verbose", "-v", count=True, show_default=False,
                                       help="Also each nvcc command and ptxas' report of every kernel.")) -> None:
     """Build lessons with nvcc, in parallel, reusing cached binaries; a line per build as it finishes.
@@ -104,7 +165,9 @@ def build(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt, 
     if arch is not None:
         check_arch(arch)
     manifest = load(manifest_path)
-    lessons = choose_lessons(manifest, lesson_ids, all_=all_, keyword=keyword)
+    lessons, emptied = _selected(manifest, lesson_ids, all_=all_, keyword=keyword)
+    if collect_only:
+        return _collect(manifest, lessons, emptied)
     tc = _discover()
     tc.require_nvcc()
     archs = [arch] if arch else (sorted({g.arch for g in tc.gpus}) or list(manifest.architectures))
@@ -127,6 +190,8 @@ def build(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt, 
 
     if not lessons:   # a -k that matches nothing: say so, as verify does, rather than print nothing
         common.console.print("no lesson was selected, nothing was built", markup=False)
+        if emptied:
+            raise NothingSelected(emptied)
         return
     built = build_many(manifest, [(l, a) for l in lessons for a in archs], tc, _jobs(jobs), emit=show)
     failed = [result for _, _, result in built if isinstance(result, CoursectlError)]
@@ -138,7 +203,7 @@ def build(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt, 
 
 @app.command(cls=Command)
 @handle_errors
-def run(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson to run."),
+def run(lesson_id: str = typer.Argument(..., metavar="LESSON", autocompletion=lesson_ids_to_complete, help="The lesson to run."),
         arch: Optional[str] = ArchOpt,
         gpu: Optional[str] = typer.Option(None, "--gpu", metavar="ID", help="GPU index or UUID (default: the first)."),
         manifest_path: Path = ManifestOpt) -> None:
@@ -174,11 +239,13 @@ def check_report_paths(manifest: Manifest, paths: dict, *, stdout: str = "") -> 
 @contextlib.contextmanager
 def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, *, quiet: bool, verbosity: int,
               offline: bool = False, shard: Optional[str] = None, strict: bool = False,
-              drift_path: Optional[Path] = None):
+              drift_path: Optional[Path] = None, last_report: Optional[Path] = None, emptied: str = ""):
     """Run a workflow inside; then print its results and write its reports, also when it was interrupted.
 
-    Exits 1 if any lesson failed (with strict: or was not verified); an
-    interrupt still exits 130 once the reports are written.
+    Exits 1 if any lesson failed (with strict: or was not verified); 5 when
+    -k selected nothing (`emptied` says so); an interrupt still exits 130
+    once the reports are written. `last_report`: where the JSON report is
+    also kept, for --last-failed, unless the run was interrupted.
     """
     def print_line(line: str) -> None:
         common.console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -213,9 +280,29 @@ def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, *, quie
                 from ..judge.drift import write_drift_report
                 write_drift_report(drift_path, title, results, tc)
             report = make_report(title, results, tc, manifest, offline=offline, shard=shard, strict=strict)
-            write_reports(report, json_path, junit_path, raise_on_failure=interrupted is None)
+            write_reports(report, json_path, junit_path, raise_on_failure=False)
+            # After the reports asked for (a full disk is said once, for those); an interrupted run leaves the
+            # cache as it was, and --last-failed the last run that ended.
+            if last_report is not None and interrupted is None:
+                _keep_last(report, last_report)
+            if report.verdict().failed and interrupted is None and not emptied:
+                raise RunFailed()
     if interrupted is not None:
         raise interrupted
+    if emptied and not outcome.results:
+        raise NothingSelected(emptied)
+
+
+def _keep_last(report, path: Path) -> None:
+    """The report, written whole or not at all, for --last-failed; a cache that cannot be written is said, not fatal."""
+    from .report import write_json
+
+    try:
+        write_json(report, path)
+    except OSError as exc:
+        from ..errors import describe_os_error
+        common.err_console.print(f"coursectl: warning: {describe_os_error(exc)}: --last-failed will not see this "
+                                 "run", markup=False, soft_wrap=True)
 
 
 @app.command(cls=Command)
@@ -233,9 +320,14 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
                                                       "the sanitizer cache holds."),
            sanitizer_jobs: Optional[int] = SanitizerJobsOpt, start_gap: Optional[float] = StartGapOpt,
            json_path: Optional[Path] = JsonOpt, junit_path: Optional[Path] = JunitOpt,
-           drift_path: Optional[Path] = DriftOpt,
+           drift_path: Optional[Path] = DriftOpt, last_failed: bool = LastFailedOpt,
+           failed_from: Optional[Path] = FailedFromOpt, retries: int = RetriesOpt, collect_only: bool = CollectOnlyOpt,
            quiet: bool = QuietOpt, verbose: int = VerboseOpt, manifest_path: Path = ManifestOpt) -> None:
-    """Build, run, sanitize, parse, check claims and compare with this GPU's evidence."""
+    """Build, run, sanitize, parse, check claims and compare with this GPU's evidence.
+
+    Its JSON report is also kept in $COURSECTL_CACHE/last-report.json, for --last-failed. Exits 0 when
+    verified, 1 when a lesson failed (with --strict: or was not verified), 5 when -k selected nothing.
+    """
     # deferred: 44 ms of imports (workflows, render, jinja2; 25 from .pyc) that --help and doctor never need
     from ..workflows.pipeline import verify as verify_workflow, verify_offline
 
@@ -248,16 +340,23 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
         given = [name for name, used in (("--gpus", gpus is not None), ("--repeat", repeat != 1),
                                          ("--rerun-sanitizers", rerun_sanitizers),
                                          ("--sanitizer-jobs", sanitizer_jobs is not None),
-                                         ("--start-gap", start_gap is not None)) if used]
+                                         ("--start-gap", start_gap is not None),
+                                         ("--retries", retries != 0)) if used]
         if given:
             raise UsageError(f"{', '.join(given)}: for runs on a GPU; --offline runs nothing on one")
     manifest = load(manifest_path)
     check_report_paths(manifest, {"--json": json_path, "--junit": junit_path, "--report": drift_path}, stdout="--json")
-    lessons = choose_lessons(manifest, lesson_ids, all_=all_, shard=shard, keyword=keyword)
+    lessons, emptied = _selected(manifest, lesson_ids, all_=all_, keyword=keyword, shard=shard,
+                                 last_failed=last_failed, failed_from=failed_from)
+    if collect_only:
+        return _collect(manifest, lessons, emptied)
+    # deferred with the other build imports: cuda/build.py is loaded by the workflows above
+    from ..cuda.build import cache_root
+
     tc = _discover()
     options = Options(jobs=_jobs(jobs), arch=arch, gpus=gpus, sanitize=not no_sanitize and not offline,
                       repeat=repeat, exitfirst=exitfirst, rerun_sanitizers=rerun_sanitizers,
-                      sanitizer_jobs=sanitizer_jobs, start_gap=start_gap)
+                      sanitizer_jobs=sanitizer_jobs, start_gap=start_gap, retries=retries)
     title = "verify --offline" if offline else "verify"
     if offline:
         tc.require_nvcc()   # before the note below, which would promise checks that never come
@@ -272,7 +371,8 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
             tc.require_sanitizer()
         workflow = verify_workflow
     with _reported(title, manifest, tc, json_path, junit_path, quiet=quiet, verbosity=verbose, offline=offline,
-                   shard=shard, strict=strict, drift_path=drift_path) as outcome:
+                   shard=shard, strict=strict, drift_path=drift_path, last_report=cache_root(manifest) / LAST_REPORT,
+                   emptied=emptied) as outcome:
         with display.Progress(common.console, [l.id for l in lessons], quiet=quiet, stages=verbose >= 1) as progress:
             outcome.results = workflow(manifest, lessons, tc, options, progress) if lessons else []
 
@@ -289,7 +389,7 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
                                         "and what moved; write nothing."),
            sanitizer_jobs: Optional[int] = SanitizerJobsOpt, start_gap: Optional[float] = StartGapOpt,
            json_path: Optional[Path] = JsonOpt, drift_path: Optional[Path] = DriftOpt,
-           quiet: bool = QuietOpt, verbose: int = VerboseOpt,
+           collect_only: bool = CollectOnlyOpt, quiet: bool = QuietOpt, verbose: int = VerboseOpt,
            manifest_path: Path = ManifestOpt) -> None:
     """Run lessons and store their evidence for this GPU, if every gate passes; show what moved."""
     # deferred: 44 ms of imports (workflows, render, jinja2; 25 from .pyc) that --help and doctor never need
@@ -298,7 +398,9 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
     json_to_stdout(json_path)
     manifest = load(manifest_path)
     check_report_paths(manifest, {"--json": json_path, "--report": drift_path}, stdout="--json")
-    lessons = choose_lessons(manifest, lesson_ids, all_=all_, keyword=keyword)
+    lessons, emptied = _selected(manifest, lesson_ids, all_=all_, keyword=keyword)
+    if collect_only:
+        return _collect(manifest, lessons, emptied)
     tc = _discover()
     tc.require_nvcc()
     tc.require_gpu()
@@ -307,7 +409,8 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
     if options.sanitize and any(manifest.sanitizers(l) for l in lessons):
         tc.require_sanitizer()
     title = "record --dry-run" if dry_run else "record"
-    with _reported(title, manifest, tc, json_path, None, quiet=True, verbosity=verbose, drift_path=drift_path) as outcome:
+    with _reported(title, manifest, tc, json_path, None, quiet=True, verbosity=verbose, drift_path=drift_path,
+                   emptied=emptied) as outcome:
         with display.Progress(common.console, [l.id for l in lessons], quiet=quiet, stages=verbose >= 1) as progress:
             outcome.results = record_workflow(manifest, lessons, tc, options, progress) if lessons else []
         if not quiet:
@@ -320,7 +423,7 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
 
 @app.command(cls=Command)
 @handle_errors
-def sanitize(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson to run under compute-sanitizer."),
+def sanitize(lesson_id: str = typer.Argument(..., metavar="LESSON", autocompletion=lesson_ids_to_complete, help="The lesson to run under compute-sanitizer."),
              tool: Optional[List[str]] = typer.Option(None, "--tool", "-t", metavar="TOOL",
                                                       help="memcheck, racecheck, synccheck or initcheck "
                                                            "(default: the lesson's declared passes)."),

@@ -24,6 +24,7 @@ from ..errors import INTERRUPTED, CoursectlError, RunFailed, describe_os_error
 from ..judge.evidence import evidence_of_no_lesson
 from ..manifest.load import load_manifest
 from ..manifest.model import Manifest
+from ..manifest.shorthand import entry_id
 from ..trace import recording, span
 
 
@@ -103,15 +104,43 @@ ManifestOpt = typer.Option(Path("lessons.yaml"), "--manifest", "-m", metavar="FI
                            help="The course manifest.")
 
 
-LessonsArg = typer.Argument(None, metavar="LESSON", show_default=False,
+COMPLETION_LIMIT = 1 << 20   # a lessons.yaml larger than this offers nothing to complete
+
+
+def lesson_ids_to_complete(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of a LESSON or -k: the ids in lessons.yaml (--manifest's, else ./lessons.yaml) that start
+    with what is typed. Reads only the ids, never the whole manifest; any error offers nothing, and says nothing."""
+    try:
+        import yaml   # deferred: completion alone needs it here
+
+        path = Path((ctx.params or {}).get("manifest_path") or "lessons.yaml")
+        with open(path, "rb") as handle:
+            data = handle.read(COMPLETION_LIMIT + 1)
+        if len(data) > COMPLETION_LIMIT:
+            return []
+        loaded = yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        ids = [ident for ident in map(entry_id, loaded["lessons"]) if isinstance(ident, str)]   # either form
+    except Exception:  # noqa: BLE001 - completion is silent: a broken manifest completes nothing
+        return []
+    return [ident for ident in ids if ident.startswith(incomplete)]
+
+
+LessonsArg = typer.Argument(None, metavar="LESSON", show_default=False, autocompletion=lesson_ids_to_complete,
                             help="Lesson ids (see lessons.yaml); none with --all or -k.")
 
 
 AllOpt = typer.Option(False, "--all", help="Every lesson in the manifest.")
 
 
-KeywordOpt = typer.Option(None, "-k", metavar="PATTERN",
-                          help="Only lessons whose id or title contains PATTERN, or matches it as a glob (day1*).")
+KeywordOpt = typer.Option(None, "-k", metavar="EXPRESSION", autocompletion=lesson_ids_to_complete,
+                          help="Only lessons matching EXPRESSION, in pytest's grammar: words matched, "
+                               "case-insensitively, as substrings of the id or title (or as globs: day1*), with "
+                               "and, or, not and parentheses ('day13 or day14', 'not sync'). Selecting none "
+                               "exits 5.")
+
+
+CollectOnlyOpt = typer.Option(False, "--collect-only", help="List the lessons the selection takes, one id a line, "
+                                                            "and how many it leaves out; build and run nothing.")
 
 
 JobsOpt = typer.Option(None, "--jobs", "-j", min=1, metavar="N", help="Parallel builds (default: all cores).")
@@ -133,8 +162,26 @@ JsonOpt = typer.Option(None, "--json", metavar="FILE", help="Write the JSON repo
 JunitOpt = typer.Option(None, "--junit", metavar="FILE", help="Write a JUnit XML report here.")
 
 
-StrictOpt = typer.Option(False, "--strict", help="Count NO_EVIDENCE, UNSUPPORTED, SKIPPED and an empty "
+StrictOpt = typer.Option(False, "--strict", help="Count NO_EVIDENCE, UNSUPPORTED, SKIPPED, FLAKY and an empty "
                                                  "selection as failures (exit 1).")
+
+
+LAST_REPORT = "last-report.json"   # in $COURSECTL_CACHE: every verify's JSON report, for --last-failed
+
+
+LastFailedOpt = typer.Option(False, "--last-failed", "--lf",
+                             help="Only the lessons that failed in the last verify (its report, kept in "
+                                  "$COURSECTL_CACHE/last-report.json); all of them when none failed.")
+
+
+FailedFromOpt = typer.Option(None, "--failed-from", metavar="REPORT.json",
+                             help="Only the lessons that failed in this JSON report (--json's, or report merge's); "
+                                  "all of them when none failed.")
+
+
+RetriesOpt = typer.Option(0, "--retries", min=0, max=10, metavar="N",
+                          help="Run a lesson that crashed or timed out again, and judge it again, up to N times; "
+                               "one that then passes is FLAKY (a failure with --strict).")
 
 
 ExitFirstOpt = typer.Option(False, "--exitfirst", "-x", help="Stop at the first failing lesson; the rest are SKIPPED.")

@@ -13,7 +13,7 @@ from typing import List, Optional
 import typer
 
 from . import common, display
-from .common import (Command, JsonOpt, JunitOpt, ManifestOpt, StrictOpt, app, handle_errors, json_to_stdout, load,
+from .common import (lesson_ids_to_complete, Command, JsonOpt, JunitOpt, ManifestOpt, StrictOpt, app, handle_errors, json_to_stdout, load,
                      report_app, schema_app, write_reports)
 from ..errors import RunFailed, UsageError
 from ..manifest.jsonschema import schema_text
@@ -23,7 +23,7 @@ from ..words import plural
 
 @app.command(cls=Command)
 @handle_errors
-def check(lesson_id: str = typer.Argument(..., metavar="LESSON", help="The lesson whose schema and claims judge it."),
+def check(lesson_id: str = typer.Argument(..., metavar="LESSON", autocompletion=lesson_ids_to_complete, help="The lesson whose schema and claims judge it."),
           transcript: Optional[str] = typer.Argument(None, metavar="[TRANSCRIPT | -]", show_default=False,
                                                      help="A transcript file, or - for standard input "
                                                           "(default: the recorded evidence)."),
@@ -81,6 +81,7 @@ def compare(a: str = typer.Argument(..., metavar="A", help="One side: a GPU with
                                     "(main:nvidia-h200) or a git revision (HEAD~3) of the other side's GPU."),
             b: str = typer.Argument(..., metavar="B", help="The other side, in the same forms."),
             lesson_ids: Optional[List[str]] = typer.Argument(None, metavar="LESSON", show_default=False,
+                                                             autocompletion=lesson_ids_to_complete,
                                                              help="Lesson ids (default: every lesson)."),
             report_path: Optional[Path] = typer.Option(None, "--report", metavar="FILE.md",
                                                        help="Also write the comparison as Markdown here."),
@@ -110,9 +111,12 @@ def report_merge(reports: List[Path] = typer.Argument(..., metavar="REPORT", hel
                  junit_path: Optional[Path] = JunitOpt) -> None:
     """Merge the JSON reports of every shard of one verify run into one report.
 
-    Refuses (exit 1) when a shard of 1..N is missing, a lesson on a GPU is in
-    two reports, or the reports come from different manifests; a file that is
-    no coursectl JSON report is a usage error (exit 2).
+    Exits 0 when the merged run passed; 1 when a lesson in it failed (with
+    --strict: or was not verified, or shards are missing under --allow-partial),
+    and when a lesson on a GPU is in two reports, the reports come from
+    different manifests or are shards of different splits; 2 (a usage error)
+    when a shard of 1..N is missing without --allow-partial (naming the
+    missing shards), or a file is missing or is no coursectl JSON report.
     """
     # deferred: 5 ms of imports (cli/report.py; 2 from .pyc) that --help and doctor never need
     from .report import check_report_paths, merge_reports, read_json

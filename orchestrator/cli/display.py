@@ -31,6 +31,7 @@ from ..judge.judging import claim_reason
 STATUS_STYLE = {
     Status.PASS: "green", Status.FAIL: "bold red", Status.TIMEOUT: "bold red", Status.CRASH: "bold red",
     Status.UNSUPPORTED: "yellow", Status.NO_EVIDENCE: "yellow", Status.SKIPPED: "dim",
+    Status.FLAKY: "bold yellow",
 }
 FIELD_STYLE = {
     FieldStatus.same: "green", FieldStatus.within: "cyan", FieldStatus.moved: "bold red",

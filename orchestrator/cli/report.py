@@ -20,7 +20,7 @@ from ..judge.evidence import first_error
 from ..files import parse_json, read_file, report_refusal, sha256_bytes, write_report
 from ..manifest.model import Manifest
 from ..process import escape_char
-from ..judge.results import LessonResult, Status, Verdict, run_verdict
+from ..judge.results import LessonResult, Status, Verdict, run_verdict, why
 from ..cuda.toolchain import Toolchain
 from ..manifest.yamlfile import MAX_BYTES
 
@@ -235,7 +235,8 @@ def _skip_reason(result: LessonResult) -> str | None:
 def junit_xml(report: VerifyReport) -> str:
     """One testsuite: a testcase per lesson and one per sanitizer pass, valid against junit-10.xsd.
 
-    Failures are <failure>; UNSUPPORTED, SKIPPED and NO_EVIDENCE lessons, and
+    Failures are <failure>; a FLAKY lesson passes, its earlier attempts in
+    <system-err> (under --strict a <failure> of type FLAKY); UNSUPPORTED, SKIPPED and NO_EVIDENCE lessons, and
     sanitizer passes that neither ran nor had a recorded report, are
     <skipped> with the reason. Under --strict the report fails as the exit
     status does (run_verdict): such a lesson is a <failure>, and an empty
@@ -266,6 +267,11 @@ def junit_xml(report: VerifyReport) -> str:
             failure = ET.SubElement(case, "failure", type=result.status.value,
                                     message=_first_line(result.reasons[0]) if result.reasons else result.status.value)
             failure.text = "\n\n".join(result.reasons)
+        elif result.status is Status.FLAKY and verdict.counts_as_failed(result):   # --strict: a failure
+            failures += 1
+            failure = ET.SubElement(case, "failure", type=result.status.value,
+                                    message=f"--strict: flaky, counted as failed: {_first_line(why(result))}")
+            failure.text = "\n".join(result.retried)
         elif skip is not None and verdict.counts_as_failed(result):   # --strict: as the exit status counts it
             failures += 1
             failure = ET.SubElement(case, "failure", type=result.status.value,
@@ -276,8 +282,10 @@ def junit_xml(report: VerifyReport) -> str:
             ET.SubElement(case, "skipped", type=result.status.value, message=skip)
         if result.transcript:
             ET.SubElement(case, "system-out").text = result.transcript
-        if result.run and result.run.stderr_tail:
-            ET.SubElement(case, "system-err").text = result.run.stderr_tail
+        err = "\n".join([*(["passed on a retry, after:", *result.retried] if result.retried else []),
+                         *([result.run.stderr_tail] if result.run and result.run.stderr_tail else [])])
+        if err:   # a FLAKY lesson's earlier attempts, then its run's standard error
+            ET.SubElement(case, "system-err").text = err
         for p in result.sanitizers:
             sub = ET.SubElement(suite, "testcase", classname=classname,
                                 name=f"{result.lesson} [{p.tool}]" + (" (recorded)" if p.recorded else
@@ -380,7 +388,8 @@ def check_report_paths(manifest: Manifest | None, paths: dict[str, Path | None],
 def merge_reports(reports: list[VerifyReport], *, allow_partial: bool = False, strict: bool = False) -> VerifyReport:
     """Shards' reports into one: every shard 1..N of one run, from one manifest; each lesson once per GPU.
 
-    Missing shards are refused unless allow_partial, which marks the result partial.
+    Missing shards are refused unless allow_partial, which marks the result partial: a UsageError (exit 2),
+    the files named lacking some; reports that cannot make one honest report are a ReportError (exit 1).
     """
     digests = {r.manifest_sha256 for r in reports}
     if len(digests) > 1:
@@ -393,8 +402,8 @@ def merge_reports(reports: list[VerifyReport], *, allow_partial: bool = False, s
         if len(totals) > 1 or len(shards) != len(reports) and not all(r.shards for r in reports):
             raise ReportError(f"the reports are shards of different splits ({', '.join(sorted(set(shards)))})")
         missing = missing_shards(shards)
-        if missing and not allow_partial:
-            raise ReportError(f"{missing}; merge every shard, or pass --allow-partial")
+        if missing and not allow_partial:   # the command line lacks a file it needs: a usage error (exit 2)
+            raise UsageError(f"{missing}; merge every shard, or pass --allow-partial")
     seen: dict[tuple[str, str | None], int] = {}
     results: list[LessonResult] = []
     for index, report in enumerate(reports):

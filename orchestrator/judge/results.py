@@ -34,6 +34,7 @@ class Status(str, Enum):
     UNSUPPORTED = "UNSUPPORTED"
     NO_EVIDENCE = "NO_EVIDENCE"
     SKIPPED = "SKIPPED"
+    FLAKY = "FLAKY"
 
     @property
     def is_failure(self) -> bool:
@@ -160,6 +161,7 @@ class LessonResult(BaseModel):
     flats: list[Flat] | None = Field(default=None, exclude=True)  # the parsed fields; None: no parse
     runs: int = 1
     seconds: float = 0.0
+    retried: list[str] = []          # --retries: each attempt before the one judged, that crashed or timed out: why
 
 
 class Options(BaseModel):
@@ -175,6 +177,7 @@ class Options(BaseModel):
     rerun_sanitizers: bool = False            # run every pass even where the sanitizer cache holds its result
     sanitizer_jobs: int | None = None         # passes at once (default: see sharing.GpuShare)
     start_gap: float | None = None            # seconds between timed runs' starts (default: sharing.START_GAP)
+    retries: int = 0                          # verify: a timed run that crashed or timed out, run and judged again
 
 
 class Event(BaseModel):
@@ -200,7 +203,9 @@ def status_of(result: LessonResult, *, compared: bool = True) -> Status:
     A run that timed out or died of a signal says so first, then a sanitizer
     pass that timed out (TIMEOUT too: its reason names the pass); then any
     reason fails the lesson; then, where the workflow compares with evidence,
-    a lesson without evidence for its GPU (offline: for any GPU) has none.
+    a lesson without evidence for its GPU (offline: for any GPU) has none;
+    a lesson that would pass after attempts that crashed or timed out
+    (--retries) is FLAKY.
     """
     run = result.run
     if run is not None and run.timed_out:
@@ -213,7 +218,10 @@ def status_of(result: LessonResult, *, compared: bool = True) -> Status:
         return Status.FAIL
     if compared and (result.evidence is None or (result.gpu is not None and result.evidence != result.gpu)):
         return Status.NO_EVIDENCE
-    return Status.PASS
+    return Status.FLAKY if result.retried else Status.PASS
+
+
+RETRIED = (Status.CRASH, Status.TIMEOUT)   # what --retries runs again: a run that may not fail the same way twice
 
 
 def settle(result: LessonResult, *, compared: bool = True) -> LessonResult:
@@ -227,6 +235,8 @@ def why(result: LessonResult) -> str:
     """The one line that says why a lesson is not PASS (empty for a PASS)."""
     if result.status is Status.PASS:
         return ""
+    if result.status is Status.FLAKY:
+        return f"passed on retry {len(result.retried)}, after {'; '.join(result.retried)}".splitlines()[0]
     text = result.reasons[0] if result.reasons else (result.unverified or "")
     return text.splitlines()[0] if text else ""
 
@@ -247,7 +257,7 @@ def stopped(lesson: str, status: Status, reason: str, gpu: str | None = None,
 
 
 TALLY_WORDS = (
-    (Status.PASS, "passed"), (Status.NO_EVIDENCE, "without evidence"), (Status.UNSUPPORTED, "unsupported"),
+    (Status.PASS, "passed"), (Status.FLAKY, "flaky"), (Status.NO_EVIDENCE, "without evidence"), (Status.UNSUPPORTED, "unsupported"),
     (Status.SKIPPED, "skipped"),
 )
 
@@ -264,35 +274,40 @@ class Verdict:
     failed: bool                     # the command exits 1
     strict: bool
     unverified: int = 0              # with strict: the lessons neither passed nor failed, counted as failed
+    flaky: int = 0                   # with strict: the lessons that passed only on a retry, counted as failed
     run_reasons: tuple[str, ...] = ()   # with strict: what fails the run as a whole (an empty selection, ...)
 
     @property
     def reasons(self) -> list[str]:
         """Why --strict failed the run, in words: `1 not verified, counted as failed`; none without strict."""
         counted = [f"{self.unverified} not verified, counted as failed"] if self.unverified else []
+        counted += [f"{self.flaky} flaky, counted as failed"] if self.flaky else []
         return [*counted, *self.run_reasons]
 
     def counts_as_failed(self, result: LessonResult) -> bool:
-        """This lesson fails the run: it failed, or it is not verified and the run is strict."""
-        return result.status.is_failure or (self.strict and is_unverified(result.status))
+        """This lesson fails the run: it failed, or it is not verified or FLAKY and the run is strict."""
+        return result.status.is_failure or (self.strict and (is_unverified(result.status) or
+                                                             result.status is Status.FLAKY))
 
 
 def run_verdict(results: list[LessonResult], *, strict: bool, partial: str = "") -> Verdict:
     """Did this run fail? The one answer, for the tally, the exit status and the JUnit report.
 
     Any failed lesson fails the run. With strict, so does every lesson neither
-    passed nor failed (NO_EVIDENCE, UNSUPPORTED, SKIPPED), an empty selection,
+    passed nor failed (NO_EVIDENCE, UNSUPPORTED, SKIPPED), every FLAKY one (it
+    passed only on a retry), an empty selection,
     and a partial merge; `partial` says what such a merge lacks (`shard 2 of 2
     missing`), empty for a whole run.
     """
     unverified = sum(is_unverified(r.status) for r in results) if strict else 0
+    flaky = sum(r.status is Status.FLAKY for r in results) if strict else 0
     run_reasons = []
     if strict and not results:
         run_reasons.append("an empty selection, counted as failed")
     if strict and partial:
         run_reasons.append(f"a partial merge ({partial}), counted as failed")
-    failed = any(r.status.is_failure for r in results) or bool(unverified or run_reasons)
-    return Verdict(failed=failed, strict=strict, unverified=unverified, run_reasons=tuple(run_reasons))
+    failed = any(r.status.is_failure for r in results) or bool(unverified or flaky or run_reasons)
+    return Verdict(failed=failed, strict=strict, unverified=unverified, flaky=flaky, run_reasons=tuple(run_reasons))
 
 
 def tally(results: list[LessonResult], seconds: float) -> str:

@@ -15,13 +15,15 @@ Every verdict comes from judging.py; nothing here decides a status itself.
 
 from __future__ import annotations
 
+import signal
+
 from ..cuda.build import BuildResult
 from ..cuda.toolchain import Toolchain
 from ..errors import CoursectlError, EvidenceError, TranscriptError
 from ..judge.drift import describe_drift
 from ..judge.evidence import recover_evidence
 from ..judge.judging import compare_build_evidence, judge_evidence, judge_run, judge_runs, judge_source
-from ..judge.results import Emit, LessonResult, Options, quiet
+from ..judge.results import RETRIED, Emit, Event, LessonResult, Options, quiet, status_of
 from ..manifest.model import Lesson, Manifest
 from ..process import CommandResult, Runner, run_command
 from ..render.course import stale_source_header
@@ -38,8 +40,43 @@ def run_program(turn: Turn, result: LessonResult) -> LessonResult:
 
 
 def judge_the_runs(turn: Turn, result: LessonResult) -> LessonResult:
-    """The runs judged, against this GPU's evidence."""
-    return _judged(turn, result, compare=True)
+    """The runs judged, against this GPU's evidence; with --retries, runs that crashed or timed out run again."""
+    return _retried(turn, result, _judged(turn, result, compare=True))
+
+
+def _retried(turn: Turn, result: LessonResult, judged: LessonResult) -> LessonResult:
+    """While the judged runs crashed or timed out (status_of) and retries are left, the timed runs again
+    (Turn.run_program: the GPU to themselves again) and their judging; each attempt that failed so is kept in
+    `retried`, which makes a lesson that then passes FLAKY (settle). The first attempt let its GPU go as its
+    timed runs ended (Turn.release); each attempt after it waits, as any timed run does, until no sanitizer pass
+    runs and the GPU's lock is its alone (GpuShare.timed), so it never runs beside another lesson's runs."""
+    attempts: list[str] = []
+    while len(attempts) < turn.options.retries and not turn.stopping.is_set():
+        status = status_of(judged, compared=False)
+        if status not in RETRIED:
+            break
+        attempts.append(f"attempt {len(attempts) + 1}: {status.value}: {_how_it_ended(judged)}")
+        turn.emit(Event(lesson=turn.lesson.id, stage="retrying",
+                        detail=f"retry {len(attempts)}/{turn.options.retries} after {status.value}"))
+        turn.run_program()
+        judged = _judged(turn, result, compare=True)
+    judged.retried = attempts
+    judged.notes += [f"{attempt}; run again (--retries {turn.options.retries})" for attempt in attempts]
+    return judged
+
+
+def _how_it_ended(judged: LessonResult) -> str:
+    """`killed by signal 6 (SIGABRT)`, `timed out after 30.0 s`: an attempt in words, naming no path (the report's)."""
+    run = judged.run
+    if run is not None and run.timed_out:
+        return f"timed out after {run.seconds:.1f} s"
+    if run is not None and run.signal:
+        try:
+            name = signal.Signals(run.signal).name
+        except ValueError:
+            name = "unknown"
+        return f"killed by signal {run.signal} ({name})"
+    return "ended without a transcript"
 
 
 def judge_the_runs_alone(turn: Turn, result: LessonResult) -> LessonResult:

@@ -3,12 +3,14 @@
 // Host code only (a .cpp file, which nvcc hands to the host compiler), so nvcc
 // builds it in a tenth of a second and the CPU runs it.
 //
-// For tests of how runs share the GPUs, three environment variables:
+// For tests of how runs share the GPUs, three environment variables, and one for retries:
 //   STANDIN_LOG    append "PID start T CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER"
 //                  before the run and "PID end T ..." after it, T in seconds of
 //                  CLOCK_MONOTONIC (Python's time.monotonic), one write() each
 //   STANDIN_SLEEP  take this many seconds before printing
 //   STANDIN_GATE   ...or less: stop waiting as soon as this file exists
+//   STANDIN_CRASH_ONCE  if this file does not exist: create it, then abort()
+//                  (SIGABRT); the first run crashes, the runs after it replay
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -54,6 +56,12 @@ int main(int argc, char** argv) {
         return 2;
     }
     log_event("start");
+    const char* once = std::getenv("STANDIN_CRASH_ONCE");
+    if (once != nullptr && access(once, F_OK) != 0) {
+        int fd = open(once, O_WRONLY | O_CREAT, 0644);
+        if (fd >= 0) close(fd);
+        std::abort();
+    }
     take_time();
     std::FILE* in = std::fopen(argv[1], "rb");
     if (in == nullptr) {
