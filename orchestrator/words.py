@@ -21,6 +21,9 @@ def format_value(value) -> str:
     return str(value)
 
 
+_SHORT_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
 def shown(name) -> str:
     """A name (a lesson id, a kernel, a field, a table key) as a message shows it: every character but
     printable ASCII escaped, as Python writes it (`copyRow\\u200bMajor`), so an invisible character or a
@@ -29,8 +32,8 @@ def shown(name) -> str:
     out = []
     for char in str(name):
         code = ord(char)
-        if char == "\\":
-            out.append("\\\\")
+        if char in _SHORT_ESCAPES:
+            out.append(_SHORT_ESCAPES[char])
         elif 0x20 <= code < 0x7F:
             out.append(char)
         elif code <= 0xFF:
@@ -43,8 +46,9 @@ def shown(name) -> str:
 
 
 def quoted(name) -> str:
-    """`shown(name)` in single quotes: what `{name!r}` wrote in a message, with every hidden character seen."""
-    return f"'{shown(name)}'"
+    """`shown(name)` in single quotes: what `{name!r}` wrote in a message, with every hidden character seen
+    (a name that is not text, a row's index, as repr writes it)."""
+    return "'" + shown(name).replace("'", "\\'") + "'" if isinstance(name, str) else repr(name)
 
 
 # What str.splitlines takes for the end of a line, and a C++ compiler for some of them.
