@@ -289,3 +289,16 @@ def test_a_column_name_that_is_no_identifier_says_so(tmp_path, monkeypatch):
     assert result.exit_code == 2
     assert "field name 'a-b' (a column of table 't') is not an identifier: letters, digits and _ only" \
         in result.stderr
+
+
+def test_check_shows_a_row_key_hiding_a_character_escaped(tmp_path, monkeypatch):
+    root = _one_lesson_course(tmp_path / "course", HIDDEN_KEY_OUTPUT.replace(
+        "        keys: [copyRow\u200bMajor, transposeNaive]\n", "        key: kernel\n"))
+    (root / "t.txt").write_text("kernel ms\ncopyRow\u200bMajor 1.0\ntransposeNaive 2.0\n", encoding="utf-8")
+    monkeypatch.chdir(root)
+    before, around = snapshot(root), outside(tmp_path, root)
+    result = coursectl("check", "day01-one", "t.txt")
+    assert result.exit_code == 0, result.output
+    assert "[copyRow\\u200bMajor] ms = 1" in result.stdout
+    assert "\u200b" not in result.stdout
+    assert snapshot(root) == before and outside(tmp_path, root) == around
