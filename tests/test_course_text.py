@@ -1,4 +1,4 @@
-"""What crosses the course's boundary: evidence values that land in a page or a source, the terminal's width
+"""What crosses the course's boundary as text: evidence values that land in a page or a source, the terminal's width
 and locale, names that hide a character, paths of the machine, and a manifest of many lessons.
 
 Each case works in a course of its own under tmp_path and checks that nothing outside that course changed.
