@@ -7,6 +7,7 @@ Every error names the file, the line, the lesson and the field path, e.g.
 
 from __future__ import annotations
 
+import functools
 import gc
 from pathlib import Path
 
@@ -64,24 +65,29 @@ def _message(error: dict) -> str:
         error["input"], (dict, list)) else error["msg"]
 
 
-def load_manifest(path: Path) -> Manifest:
-    """Load and check lessons.yaml; raise ManifestError naming file, line, lesson and field.
+def _collector_off(load):
+    """`load` with Python's cycle collector off while it runs, and back on (if it was) when it returns or raises.
 
-    Python's cycle collector stays off while it does: loading allocates objects by the hundred thousand
-    and frees none, and the collections that triggered scanned them again and again, so 1,000 lessons
-    took 28 times as long as 100 (the YAML walk alone); with it off, 10 times. What loading builds holds
-    no garbage cycles, and the collector is back on (if it was) when it returns or raises.
+    Loading allocates objects by the hundred thousand and frees none, and the collections that triggered
+    scanned them again and again, so 1,000 lessons took 28 times as long as 100 (the YAML walk alone); with
+    it off, 10 times. What loading builds holds no garbage cycles.
     """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _load_manifest(Path(path))
-    finally:
-        if enabled:
-            gc.enable()
+    @functools.wraps(load)
+    def wrapper(*args, **kwargs):
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return load(*args, **kwargs)
+        finally:
+            if enabled:
+                gc.enable()
+    return wrapper
 
 
-def _load_manifest(path: Path) -> Manifest:
+@_collector_off
+def load_manifest(path: Path) -> Manifest:
+    """Load and check lessons.yaml; raise ManifestError naming file, line, lesson and field."""
+    path = Path(path)
     data, lines = load_yaml(path)
     if not isinstance(data, dict):
         raise ManifestError("the manifest must be a mapping with a 'lessons' list", path=path, line=1)
