@@ -75,15 +75,35 @@ class Color(str, Enum):
 _color = Color.auto
 
 
+# The narrowest a message is folded to, whatever COLUMNS says: rich given 0 columns printed nothing at all.
+MIN_WIDTH = 40
+LOG_WIDTH = 160
+
+
+def _width() -> int:
+    """The width messages and tables are laid out in: COLUMNS where it is a whole number of columns (at
+    least MIN_WIDTH), else the terminal's, else (a CI log, no terminal) LOG_WIDTH. COLUMNS=0, -5 or abc
+    count as unset; TERM plays no part in the width."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isascii() and columns.isdigit() and int(columns) > 0:
+        return max(int(columns), MIN_WIDTH)
+    if sys.stdout.isatty():
+        try:
+            return max(os.get_terminal_size(sys.stdout.fileno()).columns, MIN_WIDTH)
+        except (OSError, ValueError):
+            pass
+    return LOG_WIDTH
+
+
 def _consoles() -> tuple[Console, Console]:
     """Consoles for this command, made when it starts (not at import).
 
     In a CI log (no terminal, no COLUMNS) rich would assume 80 columns and
-    fold the tables; logs have room. --color always/never win over the
+    fold the tables; logs have room (see `_width`). --color always/never win over the
     environment; with auto, NO_COLOR turns every escape off and FORCE_COLOR
     turns colour on without a terminal.
     """
-    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+    width = _width()
     color = _color
     if color is Color.auto and os.environ.get("NO_COLOR"):
         color = Color.never

@@ -26,6 +26,7 @@ from ..judge.comparison import FieldResult, FieldStatus
 from ..judge.results import Event, LessonResult, Status, Verdict, is_unverified, shown, tally, why
 from ..transcript.schema import LineItem, SectionItem, TableItem
 from ..words import format_value, plural
+from ..words import shown as shown_name
 from ..judge.judging import claim_reason
 
 STATUS_STYLE = {
@@ -158,7 +159,7 @@ def print_fields(console: Console, result: LessonResult, rows: list[FieldResult]
     for column in columns:
         table.add_column(column, justify="left" if column in ("field", "rule", "result") else "right")
     for f in rows:
-        cells = [Text(f.path), f.rule, format_value(f.old), format_value(f.new),
+        cells = [Text(shown_name(f.path)), f.rule, format_value(f.old), format_value(f.new),
                  f"{f.ratio:.3f}" if f.ratio is not None else ""]
         if result.spread:
             cells.append(f"{result.spread[f.path]:.1%}" if f.path in result.spread else "")
@@ -277,17 +278,18 @@ def _scope_nodes(node: Tree, items: list, scope) -> None:
             rows = scope.tables.get(item.table, [])
             table = node.add(Text(f"{item.table}: table, {plural(len(rows), 'row')}"))
             for row in rows:
-                table.add(Text(f"[{row.key}] {_values(row.values, tuple(item.key_columns))}") + _at(row.line))
+                values = _values(row.values, tuple(item.key_columns))
+                table.add(Text(f"[{shown_name(row.key)}] {values}") + _at(row.line))
             for note in item.notes:
                 notes = scope.tables.get(note.name, [])
                 below = node.add(Text(f"{note.name}: notes of {item.table}, {plural(len(notes), 'row')}"))
                 for row in notes:
-                    below.add(Text(f"[{row.key}] {_values(row.values)}") + _at(row.line))
+                    below.add(Text(f"[{shown_name(row.key)}] {_values(row.values)}") + _at(row.line))
         elif isinstance(item, SectionItem):
             blocks = scope.sections.get(item.section, [])
             section = node.add(Text(f"{item.section}: section, {plural(len(blocks), 'block')}"))
             for block in blocks:
-                _scope_nodes(section.add(Text(f"[{block.key}]") + _at(block.line)), item.items, block.scope)
+                _scope_nodes(section.add(Text(f"[{shown_name(block.key)}]") + _at(block.line)), item.items, block.scope)
 
 
 def print_check(console: Console, checked) -> None:

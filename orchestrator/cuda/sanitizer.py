@@ -16,8 +16,9 @@ from typing import Literal
 from pydantic import BaseModel
 
 from ..manifest.passes import Expectation, ExpectedFinding, Tool
+from ..files import relative
 from ..process import clip_line
-from ..words import plural
+from ..words import plural, shown
 
 __all__ = [
     "DEFAULT_ERROR_EXITCODE",
@@ -166,18 +167,40 @@ def _matches(finding: Finding, expected: ExpectedFinding) -> bool:
     return True
 
 
-def _location(file: str | None, line: int | None) -> str:
+def course_path(file: str, root: Path | None) -> str:
+    """A file a sanitizer names, as the course names it: relative to `root` where it lies inside it; a path
+    of another machine (a report recorded there) by its last parts that name a file of the course
+    (`/home/ci/course/lessons/faults/oob.cu` is `lessons/faults/oob.cu`); else as the sanitizer wrote it."""
+    if root is None or not Path(file).is_absolute():
+        return file
+    named = relative(Path(file), root)
+    if not Path(named).is_absolute():
+        return named
+    parts = Path(file).parts[1:]
+    for start in range(max(0, len(parts) - _TAIL_PARTS), len(parts)):
+        tail = Path(*parts[start:])
+        if (Path(root) / tail).is_file():
+            return tail.as_posix()
+    return file
+
+
+_TAIL_PARTS = 8   # the most parts of a foreign path tried as a path in the course
+
+
+def _location(file: str | None, line: int | None, root: Path | None = None) -> str:
+    if file is not None:
+        file = course_path(file, root)
     if file is None:
         return f" at line {line}" if line is not None else ""
     return f" at {file}:{line}" if line is not None else f" at {file}"
 
 
-def _describe(finding: Finding) -> tuple[str, str, str]:
-    """(what, details in brackets, trailing text) of an unexpected finding."""
+def _describe(finding: Finding, root: Path | None) -> tuple[str, str, str]:
+    """(what, details in brackets, trailing text) of an unexpected finding, its file named from `root`."""
     if finding.kernel is None:
         what = {"Api": "API error", "Leak": "leak"}.get(finding.kind, finding.severity)
         return what, "", f": {clip_line(finding.text)}"
-    place = f" in {finding.kernel}{_location(finding.file, finding.line)}"
+    place = f" in {shown(finding.kernel)}{_location(finding.file, finding.line, root)}"
     if finding.is_race:
         hazards = plural(finding.hazards, "hazard") if finding.hazards is not None else ""
         return f"race{place}", hazards, ""
@@ -205,8 +228,9 @@ def unexpected_findings(report: Report, expectation: Expectation) -> list[Findin
             if not any(_matches(finding, expected) for expected in expectation.findings)]
 
 
-def judge(report: Report, expectation: Expectation) -> list[str]:
-    """What is wrong with a pass, one sentence each; an empty list is a pass.
+def judge(report: Report, expectation: Expectation, *, root: Path | None = None) -> list[str]:
+    """What is wrong with a pass, one sentence each; an empty list is a pass. The files findings name are
+    named from the course's `root` (`course_path`), as the JSON report names files.
 
     Identical unexpected findings (a race reported once per launch) make one
     sentence that says how many reports it stands for.
@@ -235,7 +259,7 @@ def judge(report: Report, expectation: Expectation) -> list[str]:
 
     unexpected: dict[tuple[str, str, str], int] = {}
     for finding in unexpected_findings(report, expectation):
-        key = _describe(finding)
+        key = _describe(finding, root)
         unexpected[key] = unexpected.get(key, 0) + 1
     for (what, details, trailer), count in unexpected.items():
         bracket = ", ".join(part for part in (details, plural(count, "report") if count > 1 else "")
@@ -249,5 +273,5 @@ def judge(report: Report, expectation: Expectation) -> list[str]:
                        ("severity", expected.severity)) if value is not None]
             bracket = f" ({', '.join(wanted)})" if wanted else ""
             problems.append(f"{tool}: expected a finding {expected.describe()}"
-                            f"{_location(expected.file, expected.line)}{bracket}, none reported")
+                            f"{_location(expected.file, expected.line, root)}{bracket}, none reported")
     return problems

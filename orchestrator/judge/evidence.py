@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 from contextlib import contextmanager
+from datetime import date, datetime
 from pathlib import Path
 from typing import Iterable
 
@@ -21,6 +22,27 @@ META = "meta.json"
 # What one evidence file may hold: a transcript is captured up to 16 MiB, and
 # sanitizer logs and XML of a lesson are far smaller.
 FILE_LIMIT = 64 * 1024 * 1024
+
+
+# A line break, a C0 or C1 control character, DEL, or a Unicode line or paragraph separator.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
+_ISO_TIME = re.compile(r"\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}:\d{2})?", re.ASCII)
+
+
+def is_iso_date(text: str) -> bool:
+    """Whether `text` is an ISO 8601 date (2026-11-30) or date and time (2026-11-30T11:18:15+00:00, or with Z),
+    as record writes one, and a real one (no 2026-02-30)."""
+    day, sep, time = text.partition("T")
+    if not _ISO_DATE.fullmatch(day) or sep and not _ISO_TIME.fullmatch(time):
+        return False
+    try:
+        date.fromisoformat(day)
+        if sep:
+            datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except ValueError:
+        return False
+    return True
 
 
 class EvidenceMeta(BaseModel):
@@ -51,6 +73,22 @@ class EvidenceMeta(BaseModel):
     # Every local file the build read, by its path in the course: the source (as source_sha256) and its
     # headers. Evidence recorded before this field knows its source alone, and is judged by source_sha256.
     sources: dict[str, str] = {}
+
+    @field_validator("lesson", "gpu_name", "gpu_slug", "compute_capability", "driver_version", "cuda_version",
+                     "nvcc_version", "arch", "coursectl_version", "sanitizer_version")
+    @classmethod
+    def _one_line(cls, value: str | None) -> str | None:
+        # These land in pages and in the Verified line of a lesson's source: a line break there would be code.
+        if value is not None and _CONTROL.search(value):
+            raise ValueError(f"{value!r} holds a line break or control character; it is one line of text")
+        return value
+
+    @field_validator("date")
+    @classmethod
+    def _iso_date(cls, value: str) -> str:
+        if not is_iso_date(value):
+            raise ValueError(f"{value!r} is not an ISO 8601 date or date and time (2026-11-30T11:18:15+00:00)")
+        return value
 
     @field_validator("files")
     @classmethod

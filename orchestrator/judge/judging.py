@@ -319,9 +319,9 @@ def expectation_of(manifest: Manifest, lesson: Lesson, tool: str, spec: Sanitize
                        allow_other=spec.allow_other)
 
 
-def _judge_report(outcome: PassResult, report: Report, expectation: Expectation) -> None:
-    """Fill a pass's counts from its report and judge it against the expectation."""
-    outcome.problems += judge(report, expectation)
+def _judge_report(outcome: PassResult, report: Report, expectation: Expectation, root: Path) -> None:
+    """Fill a pass's counts from its report and judge it against the expectation (its files named from `root`)."""
+    outcome.problems += judge(report, expectation, root=root)
     outcome.errors = report.summary.errors
     outcome.warnings = report.summary.warnings
     outcome.findings = len(report.findings)
@@ -342,7 +342,7 @@ def judge_sanitizer_run(manifest: Manifest, lesson: Lesson, tool: str, spec: San
         report = build_report(Tool(tool), run.returncode if run.returncode is not None else -1,
                               log.decode("utf-8", "replace"), xml.decode("utf-8", "replace") if xml else None,
                               version=version, log_path=f"{lesson.id} {tool}.log", xml_path=f"{lesson.id} {tool}.xml")
-        _judge_report(outcome, report, expectation_of(manifest, lesson, tool, spec))
+        _judge_report(outcome, report, expectation_of(manifest, lesson, tool, spec), manifest.root)
         outcome.report = report
     except CoursectlError as exc:
         outcome.problems.append(f"{tool}: {exc}")
@@ -371,7 +371,7 @@ def judge_recorded_pass(manifest: Manifest, lesson: Lesson, evidence: Evidence, 
         report = build_report(Tool(tool), 0, log_text, evidence.extra(xml.name),
                               version=evidence.meta.sanitizer_version,
                               log_path=relative(log, manifest.root), xml_path=relative(xml, manifest.root))
-        _judge_report(outcome, report, expectation_of(manifest, lesson, tool, spec, snippets))
+        _judge_report(outcome, report, expectation_of(manifest, lesson, tool, spec, snippets), manifest.root)
     except CoursectlError as exc:
         outcome.problems = [str(exc)]
         return outcome, None

@@ -7,6 +7,8 @@ Every error names the file, the line, the lesson and the field path, e.g.
 
 from __future__ import annotations
 
+import functools
+import gc
 import os
 from pathlib import Path
 
@@ -65,6 +67,26 @@ def _message(error: dict) -> str:
         error["input"], (dict, list)) else error["msg"]
 
 
+def _collector_off(load):
+    """`load` with Python's cycle collector off while it runs, and back on (if it was) when it returns or raises.
+
+    Loading allocates objects by the hundred thousand and frees none, and the collections that triggered
+    scanned them again and again, so 1,000 lessons took 28 times as long as 100 (the YAML walk alone); with
+    it off, 10 times. What loading builds holds no garbage cycles.
+    """
+    @functools.wraps(load)
+    def wrapper(*args, **kwargs):
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return load(*args, **kwargs)
+        finally:
+            if enabled:
+                gc.enable()
+    return wrapper
+
+
+@_collector_off
 def load_manifest(path: Path) -> Manifest:
     """Load and check lessons.yaml; raise ManifestError naming file, line, lesson and field."""
     path = Path(path)

@@ -7,6 +7,7 @@ import re
 from typing import Callable, List, NoReturn, Optional
 
 from ..errors import UsageError
+from ..words import quoted
 from .model import Lesson, Manifest
 
 
@@ -139,7 +140,7 @@ def select_lessons(manifest: Manifest, ids: list[str], *, all_: bool) -> list[Le
     known = {lesson.id for lesson in manifest.lessons}
     for ident in ids:
         if ident not in known:
-            raise UsageError(f"no lesson {ident!r} in {manifest.path}",
+            raise UsageError(f"no lesson {quoted(ident)} in {manifest.path}",
                              hint=f"lessons: {', '.join(sorted(known))}")
     return [lesson for lesson in manifest.lessons if lesson.id in ids]
 

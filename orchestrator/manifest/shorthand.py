@@ -178,7 +178,7 @@ def relocate_lines(data: Any, lines: dict[tuple, int]) -> dict[tuple, int]:
         _alias_id(out, ("lessons", i), entry, "title")
         for k, claim in enumerate(entry.get("claims", []) if isinstance(entry, dict) else []):
             _alias_id(out, ("lessons", i, "claims", k), claim, "says")
-    index = _index(out)
+    index, under = _index(out), _under_lessons(out)
     for i, entry in enumerate(data["lessons"]):
         if not isinstance(entry, dict):
             continue
@@ -190,14 +190,14 @@ def relocate_lines(data: Any, lines: dict[tuple, int]) -> dict[tuple, int]:
             written = lesson + (("output",) if isinstance(output, list) else ("output", "items"))
             moves = [(("defaults", "output", j), j) for j in range(len(items))]
             moves += [(written + (k,), len(items) + k) for k in range(len(own_items or []))]
-            _move(out, index, lesson + ("output", "items"), moves)
+            _move(out, index, under, lesson + ("output", "items"), moves)
             if lesson + ("output",) in out:
                 out.setdefault(lesson + ("output", "items"), out[lesson + ("output",)])
         own = entry.get("claims", [])
         if claims and isinstance(own, list):
             order = claim_order(own, claims, entry.get("skip_claims"))
             sources = {"own": lesson + ("claims",), "defaults": ("defaults", "claims")}
-            _move(out, index, lesson + ("claims",),
+            _move(out, index, under, lesson + ("claims",),
                   [(sources[source] + (k,), n) for n, (source, k) in enumerate(order)])
             if ("defaults", "claims") in out:
                 out.setdefault(lesson + ("claims",), out[("defaults", "claims")])
@@ -232,10 +232,26 @@ def _is_item(prefix: tuple) -> bool:
         len(prefix) == 4 or prefix[3] == "items")
 
 
-def _move(lines: dict[tuple, int], index: dict, target: tuple, moves: list[tuple[tuple, int]]) -> None:
-    """Replace what `lines` holds under the items of `target` with the items `moves` places there."""
-    for path in [p for p in lines if p[:len(target)] == target and len(p) > len(target)]:
-        del lines[path]
+def _under_lessons(lines: dict[tuple, int]) -> dict[tuple, list[tuple]]:
+    """Every path under a lesson's `claims` or `output.items` (or `output`, written as a list), by that
+    prefix (one pass): what `_move` replaces, found without a scan of every line for every lesson."""
+    under: dict[tuple, list[tuple]] = {}
+    for path in lines:
+        if path[:1] == ("lessons",):
+            for size in (3, 4):
+                if len(path) > size:
+                    under.setdefault(path[:size], []).append(path)
+    return under
+
+
+def _move(lines: dict[tuple, int], index: dict, under: dict, target: tuple, moves: list[tuple[tuple, int]]) -> None:
+    """Replace what `lines` holds under the items of `target` with the items `moves` places there.
+
+    `under` (from `_under_lessons`, before any move) names the paths under `target`; each target is
+    moved into once, so none it names was written by another move.
+    """
+    for path in under.get(target, ()):
+        lines.pop(path, None)
     for source, place in moves:
         for rest, line in index.get(source, []):
             lines[target + (place,) + rest] = line

@@ -12,6 +12,7 @@ import re
 
 from ..judge.evidence import HEADER_LINE
 from ..files import source_lines
+from ..words import one_line
 
 
 # What marks a leading comment as the file's licence or copyright notice.
@@ -26,7 +27,13 @@ def rewrite_header(text: str, lines: list[str]) -> str:
     render wrote above it move below it. After the notice, each kind stays
     where it stands; a kind the header lacks is added after the others (or,
     with none, at the end of the leading comment).
+
+    Each of `lines` stays one line of the comment whatever it holds: a line
+    break or other control character in it becomes a space, and a backslash
+    that ends it (which would carry the comment on to the next line) is
+    dropped, so nothing handed here can become code in the source.
     """
+    lines = [comment_line(line) for line in lines]
     old = source_lines(text, keepends=True)
     newline = "\r\n" if old and old[0].endswith("\r\n") else "\n"
     start = licence_end(old)
@@ -45,6 +52,11 @@ def rewrite_header(text: str, lines: list[str]) -> str:
     generated = [line + newline for kind in ("Build", "Run", "Verified")
                  for line in lines if _header_kind(line) == kind]
     return "".join(notice + generated + (old[start:gap] or [newline]) + old[gap:])
+
+
+def comment_line(line: str) -> str:
+    """`line` as one line of a `//` comment: no line break or control character, no backslash at its end."""
+    return one_line(line).rstrip().rstrip("\\").rstrip()
 
 
 def licence_end(lines: list[str]) -> int:

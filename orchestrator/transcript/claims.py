@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 from pydantic import BaseModel
 
+from ..words import quoted
 from .expressions import (ALLOWED, EVAL_ERRORS, FUNCTIONS, Budget, ExpressionError, FieldView, OutOfBudget, evaluate,
                           explain, parse_expression, quote)
 from .schema import LineItem, NoteItem, OutputSchema, SectionItem, TableItem
@@ -66,7 +67,7 @@ class TableView:
         for row in self.rows:
             if row.key == str(key):
                 return RowView(row, self.name)
-        raise KeyError(f"table {self.name!r} has no row {key!r}")
+        raise KeyError(f"table {self.name!r} has no row {quoted(key)}")
 
     def __repr__(self) -> str:
         if not self.rows:
@@ -106,7 +107,7 @@ class SectionView(TableView):
         for block in self.blocks:
             if block.key == str(key):
                 return block
-        raise KeyError(f"section {self.name!r} has no block {key!r}")
+        raise KeyError(f"section {self.name!r} has no block {quoted(key)}")
 
     def __repr__(self) -> str:
         return ", ".join(b.key for b in self.blocks)

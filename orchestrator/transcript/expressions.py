@@ -25,6 +25,8 @@ import simpleeval
 from simpleeval import (DEFAULT_OPERATORS, EvalWithCompoundTypes, FeatureNotAvailable, InvalidExpression,
                         IterableTooLong)
 
+from ..words import quoted, shown
+
 # -- limits (docs/schema.md, "Limits") ----------------------------------------------
 MAX_CHARS = 1000          # characters of one expression
 MAX_DEPTH = 50            # nesting of one expression; each operator of a chain a + b + c is a level
@@ -371,8 +373,8 @@ class _Evaluator(EvalWithCompoundTypes):
         try:
             return value.fields[node.attr]
         except KeyError:
-            raise KeyError(f"{value.describe()} has no field {node.attr!r} "
-                           f"(it has {', '.join(value.fields)})") from None
+            raise KeyError(f"{value.describe()} has no field {quoted(node.attr)} "
+                           f"(it has {', '.join(map(shown, value.fields))})") from None
 
     def _eval_call(self, node):
         name = node.func.id if isinstance(node.func, ast.Name) else None

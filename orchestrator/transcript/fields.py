@@ -13,6 +13,18 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from ..names import is_identifier
+from ..words import quoted
+
+
+def check_field_name(name: str, where: str = "") -> str:
+    """`name` if it can name a field (a column, a placeholder); else ValueError saying so, the name shown
+    with any hidden character escaped and `where` (`in 'n = {x-y:int}'`) naming the item."""
+    if not is_identifier(name):
+        raise ValueError(f"field name {quoted(name)}{' ' + where if where else ''} is not an identifier: "
+                         f"letters, digits and _ only, not starting with a digit")
+    return name
+
 
 class Strict(BaseModel):
     """What lessons.yaml is read into: no key it does not know, and `true` or `false` only where a truth value goes.

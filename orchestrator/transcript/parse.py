@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from ..errors import TranscriptError
 from ..process import clip_line
+from ..words import quoted, shown
 from .schema import LineItem, OutputSchema, SectionItem, TableItem, TextItem
 from .patterns import MatchBudget, PatternTimeout
 from .fields import FieldSpec, NumberTooLong
@@ -314,7 +315,7 @@ class _Parser:
         seen: dict[str, int] = {}
         for row in rows:
             if row.key in seen:
-                raise TranscriptError(f"table {item.table!r} repeats key {row.key!r} "
+                raise TranscriptError(f"table {item.table!r} repeats key {quoted(row.key)} "
                                       f"(first at line {seen[row.key]})", path=self.source, line=row.line)
             seen[row.key] = row.line
         if item.keys is not None:
@@ -322,8 +323,8 @@ class _Parser:
             extra = [k for k in seen if k not in item.keys]
             if missing or extra:
                 detail = "; ".join(filter(None, [
-                    f"missing {', '.join(missing)}" if missing else "",
-                    f"unexpected {', '.join(extra)}" if extra else ""]))
+                    f"missing {', '.join(map(shown, missing))}" if missing else "",
+                    f"unexpected {', '.join(map(shown, extra))}" if extra else ""]))
                 line_no = seen[extra[0]] if extra else (rows[-1].line if rows else None)
                 raise TranscriptError(f"table {item.table!r}: {detail}", path=self.source, line=line_no)
         return p

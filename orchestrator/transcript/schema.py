@@ -19,12 +19,14 @@ from pydantic import (AfterValidator, BaseModel, Discriminator, Field, Tag, fiel
                       model_validator)
 
 from ..names import is_identifier
-from .fields import TYPE_REGEX, FieldSpec, NumberTooLong, Strict, _shorthand_schema
+from ..words import quoted
+from .fields import TYPE_REGEX, FieldSpec, NumberTooLong, Strict, _shorthand_schema, check_field_name
 from .forms import first_field, key_of_keys, line_long_form, table_long_form
 from .patterns import BoundedRegex, MatchBudget, compile_regex
 
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([A-Za-z]+))?\}")
+_ANY_PLACEHOLDER = re.compile(r"\{([^{}:]*)(?::[^{}]*)?\}")   # what a placeholder of any name looks like
 
 
 class Pattern:
@@ -48,6 +50,11 @@ class Pattern:
         return BoundedRegex(self.source, self._template(), written=False)
 
     def _template(self) -> str:
+        where = f"in {quoted(self.source)}"
+        for m in _ANY_PLACEHOLDER.finditer(self.source):   # a braced name that is no identifier is no brace amiss
+            check_field_name(m.group(1), where)
+        for name in self.fields:
+            check_field_name(name, f"(under fields) {where}")
         out: list[str] = []
         pos = 0
         names: set[str] = set()
@@ -158,7 +165,7 @@ class LineItem(_TemplatedLine):
         names = dict(self.pattern.fields)
         if self.flag is not None:
             if not is_identifier(self.flag):
-                raise ValueError(f"flag {self.flag!r} is not an identifier")
+                raise ValueError(f"flag {quoted(self.flag)} is not an identifier")
             if self.flag in names:
                 raise ValueError(f"flag {self.flag!r} is also a field of the line")
             names[self.flag] = FieldSpec(type="bool")
@@ -214,7 +221,7 @@ class NoteItem(_TemplatedLine):
     @model_validator(mode="after")
     def _check_name(self) -> "NoteItem":
         if not is_identifier(self.name):
-            raise ValueError(f"note name {self.name!r} is not an identifier")
+            raise ValueError(f"note name {quoted(self.name)} is not an identifier")
         return self
 
 
@@ -255,13 +262,13 @@ class TableItem(Strict):
     def _keys_once(cls, value: list[str] | None) -> list[str] | None:
         twice = next((key for index, key in enumerate(value or []) if key in value[:index]), None)
         if twice is not None:
-            raise ValueError(f"key {twice!r} is listed twice; a table has one row of each key")
+            raise ValueError(f"key {quoted(twice)} is listed twice; a table has one row of each key")
         return value
 
     @model_validator(mode="after")
     def _compile(self) -> "TableItem":
         if not is_identifier(self.table):
-            raise ValueError(f"table name {self.table!r} is not an identifier")
+            raise ValueError(f"table name {quoted(self.table)} is not an identifier")
         if not self.columns and self.row is None:
             raise ValueError("a table needs at least one column")
         if self.header is not None:
@@ -276,6 +283,7 @@ class TableItem(Strict):
             self._row = pattern
             self.columns = {name: pattern.fields[name] for name in self.columns or pattern.fields}
         for name, spec in self.columns.items():
+            check_field_name(name, f"(a column of table {quoted(self.table)})")
             spec.check_type(name)
         if self.key is None and self.keys:
             self.key = key_of_keys(self.table, self.keys, list(self.columns))

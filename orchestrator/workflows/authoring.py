@@ -206,6 +206,19 @@ def sample_transcript(gpu: str = "NVIDIA H200", cc: tuple[int, int] = (9, 0), ms
     return text + FORMATS["matched_format"] % N
 
 
+def _title_text(title: str) -> str:
+    """The title as the user typed it. Under a C or POSIX locale without UTF-8 mode (LC_ALL=C PYTHONUTF8=0)
+    Python hands the command line's bytes over as surrogate escapes, which no file can hold: read them as
+    the UTF-8 they are. A title that is not UTF-8 either is refused, in one line."""
+    if not any("\udc80" <= char <= "\udcff" for char in title):
+        return title
+    try:
+        return os.fsencode(title).decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        raise UsageError("--title is not UTF-8 text; write it in UTF-8 (lessons.yaml and the lesson's files "
+                         "are UTF-8)") from None
+
+
 def new_lesson(manifest: Manifest, lesson_id: str, title: str) -> Scaffold:
     """Write lessons/<id>/ and insert the lesson's entry into lessons.yaml in day order.
 
@@ -218,7 +231,7 @@ def new_lesson(manifest: Manifest, lesson_id: str, title: str) -> Scaffold:
         raise UsageError(f"lesson id {lesson_id!r} must look like dayNN-name: 'day', the day's number, a dash, "
                          f"then lower-case words joined by dashes (day17-saxpy)")
     day = int(match.group(1))
-    title = " ".join(title.split())
+    title = " ".join(_title_text(title).split())
     if not title:
         raise UsageError("--title must say something: it is the lesson's page title")
     for index, other in enumerate(manifest.lessons):
