@@ -15,6 +15,7 @@ names the snippets it shows), otherwise from templates/lesson.md.j2.
 from __future__ import annotations
 
 import difflib
+import math
 import shlex
 import textwrap
 from pathlib import Path
@@ -87,6 +88,7 @@ class GpuEvidence(BaseModel):
     unchecked: list[str] = [] # claims not judged here: those over ptxas' report, without it
     peak_gbps: float | None = None         # the GPU's peaks, recorded with the evidence
     peak_fp32_gflops: float | None = None
+    spread: dict[str, float] = {}          # with record --repeat: each tolerance field's run-to-run spread
 
 
 class ClaimRow(BaseModel):
@@ -288,6 +290,15 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
         source_new=source_new, source_old=source_old)
 
 
+def _spread(repeat: dict) -> dict[str, float]:
+    """meta.json's repeat.spread (record --repeat), its finite numbers only."""
+    spread = repeat.get("spread") if isinstance(repeat, dict) else None
+    if not isinstance(spread, dict):
+        return {}
+    return {path: float(value) for path, value in spread.items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0}
+
+
 def _gpu(root: Path, page_dir: Path, evidence: Evidence) -> GpuEvidence:
     meta = evidence.meta
     transcript = evidence.directory / "transcript.txt"
@@ -297,7 +308,7 @@ def _gpu(root: Path, page_dir: Path, evidence: Evidence) -> GpuEvidence:
                        transcript=evidence.transcript, transcript_path=relative(transcript, root),
                        transcript_link=link_to(transcript, page_dir), sanitizer_version=meta.sanitizer_version,
                        build_evidence=relative(build, root), peak_gbps=meta.peak_gbps,
-                       peak_fp32_gflops=meta.peak_fp32_gflops)
+                       peak_fp32_gflops=meta.peak_fp32_gflops, spread=_spread(meta.repeat))
 
 
 
