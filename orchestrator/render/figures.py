@@ -344,10 +344,12 @@ def _noise(bars: list[tuple[str, float, str, FieldSpec]], unit: str | None,
         largest = max(spread[path] for _, _, path, _ in bars)
         return (f"up to {largest:.1%}, the spread of the runs that record --repeat recorded with this evidence",
                 gap <= max(widths))
+    within = gap <= min(tolerance_bound(s, low) for s in specs)
+    if len({(s.rel, s.abs) for s in specs}) > 1:
+        return "each field's tolerance, within which verify takes two runs as the same", within
     spec = specs[0]
     parts = ([f"{spec.rel:.0%}"] if spec.rel else []) + ([f"{format_number(spec.abs)}{unit_text}"] if spec.abs else [])
-    return (f"{' + '.join(parts)}, this field's tolerance, within which verify takes two runs as the same",
-            gap <= min(tolerance_bound(s, low) for s in specs))
+    return f"{' + '.join(parts)}, this field's tolerance, within which verify takes two runs as the same", within
 
 
 def _label_of(figures: list[Figure], path: str, default: str) -> str:
