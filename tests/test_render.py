@@ -1230,3 +1230,16 @@ def test_the_offline_pipeline_imports_neither_the_page_renderer_nor_jinja2():
             "print(sorted({'orchestrator.render.course', 'jinja2'} & set(sys.modules)))")
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert found.stdout == "[]\n"
+
+
+def test_fields_of_different_tolerances_on_one_chart_are_each_judged_by_their_own():
+    from orchestrator.render.figures import _noise
+    from orchestrator.transcript.fields import FieldSpec
+    loose = FieldSpec(type="float", compare="tolerance", rel=0.25)
+    tight = FieldSpec(type="float", compare="tolerance", rel=0.01)
+    noise, within = _noise([("a", 1.0, "a", loose), ("b", 1.1, "b", tight)], "ms", {})
+    assert (noise, within) == ("each field's tolerance, within which verify takes two runs as the same", False)
+    assert _noise([("a", 1.0, "a", loose), ("b", 1.1, "b", loose)], "ms", {}) == (
+        "25%, this field's tolerance, within which verify takes two runs as the same", True)
+    exact = FieldSpec(type="float")
+    assert _noise([("a", 1.0, "a", exact), ("b", 1.0, "b", exact)], "ms", {}) == (None, False)
