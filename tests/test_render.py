@@ -6,10 +6,11 @@ templates: day01-scale has evidence recorded on an H200, day02-sum has none.
 
 from __future__ import annotations
 
-import json
 
 import difflib
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from godbolt_decoder import decode_godbolt
 from orchestrator.errors import EvidenceError, ManifestError, TemplateError
 from orchestrator.judge.evidence import EvidenceMeta, lesson_digest, write_evidence
+from orchestrator.render import godbolt, source_header
 from orchestrator.render.figures import nice_ceiling_above
 from orchestrator.judge.judging import parse_evidence
 from orchestrator.manifest.load import load_manifest
@@ -271,16 +273,21 @@ From the transcript recorded on NVIDIA H200:
 ```mermaid
 ---
 config:
+  themeVariables:
+    xyChart:
+      plotColorPalette: "#0969da"
   xyChart:
     width: 700
     height: 400
 ---
 xychart-beta
     title "bandwidth (GB/s), higher is better, NVIDIA H200"
-    x-axis ["scale", "copy"]
+    x-axis ["scale: 400.0", "copy: 533.3"]
     y-axis "GB/s" 0 --> 600
     bar [400.0, 533.3]
 ```
+
+Bars closer than their run-to-run noise show no real difference; the noise is 25%, this field's tolerance, within which verify takes two runs as the same.
 
 ## Claims
 
@@ -525,7 +532,11 @@ def test_new_evidence_changes_only_the_output_the_figures_and_the_verified_line(
     page = pages["lessons/day01-scale/README.md"]
     assert sections_changed(page.old, page.new) == {"## Expected output", "## Key figures"}
     assert "| scale | 0.016 | 500.0 |" in page.new
-    assert "    bar [500.0, 533.3]" in page.new
+    # 500.0 beside 533.3 GB/s is within the field's 25% tolerance: said, not drawn.
+    assert ("bandwidth (GB/s), higher is better, NVIDIA H200: scale 500.0 GB/s, copy 533.3 GB/s. No chart: these "
+            "lie within their run-to-run noise of each other, 25%, this field's tolerance, within which verify takes "
+            "two runs as the same.\n") in page.new
+    assert "```mermaid" not in page.new
     assert "Recorded 2026-12-03 on NVIDIA H200" in page.new
 
     source = pages["lessons/day01-scale/scale.cu"]
@@ -565,7 +576,7 @@ def test_two_gpus_side_by_side(course):
             "| scale | 0.020 | 0.090 | 400.0 | 88.9 |\n"
             "| copy | 0.015 | 0.070 | 533.3 | 114.3 |\n") in page
     assert page.count("```mermaid") == 2
-    assert ('    title "bandwidth (GB/s), higher is better, Tesla T4"\n    x-axis ["scale", "copy"]\n'
+    assert ('    title "bandwidth (GB/s), higher is better, Tesla T4"\n    x-axis ["scale: 88.9", "copy: 114.3"]\n'
             '    y-axis "GB/s" 0 --> 120\n') in page
     assert ("On NVIDIA H200, 1 of 1 gate held and 1 of 1 prediction held.\n\n"
             "On Tesla T4, 1 of 1 gate held and 1 of 1 prediction held.\n\n") in page
@@ -968,12 +979,12 @@ SECTIONS_PAGE = """\
 """
 
 
-def sections_course(course: Path, page: str) -> str:
+def sections_course(course: Path, page: str, output: str = SECTIONS_OUTPUT, meta: EvidenceMeta | None = None) -> str:
     text = MANIFEST.split("  - id: day02-sum")[0]
     start = text.split("    output:\n", 1)[0]
-    text = start + page + SECTIONS_OUTPUT + "    claims:\n      - {id: two-cases, gate: len(cases) == 2}\n"
+    text = start + page + output + "    claims:\n      - {id: two-cases, gate: len(cases) == 2}\n"
     (course / "lessons.yaml").write_text(text, encoding="utf-8")
-    write_evidence(course, make_meta(), SECTIONS_TRANSCRIPT,
+    write_evidence(course, meta or make_meta(), SECTIONS_TRANSCRIPT,
                    {"memcheck.log": MEMCHECK_LOG, "memcheck.xml": MEMCHECK_XML})
     page = render(course)[0].new
     return page[page.index("## Key figures"):page.index("## Claims")]
@@ -1000,44 +1011,23 @@ From the transcript recorded on NVIDIA H200:
 ```mermaid
 ---
 config:
+  themeVariables:
+    xyChart:
+      plotColorPalette: "#0969da"
   xyChart:
     width: 700
     height: 400
 ---
 xychart-beta
     title "error ratio against K, NVIDIA H200"
-    x-axis "K" ["256", "2048"]
+    x-axis "K" ["256: 11.4", "2048: 252.0"]
     y-axis "error ratio" 0 --> 300
     bar [11.4, 252.0]
 ```
 
-```mermaid
----
-config:
-  xyChart:
-    width: 700
-    height: 400
----
-xychart-beta
-    title "time (ms), lower is better, case 256, NVIDIA H200"
-    x-axis ["f32", "f16"]
-    y-axis "ms" 0 --> 0.012
-    bar [0.01, 0.009]
-```
+time (ms), lower is better, case 256, NVIDIA H200: f32 0.01 ms, f16 0.009 ms. No chart: these lie within their run-to-run noise of each other, 25%, this field's tolerance, within which verify takes two runs as the same.
 
-```mermaid
----
-config:
-  xyChart:
-    width: 700
-    height: 400
----
-xychart-beta
-    title "time (ms), lower is better, case 2048, NVIDIA H200"
-    x-axis ["f32", "f16"]
-    y-axis "ms" 0 --> 2.5
-    bar [2.1094, 1.8576]
-```
+time (ms), lower is better, case 2048, NVIDIA H200: f32 2.1094 ms, f16 1.8576 ms. No chart: these lie within their run-to-run noise of each other, 25%, this field's tolerance, within which verify takes two runs as the same.
 
 """
 
@@ -1046,8 +1036,36 @@ def test_without_a_page_key_every_field_with_a_unit_is_shown_and_its_unit_charte
     shown = sections_course(course, "")
     assert "| case / kernel | time (ms) |\n" in shown
     assert "error ratio" not in shown and "max error" not in shown
-    assert shown.count("```mermaid") == 2
-    assert '    title "time (ms), lower is better, case 2048, NVIDIA H200"\n' in shown
+    assert "```mermaid" not in shown   # each case's two times lie within their tolerance of each other
+    assert "\ntime (ms), lower is better, case 2048, NVIDIA H200: f32 2.1094 ms, f16 1.8576 ms. No chart: " in shown
+
+
+def test_times_further_apart_than_their_tolerance_are_charted_with_their_values_and_noise(course):
+    shown = sections_course(course, SECTIONS_PAGE, SECTIONS_OUTPUT.replace("rel: 0.25", "rel: 0.05, abs: 0.0001"))
+    assert shown.count("```mermaid") == 3
+    assert ('    title "time (ms), lower is better, case 256, NVIDIA H200"\n'
+            '    x-axis ["f32: 0.01", "f16: 0.009"]\n    y-axis "ms" 0 --> 0.012\n    bar [0.01, 0.009]\n```\n\n'
+            "Bars closer than their run-to-run noise show no real difference; the noise is 5% + 0.0001 ms, this "
+            "field's tolerance, within which verify takes two runs as the same.\n") in shown
+    assert "No chart" not in shown
+    assert "\nBars closer" not in shown.split('title "time')[0]   # the error ratio is compared exactly: no noise
+
+
+def test_a_spread_recorded_by_record_repeat_is_the_noise_where_there_is_one(course):
+    spread = {"cases[256].kernels[f32].ms": 0.2, "cases[256].kernels[f16].ms": 0.2,
+              "cases[2048].kernels[f32].ms": 0.01, "cases[2048].kernels[f16].ms": 0.01}
+    meta = make_meta().model_copy(update={"repeat": {"runs": 5, "spread": spread}})
+    shown = sections_course(course, SECTIONS_PAGE, meta=meta)
+    # 0.0100 and 0.0090 ms, 20% apart from run to run: no real difference. 2.1094 and 1.8576 ms, 1%: charted.
+    assert ("time (ms), lower is better, case 256, NVIDIA H200: f32 0.01 ms, f16 0.009 ms. No chart: these lie "
+            "within their run-to-run noise of each other, up to 20.0%, the spread of the runs that record --repeat "
+            "recorded with this evidence.\n") in shown
+    assert ('    x-axis ["f32: 2.1094", "f16: 1.8576"]\n    y-axis "ms" 0 --> 2.5\n    bar [2.1094, 1.8576]\n```\n\n'
+            "Bars closer than their run-to-run noise show no real difference; the noise is up to 1.0%, the spread "
+            "of the runs that record --repeat recorded with this evidence.\n") in shown
+    # A spread that is not a number is not one.
+    meta = make_meta().model_copy(update={"repeat": {"runs": 5, "spread": {p: "wide" for p in spread}}})
+    assert "record --repeat" not in sections_course(course, SECTIONS_PAGE, meta=meta)
 
 
 @pytest.mark.parametrize("value, top", [(0.01, 0.012), (2.1094, 2.5), (533.3, 600.0), (600.0, 800.0), (1.0, 1.2)])
@@ -1062,27 +1080,23 @@ def test_counts_agree_with_their_nouns(count, text):
         "claim wass", "claims were")
 
 
-def test_day_71_charts_its_error_ratio_against_k_beside_its_times():
+def test_day_71_charts_its_error_ratio_against_k_and_says_its_times_are_within_noise():
     page = by_name(render_all(load_manifest(REPO / "lessons.yaml")))["lessons/day71-matmul-fp16/README.md"].new
     assert ("| case | FP16 / FP32 max-error ratio |\n| --- | ---: |\n| 256x256x256 | 11.4 |\n"
             "| 1024x1024x1024 | 51.3 |\n| 2048x2048x2048 | 252.0 |\n") in page
     assert ('xychart-beta\n    title "FP16 / FP32 max-error ratio against K, NVIDIA H200"\n'
-            '    x-axis "K" ["256", "1024", "2048"]\n    y-axis "FP16 / FP32 max-error ratio" 0 --> 300\n'
+            '    x-axis "K" ["256: 11.4", "1024: 51.3", "2048: 252.0"]\n    y-axis "FP16 / FP32 max-error ratio" 0 --> 300\n'
             '    bar [11.4, 51.3, 252.0]\n') in page
-    # The times are the recorded evidence's, whatever run recorded it; the axis ends above the largest bar.
+    # The 256^3 times lie microseconds apart, well inside their tolerance: given, not drawn as bars.
     manifest = load_manifest(REPO / "lessons.yaml")
     recorded = parse_evidence(manifest, manifest.lesson("day71-matmul-fp16"), "nvidia-h200")
     kernels = ["matmulTiledF32", "matmulF16StoreF32Acc", "matmulF16StoreF16Acc"]
     ms = {f.path: f.value for f in recorded.flats}
     bars = [ms[f"cases[256x256x256].kernels[{kernel}].ms"] for kernel in kernels]
-    chart = ("```mermaid\n---\nconfig:\n  xyChart:\n    width: 900\n    height: 300\n---\n"
-             "xychart-beta horizontal\n"
-             '    title "time (ms), lower is better, case 256x256x256, NVIDIA H200"\n'
-             f'    x-axis {json.dumps(kernels, separators=(", ", ": "))}\n    y-axis "ms" 0 --> ')
-    assert chart in page
-    axis, bar_line = page.split(chart, 1)[1].split("\n")[:2]
-    assert bar_line == f"    bar [{', '.join(format(v, 'g') for v in bars)}]"
-    assert float(axis) > max(bars)
+    assert max(bars) - min(bars) < 0.003
+    said = ", ".join(f"{kernel} {format(v, 'g')} ms" for kernel, v in zip(kernels, bars))
+    assert f"\ntime (ms), lower is better, case 256x256x256, NVIDIA H200: {said}. No chart: " in page
+    assert 'title "time (ms), lower is better, case 256x256x256' not in page
     assert "Percentages" not in page   # no rate among its figures
 
 
@@ -1190,3 +1204,42 @@ def test_a_page_render_did_not_write_is_never_overwritten(course, page, line, wh
     assert hand_written.read_text().startswith("<!-- Generated by coursectl render from templates/lesson.md.j2, ")
     hand_written.write_text(hand_written.read_text().replace("Summing a vector", "Summing"), encoding="utf-8")
     assert [page.name for page in write_pages(render(course))] == [name]
+
+
+# -- the offline check of a source's header lines ---------------------------------------------------
+def test_the_header_check_computes_the_lines_alone_not_the_page(course, monkeypatch):
+    """verify --offline asks it of every lesson: no Compiler Explorer link, snippets or charts for it."""
+    write_pages(render(course))
+    manifest = load_manifest(course / "lessons.yaml")
+    lesson = manifest.lesson("day01-scale")
+
+    def no_page(*args, **kwargs):
+        raise AssertionError("the page was built")
+
+    monkeypatch.setattr(godbolt, "godbolt_url", no_page)
+    assert source_header.stale_source_header(manifest, lesson) is None
+    scale = course / "lessons/day01-scale/scale.cu"
+    scale.write_text(scale.read_text().replace("-O3", "-O2", 1))
+    assert source_header.stale_source_header(manifest, lesson) == (
+        "lessons/day01-scale/scale.cu: its Build/Run/Verified lines are not the ones render writes from lessons.yaml "
+        "and the evidence; run `coursectl render`")
+
+
+def test_the_offline_pipeline_imports_neither_the_page_renderer_nor_jinja2():
+    code = ("import sys, orchestrator.workflows.pipeline; "
+            "print(sorted({'orchestrator.render.course', 'jinja2'} & set(sys.modules)))")
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout == "[]\n"
+
+
+def test_fields_of_different_tolerances_on_one_chart_are_each_judged_by_their_own():
+    from orchestrator.render.figures import _noise
+    from orchestrator.transcript.fields import FieldSpec
+    loose = FieldSpec(type="float", compare="tolerance", rel=0.25)
+    tight = FieldSpec(type="float", compare="tolerance", rel=0.01)
+    noise, within = _noise([("a", 1.0, "a", loose), ("b", 1.1, "b", tight)], "ms", {})
+    assert (noise, within) == ("each field's tolerance, within which verify takes two runs as the same", False)
+    assert _noise([("a", 1.0, "a", loose), ("b", 1.1, "b", loose)], "ms", {}) == (
+        "25%, this field's tolerance, within which verify takes two runs as the same", True)
+    exact = FieldSpec(type="float")
+    assert _noise([("a", 1.0, "a", exact), ("b", 1.0, "b", exact)], "ms", {}) == (None, False)

@@ -15,6 +15,7 @@ names the snippets it shows), otherwise from templates/lesson.md.j2.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import shlex
 import textwrap
@@ -27,17 +28,18 @@ from pydantic import BaseModel
 from ..cuda.build import display_command
 from ..transcript.claims import ClaimResult
 from ..errors import EvidenceError, TemplateError
-from ..judge.evidence import HEADER_LINE, Evidence, build_evidence_path, list_gpus
+from ..judge.evidence import Evidence, build_evidence_path, list_gpus
 from .figures import (Chart, Figure, FigureTable, build_charts, build_figures, figure_tables, format_number,
                       nice_ceiling)
-from ..files import TEXT_LIMIT, atomic_write, read_text, relative, source_lines
+from ..files import TEXT_LIMIT, atomic_write, read_text, relative
 from .godbolt import GODBOLT_ARCH, godbolt_link, page_link
 from ..cuda.includes import local_headers
 from ..manifest.model import Lesson, Manifest, SanitizerPass
 from ..judge.judging import claims_on_evidence, judge_recorded_pass, parse_evidence, resolve_snippets
 from ..cuda.sanitizer import Finding, Report
 from ..manifest.snippets import Snippet, extract_snippets
-from .source_header import rewrite_header, without_verified
+from .source_header import (NO_EVIDENCE_LINE, provenance, rewrite_header, source_header, stale_source_header,
+                            without_verified)
 from .navigation import INDEX_FILE, Navigation, link_days, link_to, navigation, rebase_links
 from .pages import check_page_paths
 from ..markdown import code, fence, md
@@ -46,7 +48,7 @@ from .sandbox import template_method
 from ..words import plural
 
 __all__ = ["Page", "diff_pages", "format_number", "godbolt_link", "nice_ceiling", "plural", "render_all",
-           "rewrite_header", "write_pages"]
+           "rewrite_header", "write_pages", "NO_EVIDENCE_LINE", "stale_source_header"]
 
 LESSON_TEMPLATE = "lesson.md.j2"
 INDEX_TEMPLATE = "index.md.j2"
@@ -54,8 +56,6 @@ INDEX_BEGIN = "<!-- lessons:begin -->"
 INDEX_END = "<!-- lessons:end -->"
 
 # Compiler Explorer: the language, compiler and architecture its links ask for.
-
-NO_EVIDENCE_LINE = "// Verified: no evidence recorded yet."
 
 
 class Page(BaseModel):
@@ -89,6 +89,7 @@ class GpuEvidence(BaseModel):
     unchecked: list[str] = [] # claims not judged here: those over ptxas' report, without it
     peak_gbps: float | None = None         # the GPU's peaks, recorded with the evidence
     peak_fp32_gflops: float | None = None
+    spread: dict[str, float] = {}          # with record --repeat: each tolerance field's run-to-run spread
 
 
 class ClaimRow(BaseModel):
@@ -188,22 +189,6 @@ def render_all(manifest: Manifest, templates: Path | None = None) -> list[Page]:
     return pages
 
 
-def stale_source_header(manifest: Manifest, lesson: Lesson) -> str | None:
-    """Why the Build/Run/Verified lines in a lesson's source are not the ones render writes now, or None.
-
-    A source without such lines (never rendered, or `source_header: false`) has none to be stale.
-    """
-    source = read_text(manifest.source_path(lesson), TEXT_LIMIT, "a lesson's source", shown=lesson.source.as_posix(),
-                       errors="replace", root=manifest.root)
-    if not lesson.source_header or not any(HEADER_LINE.match(line) for line in source_lines(source or "")):
-        return None
-    model = _lesson_model(manifest, lesson, manifest.root / TEMPLATES)
-    if model.source_new == model.source_old:
-        return None
-    return (f"{lesson.source.as_posix()}: its Build/Run/Verified lines are not the ones render writes from "
-            f"lessons.yaml and the evidence; run `coursectl render`")
-
-
 def diff_pages(pages: list[Page]) -> str:
     """A unified diff of every page that would change; empty when all are up to date."""
     out: list[str] = []
@@ -241,16 +226,11 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
                 if item is not None]
     evidence = [item.evidence for item in recorded]
     gpus = [_gpu(root, page_dir, e) for e in evidence]
-    arch = gpus[0].arch if gpus else manifest.architectures[0]
+    header = source_header(manifest, lesson, evidence)
+    arch, build, run = header.arch, header.build, header.run
 
-    build = shlex.join(display_command(manifest, lesson, arch))
-    run = shlex.join([f"./{lesson.binary_name}", *lesson.args])
-    verified = [f"// Verified {g.date} on {g.provenance}. Transcript: {g.transcript_path}" for g in gpus]
     source_old = _read_text(source_path, source_rel, "a lesson's source", root)
-    source_new = source_old
-    if lesson.source_header:
-        source_new = rewrite_header(source_old, [f"// Build: {build}", f"// Run:   {run}",
-                                                 *(verified or [NO_EVIDENCE_LINE])])
+    source_new = rewrite_header(source_old, header.lines) if lesson.source_header else source_old
     snippets = extract_snippets(source_path, source_rel, text=source_new)
 
     passes = manifest.sanitizers(lesson)
@@ -313,21 +293,25 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
         source_new=source_new, source_old=source_old)
 
 
+def _spread(repeat: dict) -> dict[str, float]:
+    """meta.json's repeat.spread (record --repeat), its finite numbers only."""
+    spread = repeat.get("spread") if isinstance(repeat, dict) else None
+    if not isinstance(spread, dict):
+        return {}
+    return {path: float(value) for path, value in spread.items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0}
+
+
 def _gpu(root: Path, page_dir: Path, evidence: Evidence) -> GpuEvidence:
     meta = evidence.meta
-    parts = [f"{meta.gpu_name} (compute capability {meta.compute_capability})"]
-    for what, value in (("driver", meta.driver_version), ("CUDA", meta.cuda_version),
-                        ("nvcc", meta.nvcc_version)):
-        if value:
-            parts.append(f"{what} {value}")
     transcript = evidence.directory / "transcript.txt"
     build = build_evidence_path(root, meta.lesson, meta.arch)
     return GpuEvidence(slug=meta.gpu_slug, name=meta.gpu_name, compute_capability=meta.compute_capability,
-                       date=meta.date[:10], arch=meta.arch, provenance=", ".join(parts),
+                       date=meta.date[:10], arch=meta.arch, provenance=provenance(meta),
                        transcript=evidence.transcript, transcript_path=relative(transcript, root),
                        transcript_link=link_to(transcript, page_dir), sanitizer_version=meta.sanitizer_version,
                        build_evidence=relative(build, root), peak_gbps=meta.peak_gbps,
-                       peak_fp32_gflops=meta.peak_fp32_gflops)
+                       peak_fp32_gflops=meta.peak_fp32_gflops, spread=_spread(meta.repeat))
 
 
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..judge.comparison import fraction_of_peak
+from ..judge.comparison import fraction_of_peak, tolerance_bound
+from ..transcript.fields import Compare, FieldSpec
 from ..transcript.schema import OutputSchema, SectionItem, TableItem
 from ..manifest.page import FieldChoice, PageSpec, find_field, schema_fields
 from ..transcript.parse import flatten
@@ -58,17 +59,21 @@ class FigureTable(BaseModel):
 
 
 class Chart(BaseModel):
-    """A Mermaid xychart-beta bar chart."""
+    """A Mermaid xychart-beta bar chart, or where its bars differ by less than their noise, the sentence saying so."""
 
     title: str
     horizontal: bool
     width: int                 # pixels, Mermaid's xyChart config; a page scales it down to fit
     height: int
     x_title: str | None = None
-    labels: list[str]
+    labels: list[str]          # each bar's name and value (GitHub's Mermaid may draw no data labels)
+    names: list[str] = []      # each bar's name alone
+    unit: str | None = None
     axis: str
     top: str
     values: list[str]
+    noise: str | None = None   # the run-to-run noise of a tolerance field, and where it comes from
+    drawn: bool = True         # False: every bar lies within `noise` of every other, so none is drawn
 
 
 _SEGMENT = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)\[(?P<key>[^\]]*)\]\.")
@@ -271,7 +276,7 @@ def build_charts(output: OutputSchema, page: PageSpec | None, parsed: dict, figu
                 continue
             flats = list(flatten(output.items, transcript.scope))
             value_at = {flat.path: flat.value for flat in flats}
-            groups: dict[tuple, list[tuple[str, float]]] = {}
+            groups: dict[tuple, list[tuple[str, float, str, FieldSpec]]] = {}
             for flat in flats:
                 if plain_path(flat.path) not in plan.fields:
                     continue
@@ -289,7 +294,7 @@ def build_charts(output: OutputSchema, page: PageSpec | None, parsed: dict, figu
                     if len(plan.fields) > 1 or not parts:
                         parts.append(_label_of(figures, flat.path, plan.label))
                     label = " ".join(parts)
-                groups.setdefault(tuple(grouped), []).append((label, value))
+                groups.setdefault(tuple(grouped), []).append((label, value, flat.path, flat.spec))
             for grouped, bars in groups.items():
                 if len(bars) < 2:
                     continue
@@ -300,18 +305,51 @@ def build_charts(output: OutputSchema, page: PageSpec | None, parsed: dict, figu
                     title += f", {plan.better} is better"
                 if grouped:
                     title += ", " + ", ".join(f"{column} {value}" for column, value in grouped)
-                labels = [label for label, _ in bars]
-                values = [value for _, value in bars]
-                horizontal = max(map(len, labels)) > 8
+                names = [bar[0] for bar in bars]
+                values = [bar[1] for bar in bars]
+                shown = [format_number(v) for v in values]
+                horizontal = max(map(len, names)) > 8
+                noise, within = _noise(bars, plan.unit, gpu.spread)
                 # Horizontal bars get the width their value axis' tick labels need, and a
                 # height that grows with the bars instead of Mermaid's fixed 500 pixels.
                 charts.append(Chart(title=f"{title}, {gpu.name}", horizontal=horizontal,
                                     width=900 if horizontal else 700,
                                     height=120 + 60 * len(bars) if horizontal else 400,
-                                    x_title=plan.against_label, labels=labels, axis=plan.unit or plan.label,
+                                    x_title=plan.against_label,
+                                    labels=[f"{name}: {value}" for name, value in zip(names, shown)], names=names, unit=plan.unit,
+                                    axis=plan.unit or plan.label,
                                     top=f"{nice_ceiling_above(max(values)):.12g}",
-                                    values=[format_number(v) for v in values]))
+                                    values=shown, noise=noise, drawn=not within))
     return charts
+
+
+def _noise(bars: list[tuple[str, float, str, FieldSpec]], unit: str | None,
+           spread: dict[str, float]) -> tuple[str | None, bool]:
+    """The noise of a chart's bars, said in words, and whether every bar lies within it of every other.
+
+    The noise is the run-to-run spread that record --repeat recorded with the
+    evidence (meta.json's repeat.spread: (max - min) / median per field),
+    where there is one for every bar; otherwise the field's tolerance, which
+    verify takes as the same value. A field compared exactly has none.
+    """
+    specs = [spec for *_, spec in bars]
+    if any(spec.compare is not Compare.tolerance for spec in specs):
+        return None, False
+    values = [value for _, value, _, _ in bars]
+    low = min(values, key=abs)
+    gap = max(values) - min(values)
+    unit_text = f" {unit}" if unit else ""
+    if all(path in spread for _, _, path, _ in bars):
+        widths = [spread[path] * abs(value) for _, value, path, _ in bars]
+        largest = max(spread[path] for _, _, path, _ in bars)
+        return (f"up to {largest:.1%}, the spread of the runs that record --repeat recorded with this evidence",
+                gap <= max(widths))
+    within = gap <= min(tolerance_bound(s, low) for s in specs)
+    if len({(s.rel, s.abs) for s in specs}) > 1:
+        return "each field's tolerance, within which verify takes two runs as the same", within
+    spec = specs[0]
+    parts = ([f"{spec.rel:.0%}"] if spec.rel else []) + ([f"{format_number(spec.abs)}{unit_text}"] if spec.abs else [])
+    return f"{' + '.join(parts)}, this field's tolerance, within which verify takes two runs as the same", within
 
 
 def _label_of(figures: list[Figure], path: str, default: str) -> str:

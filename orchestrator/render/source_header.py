@@ -9,10 +9,17 @@ out of the source's hash wherever they sit.
 from __future__ import annotations
 
 import re
+import shlex
+from typing import NamedTuple
 
-from ..judge.evidence import HEADER_LINE
-from ..files import source_lines
+from ..cuda.build import display_command
+from ..files import TEXT_LIMIT, read_text, relative, source_lines
+from ..judge.evidence import HEADER_LINE, EvidenceMeta, list_gpus
+from ..judge.judging import parse_evidence
+from ..manifest.model import Lesson, Manifest
 from ..words import one_line
+
+NO_EVIDENCE_LINE = "// Verified: no evidence recorded yet."
 
 
 # What marks a leading comment as the file's licence or copyright notice.
@@ -130,3 +137,54 @@ def without_verified(text: str) -> str:
     # The Verified lines name the evidence; leaving them out of the Compiler
     # Explorer source keeps its link unchanged when evidence is re-recorded.
     return "".join(line for line in source_lines(text, keepends=True) if _header_kind(line) != "Verified")
+
+
+# -- the lines themselves ------------------------------------------------------------------------
+class SourceHeader(NamedTuple):
+    """What render writes at the top of a lesson's source, and the build and run commands a page shows."""
+
+    arch: str          # of the first GPU's evidence, else the first architecture lessons.yaml names
+    build: str
+    run: str
+    lines: list[str]   # // Build:, // Run:, then a // Verified line per GPU (or that none is recorded)
+
+
+def provenance(meta: EvidenceMeta) -> str:
+    """NVIDIA H200 (compute capability 9.0), driver ..., CUDA ..., nvcc ...: the GPU evidence was recorded on."""
+    parts = [f"{meta.gpu_name} (compute capability {meta.compute_capability})"]
+    for what, value in (("driver", meta.driver_version), ("CUDA", meta.cuda_version),
+                        ("nvcc", meta.nvcc_version)):
+        if value:
+            parts.append(f"{what} {value}")
+    return ", ".join(parts)
+
+
+def source_header(manifest: Manifest, lesson: Lesson, evidence: list) -> SourceHeader:
+    """The header of a lesson's source from lessons.yaml and its evidence (judge.evidence's Evidence, per GPU)."""
+    arch = evidence[0].meta.arch if evidence else manifest.architectures[0]
+    build = shlex.join(display_command(manifest, lesson, arch))
+    run = shlex.join([f"./{lesson.binary_name}", *lesson.args])
+    verified = [f"// Verified {e.meta.date[:10]} on {provenance(e.meta)}. "
+                f"Transcript: {relative(e.directory / 'transcript.txt', manifest.root)}" for e in evidence]
+    return SourceHeader(arch=arch, build=build, run=run,
+                        lines=[f"// Build: {build}", f"// Run:   {run}", *(verified or [NO_EVIDENCE_LINE])])
+
+
+def stale_source_header(manifest: Manifest, lesson: Lesson) -> str | None:
+    """Why the Build/Run/Verified lines in a lesson's source are not the ones render writes now, or None.
+
+    A source without such lines (never rendered, or `source_header: false`) has none to be stale.
+    Only those lines are computed, not the page: verify --offline asks this of every lesson.
+    """
+    source = read_text(manifest.source_path(lesson), TEXT_LIMIT, "a lesson's source", shown=lesson.source.as_posix(),
+                       errors="replace", root=manifest.root)
+    if not lesson.source_header or not any(HEADER_LINE.match(line) for line in source_lines(source or "")):
+        return None
+    old = read_text(manifest.source_path(lesson), TEXT_LIMIT, "a lesson's source", shown=lesson.source.as_posix(),
+                    required=True, root=manifest.root)
+    recorded = [item for item in (parse_evidence(manifest, lesson, slug) for slug in list_gpus(manifest.root, lesson.id))
+                if item is not None]
+    if rewrite_header(old, source_header(manifest, lesson, [item.evidence for item in recorded]).lines) == old:
+        return None
+    return (f"{lesson.source.as_posix()}: its Build/Run/Verified lines are not the ones render writes from "
+            f"lessons.yaml and the evidence; run `coursectl render`")

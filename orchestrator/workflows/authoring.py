@@ -34,7 +34,7 @@ from ..manifest.model import Lesson, Manifest
 from ..manifest.load import load_manifest
 from ..names import check_arch
 from ..process import DEFAULT_OUTPUT_LIMIT, Runner, run_command
-from ..render.course import NO_EVIDENCE_LINE
+from ..render.source_header import NO_EVIDENCE_LINE
 from ..manifest.shorthand import LESSON_FOLDER, PROSE
 from ..cuda.toolchain import Toolchain, find_tool, nvcc_version
 from ..transcript.parse import Transcript, decode_output, parse_transcript

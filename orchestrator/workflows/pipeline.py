@@ -26,7 +26,8 @@ from ..judge.judging import compare_build_evidence, judge_evidence, judge_run, j
 from ..judge.results import RETRIED, Emit, Event, LessonResult, Options, quiet, status_of
 from ..manifest.model import Lesson, Manifest
 from ..process import CommandResult, Runner, run_command
-from ..render.course import stale_source_header
+# Not render.course: the whole page (and jinja2) is not needed to check a source's header lines.
+from ..render.source_header import stale_source_header
 from . import scheduler
 from .scheduler import Scheduler, walk_offline
 from .turn import OfflineTurn, Turn

@@ -3,9 +3,9 @@
 //   node tools/browser-check/check.mjs [--root DIR] [--out DIR] [--chromium PATH]
 //
 // Every lesson page (lessons/*/README.md) and the course README are turned
-// into HTML the way GitHub shows them: CommonMark with GFM tables
-// (markdown-it), code highlighted (highlight.js), ```mermaid blocks drawn by
-// Mermaid, GitHub's stylesheet. A server on 127.0.0.1 serves them, with
+// into HTML the way GitHub shows them: GitHub Flavored Markdown by cmark-gfm,
+// GitHub's own parser, code highlighted (highlight.js), ```mermaid blocks
+// drawn by Mermaid, GitHub's stylesheet. A server on 127.0.0.1 serves them, with
 // Mermaid and the styles from node_modules, so nothing comes from a CDN;
 // every request off this machine is refused and counted as an error.
 //
@@ -13,9 +13,13 @@
 // exception, a request that fails, a relative link to a file (or heading)
 // that does not exist, an image that does not load, or a lesson page without
 // its Compiler Explorer link. Screenshots of every page go to DIR
-// (default docs/screenshots under the course): <lesson id>.png and index.png.
+// (default docs/screenshots under the course): <lesson id>.png and index.png,
+// and beside them pages.json: the SHA-256 of each page and of this check
+// (check.mjs, package-lock.json) they were taken from, which
+// tests/test_browser.py compares with the files now to tell a stale screenshot.
 
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -23,11 +27,11 @@ import { dirname, extname, join, normalize, relative, resolve, sep } from "node:
 import { fileURLToPath } from "node:url";
 
 import hljs from "highlight.js";
-import MarkdownIt from "markdown-it";
 import { chromium } from "playwright-core";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
+const cmark = require("cmark-gfm");
 
 const args = process.argv.slice(2);
 const option = (name, fallback) => {
@@ -46,51 +50,55 @@ const CHROMIUM_ARGS = [
 ];
 
 // -- Markdown as GitHub renders it ----------------------------------------------------------------
+// cmark-gfm is the parser github.com renders Markdown with (the GFM spec's reference implementation):
+// tables, strikethrough, autolinks, task lists, footnotes and the tag filter, raw HTML let through
+// (GitHub then sanitizes it), code blocks as GitHub writes them, <pre lang="x"><code>.
+const GFM = {
+  unsafe: true, footnotes: true, githubPreLang: true,
+  extensions: { table: true, strikethrough: true, autolink: true, tagfilter: true, tasklist: true },
+};
+
 hljs.registerAliases(["cuda", "cu"], { languageName: "cpp" });   // GitHub highlights CUDA as C++ with extras
 
 function escapeHtml(text) {
   return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
 }
 
-const markdown = new MarkdownIt({
-  html: true,
-  linkify: true,
-  highlight(code, language) {
-    if (language === "mermaid") return "";   // drawn below, from the raw text
-    if (language && hljs.getLanguage(language)) {
-      return `<pre class="hljs"><code class="language-${language}">${hljs.highlight(code, { language }).value}</code></pre>`;
-    }
-    return "";
-  },
-});
-
-const defaultFence = markdown.renderer.rules.fence;
-markdown.renderer.rules.fence = (tokens, index, options, env, self) => {
-  const token = tokens[index];
-  if (token.info.trim() === "mermaid") {
-    return `<pre class="mermaid">${escapeHtml(token.content)}</pre>\n`;
-  }
-  return defaultFence(tokens, index, options, env, self);
-};
+function unescapeHtml(text) {
+  return text.replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&quot;/g, '"').replace(/&#39;/g, "'")
+    .replace(/&amp;/g, "&");
+}
 
 // GitHub's heading anchors: lower case, punctuation dropped, spaces to dashes, -1, -2 for repeats.
 export function slug(text) {
   return text.trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, "").replace(/\s/g, "-");
 }
 
-markdown.core.ruler.push("github_anchors", (state) => {
+// The page's HTML and its heading ids, as github.com gives them: ```mermaid blocks become
+// charts (drawn below, from their text), other fenced code is highlighted.
+function renderMarkdown(text) {
+  let html = cmark.renderHtmlSync(text, GFM);
+  html = html.replace(/<pre lang="([^"]+)"><code>([\s\S]*?)<\/code><\/pre>/g, (whole, language, code) => {
+    if (language === "mermaid") return `<pre class="mermaid">${code}</pre>`;
+    if (!hljs.getLanguage(language)) return whole;
+    const highlighted = hljs.highlight(unescapeHtml(code), { language }).value;
+    return `<pre class="hljs"><code class="language-${language}">${highlighted}</code></pre>`;
+  });
+  const ids = [];
   const seen = new Map();
-  state.tokens.forEach((token, index) => {
-    if (token.type !== "heading_open") return;
-    const base = slug(state.tokens[index + 1].content);
+  html = html.replace(/<h([1-6])>([\s\S]*?)<\/h\1>/g, (whole, level, inner) => {
+    const base = slug(unescapeHtml(inner.replace(/<[^>]*>/g, "")));
     const count = seen.get(base) || 0;
     seen.set(base, count + 1);
-    token.attrSet("id", count ? `${base}-${count}` : base);
+    const id = count ? `${base}-${count}` : base;
+    ids.push(id);
+    return `<h${level} id="${id}">${inner}</h${level}>`;
   });
-});
+  return { html, ids };
+}
 
 function pageHtml(markdownPath) {
-  const body = markdown.render(readFileSync(markdownPath, "utf8"));
+  const body = renderMarkdown(readFileSync(markdownPath, "utf8")).html;
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <title>${escapeHtml(relative(root, markdownPath))}</title>
@@ -159,19 +167,7 @@ function serve(request, response) {
 // -- links ------------------------------------------------------------------------------------------
 const anchorsOf = new Map();
 function anchors(markdownPath) {
-  if (!anchorsOf.has(markdownPath)) {
-    const ids = new Set();
-    const tokens = markdown.parse(readFileSync(markdownPath, "utf8"), {});
-    const seen = new Map();
-    tokens.forEach((token, index) => {
-      if (token.type !== "heading_open") return;
-      const base = slug(tokens[index + 1].content);
-      const count = seen.get(base) || 0;
-      seen.set(base, count + 1);
-      ids.add(count ? `${base}-${count}` : base);
-    });
-    anchorsOf.set(markdownPath, ids);
-  }
+  if (!anchorsOf.has(markdownPath)) anchorsOf.set(markdownPath, new Set(renderMarkdown(readFileSync(markdownPath, "utf8")).ids));
   return anchorsOf.get(markdownPath);
 }
 
@@ -192,6 +188,7 @@ function brokenLink(pagePath, href) {
   return null;
 }
 
+const sha256 = (path) => createHash("sha256").update(readFileSync(path)).digest("hex");
 const plural = (count, noun) => `${count} ${noun}${count === 1 ? "" : "s"}`;
 
 // -- the check ------------------------------------------------------------------------------------
@@ -265,10 +262,14 @@ async function main() {
   // Offline by construction: anything not served here is refused (and then reported).
   await context.route("**/*", (route) => (route.request().url().startsWith(base) ? route.continue() : route.abort()));
   let failed = 0;
+  const taken = {};
   try {
     for (const page of pages()) {
       const started = Date.now();
       const result = await checkPage(context, base, page);
+      const shot = join(outDir, `${page.name}.png`);
+      taken[`${page.name}.png`] = { page: relative(root, page.path).split(sep).join("/"),
+                                    page_sha256: sha256(page.path), png_sha256: sha256(shot) };
       const where = relative(root, page.path);
       const summary = `${plural(result.charts, "chart")}, ${plural(result.code, "CUDA block")}, ${plural(result.links, "link")}`;
       if (result.problems.length) {
@@ -284,6 +285,9 @@ async function main() {
     server.close();
     rmSync(profile, { recursive: true, force: true });
   }
+  const renderer = Object.fromEntries(["check.mjs", "package-lock.json"]
+    .map((name) => [`tools/browser-check/${name}`, sha256(join(here, name))]));
+  writeFileSync(join(outDir, "pages.json"), JSON.stringify({ renderer, screenshots: taken }, null, 2) + "\n");
   console.log(`screenshots in ${relative(root, outDir) || "."}`);
   console.log(`browser-check: ${pages().length - failed} passed, ${failed} failed`);
   process.exit(failed ? 1 : 0);

@@ -11,6 +11,8 @@ if [ "$(id -u)" -ne 0 ]; then as_root=(sudo); fi
 missing=()
 [ -x "${CHROMIUM:-/usr/bin/chromium}" ] || missing+=(chromium fonts-dejavu-core)
 command -v npm >/dev/null || missing+=(nodejs npm)
+# cmark-gfm, GitHub's Markdown parser, is built from source by npm ci (node-gyp).
+for tool in make g++ python3; do command -v "$tool" >/dev/null || missing+=("$tool"); done
 if [ ${#missing[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     "${as_root[@]}" apt-get update -q
