@@ -13,6 +13,7 @@ defers: CPU time of the import in a fresh process after cli/main.py's, without
 from __future__ import annotations
 
 import contextlib
+import math
 import shlex
 import sys
 import time
@@ -210,6 +211,14 @@ def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, *, quie
         raise interrupted
 
 
+def _seconds(option: str, value: Optional[float]) -> Optional[float]:
+    """An option's number of seconds, refused when NaN or infinite: typer before 0.29 lets `nan` through
+    its min and max, as every comparison with NaN is false."""
+    if value is not None and not math.isfinite(value):
+        raise UsageError(f"Invalid value for '{option}': {value} is not a number of seconds")
+    return value
+
+
 @app.command(cls=Command)
 @handle_errors
 def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt, keyword: Optional[str] = KeywordOpt,
@@ -233,6 +242,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
 
     if arch is not None:
         check_arch(arch)
+    start_gap = _seconds("--start-gap", start_gap)
     json_to_stdout(json_path)
     if offline and drift_path:
         raise UsageError("--report compares a run on a GPU with the evidence; --offline runs nothing")
@@ -286,6 +296,7 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
     # deferred: 44 ms of imports (workflows, render, jinja2; 25 from .pyc) that --help and doctor never need
     from ..workflows.pipeline import record as record_workflow
 
+    start_gap = _seconds("--start-gap", start_gap)
     json_to_stdout(json_path)
     manifest = load(manifest_path)
     lessons = choose_lessons(manifest, lesson_ids, all_=all_, keyword=keyword)
