@@ -42,6 +42,16 @@ def test_actionlint_finds_nothing():
     assert (result.returncode, result.stdout + result.stderr) == (0, "")
 
 
+def test_zizmor_finds_nothing():
+    """Runs where zizmor is installed (CI's workflows job and .ci/run install it): pins, credentials, permissions."""
+    zizmor = tool("zizmor")
+    if zizmor is None:
+        pytest.skip("zizmor is not installed (pip install zizmor)")
+    result = subprocess.run([zizmor, "--offline", "--no-progress", ".github/workflows"], cwd=ROOT,
+                            capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.startswith("No findings to report."), result.stdout
+
+
 def test_actionlint_knows_every_self_hosted_label():
     config = yaml.safe_load((ROOT / ".github" / "actionlint.yaml").read_text())
     known = set(config["self-hosted-runner"]["labels"])
