@@ -186,6 +186,17 @@ def test_a_start_gap_that_is_no_number_of_seconds_from_0_to_10_is_a_usage_error(
         assert "Invalid value for '--start-gap'" in result.stderr
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_coursectl_itself_refuses_a_start_gap_that_is_nan_or_infinite(value):
+    """typer 0.16 to 0.28 let `--start-gap nan` through min=0 and max=10; coursectl's own check does not."""
+    from orchestrator.cli.commands import _seconds
+    from orchestrator.errors import UsageError
+
+    with pytest.raises(UsageError, match=rf"^Invalid value for '--start-gap': {value} is not a number of seconds$"):
+        _seconds("--start-gap", float(value))
+    assert _seconds("--start-gap", 0.5) == 0.5 and _seconds("--start-gap", None) is None
+
+
 # -- verify and record ---------------------------------------------------------------------
 def test_verify_without_evidence(course, fake_gpu, prebuilt):
     course(["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul"])

@@ -14,6 +14,8 @@ import re
 import signal
 import subprocess
 import sys
+import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -118,4 +120,55 @@ def test_every_imported_package_is_declared():
         needed[module] = {d.lower().replace("_", "-") for d in dists}
     missing = {m: d for m, d in needed.items() if not d & (declared | optional)}
     assert missing == {}
-    assert {"typer", "click", "rich", "pydantic", "jinja2", "pyyaml", "simpleeval"} <= declared
+    assert {"typer", "rich", "pydantic", "jinja2", "pyyaml", "simpleeval"} <= declared
+
+
+def test_click_is_no_dependency_of_the_package_as_nothing_of_it_imports_click():
+    """typer 0.26 and later carry their own click; older ones declare the click they need."""
+    requires = importlib.metadata.requires("coursectl") or []
+    assert "click" not in imported_modules()
+    assert "click" not in {requirement_name(r) for r in requires if "extra ==" not in r}
+
+
+# -- the distributions: built once, as `python -m build` does (the sdist, then the wheel from it) ----
+@pytest.fixture(scope="module")
+def distributions(tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("dist")
+    pytest.importorskip("build", reason="the build package is missing (pip install -e '.[test]')")
+    result = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return {"sdist": next(out.glob("*.tar.gz")), "wheel": next(out.glob("*.whl"))}
+
+
+def sdist_names(sdist: Path) -> set[str]:
+    with tarfile.open(sdist) as tar:
+        return {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+
+
+@pytest.mark.slow
+def test_the_license_is_in_the_sdist_and_the_wheel(distributions):
+    license_text = (ROOT / "LICENSE").read_text()
+    assert license_text.startswith("MIT License\n\nCopyright (c) 2026 the coursectl authors\n")
+    assert "LICENSE" in sdist_names(distributions["sdist"])
+    with zipfile.ZipFile(distributions["wheel"]) as wheel:
+        licenses = [n for n in wheel.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+        assert len(licenses) == 1 and wheel.read(licenses[0]).decode() == license_text
+        metadata = wheel.read(next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    assert "License-Expression: MIT\n" in metadata and "License-File: LICENSE\n" in metadata
+    assert "Classifier: Programming Language :: Python :: 3.13\n" in metadata
+
+
+@pytest.mark.slow
+def test_the_sdist_holds_what_its_tests_read(distributions):
+    """Its tests ran into 31 collection errors when it shipped the test files alone."""
+    names = sdist_names(distributions["sdist"])
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if tracked.returncode == 0 and tracked.stdout:
+        wanted = {n for n in tracked.stdout.splitlines() if n.split("/")[0] in {
+            "tests", "lessons", "evidence", "templates", "bench", "docs", "tools", ".github", ".ci"}}
+        assert wanted - names == set()
+    for name in ("tests/conftest.py", "lessons.yaml", "Makefile", "pyproject.toml", ".ci/run"):
+        assert name in names
+    assert any(n.startswith("tests/data/") for n in names) and any(n.startswith("tests/fixtures/") for n in names)
+    assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)

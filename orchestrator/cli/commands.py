@@ -13,6 +13,7 @@ defers: CPU time of the import in a fresh process after cli/main.py's, without
 from __future__ import annotations
 
 import contextlib
+import math
 import shlex
 import sys
 import time
@@ -305,6 +306,14 @@ def _keep_last(report, path: Path) -> None:
                                  "run", markup=False, soft_wrap=True)
 
 
+def _seconds(option: str, value: Optional[float]) -> Optional[float]:
+    """An option's number of seconds, refused when NaN or infinite: typer before 0.29 lets `nan` through
+    its min and max, as every comparison with NaN is false."""
+    if value is not None and not math.isfinite(value):
+        raise UsageError(f"Invalid value for '{option}': {value} is not a number of seconds")
+    return value
+
+
 @app.command(cls=Command)
 @handle_errors
 def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt, keyword: Optional[str] = KeywordOpt,
@@ -333,6 +342,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
 
     if arch is not None:
         check_arch(arch)
+    start_gap = _seconds("--start-gap", start_gap)
     json_to_stdout(json_path)
     if offline and drift_path:
         raise UsageError("--report compares a run on a GPU with the evidence; --offline runs nothing")
@@ -395,6 +405,7 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
     # deferred: 44 ms of imports (workflows, render, jinja2; 25 from .pyc) that --help and doctor never need
     from ..workflows.pipeline import record as record_workflow
 
+    start_gap = _seconds("--start-gap", start_gap)
     json_to_stdout(json_path)
     manifest = load(manifest_path)
     check_report_paths(manifest, {"--json": json_path, "--report": drift_path}, stdout="--json")
