@@ -47,7 +47,7 @@ def test_zizmor_finds_nothing():
     zizmor = tool("zizmor")
     if zizmor is None:
         pytest.skip("zizmor is not installed (pip install zizmor)")
-    result = subprocess.run([zizmor, "--offline", "--no-progress", ".github/workflows"], cwd=ROOT,
+    result = subprocess.run([zizmor, "--offline", "--no-progress", "--color=never", ".github/workflows"], cwd=ROOT,
                             capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout.startswith("No findings to report."), result.stdout
 
