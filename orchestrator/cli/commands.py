@@ -31,10 +31,11 @@ from .common import (LAST_REPORT, AllOpt, ArchOpt, CollectOnlyOpt, Command, Drif
                      RepeatOpt, RetriesOpt, SanitizerJobsOpt, StartGapOpt, StrictOpt, VerboseOpt, _jobs, app,
                      handle_errors, json_to_stdout, lesson_ids_to_complete, load, write_reports)
 from ..names import check_arch
+from ..cuda.build import cache_root
 from ..cuda.buildkey import describe_host_compiler
 from ..cuda.resources import RESOURCE_FIELDS
 from ..cuda.toolchain import discover
-from ..errors import CoursectlError, Interrupted, NothingSelected, RunFailed, UsageError
+from ..errors import CoursectlError, Interrupted, NothingSelected, RunFailed, UsageError, describe_os_error
 from ..judge.evidence import list_gpus
 from ..judge.results import Options, run_verdict
 from ..manifest.model import Lesson, Manifest
@@ -77,7 +78,6 @@ def _failed_in(manifest: Manifest, failed_from: Optional[Path]) -> tuple[Optiona
     """The lessons that failed in a report (--failed-from's, else the last verify's), as its own verdict counts them
     (run_verdict: with a --strict report, those not verified too); None when there is no last report."""
     # deferred: 5 ms of imports (cli/report.py; 2 from .pyc) that --help and doctor never need
-    from ..cuda.build import cache_root
     from .report import read_json
 
     if failed_from is not None:
@@ -296,12 +296,12 @@ def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, *, quie
 
 def _keep_last(report, path: Path) -> None:
     """The report, written whole or not at all, for --last-failed; a cache that cannot be written is said, not fatal."""
+    # deferred: 5 ms of imports (cli/report.py; 2 from .pyc) that --help and doctor never need
     from .report import write_json
 
     try:
         write_json(report, path)
     except OSError as exc:
-        from ..errors import describe_os_error
         common.err_console.print(f"coursectl: warning: {describe_os_error(exc)}: --last-failed will not see this "
                                  "run", markup=False, soft_wrap=True)
 
@@ -360,9 +360,6 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
                                  last_failed=last_failed, failed_from=failed_from)
     if collect_only:
         return _collect(manifest, lessons, emptied)
-    # deferred with the other build imports: cuda/build.py is loaded by the workflows above
-    from ..cuda.build import cache_root
-
     tc = _discover()
     options = Options(jobs=_jobs(jobs), arch=arch, gpus=gpus, sanitize=not no_sanitize and not offline,
                       repeat=repeat, exitfirst=exitfirst, rerun_sanitizers=rerun_sanitizers,

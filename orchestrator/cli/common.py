@@ -17,6 +17,7 @@ from typing import Callable, NoReturn, Optional
 
 import typer
 import typer.core
+import yaml
 from rich.console import Console
 
 from .. import __version__
@@ -131,8 +132,6 @@ def lesson_ids_to_complete(ctx: typer.Context, incomplete: str) -> list[str]:
     """Shell completion of a LESSON or -k: the ids in lessons.yaml (--manifest's, else ./lessons.yaml) that start
     with what is typed. Reads only the ids, never the whole manifest; any error offers nothing, and says nothing."""
     try:
-        import yaml   # deferred: completion alone needs it here
-
         path = Path((ctx.params or {}).get("manifest_path") or "lessons.yaml")
         with open(path, "rb") as handle:
             data = handle.read(COMPLETION_LIMIT + 1)
