@@ -39,7 +39,10 @@ def is_iso_date(text: str) -> bool:
     try:
         date.fromisoformat(day)
         if sep:
-            datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+            # Python 3.10's fromisoformat takes no Z and a fraction of 3 or 6 digits only: the time is
+            # given to it as hh:mm:ss with its offset, the fraction (already matched above) left out.
+            clock = re.sub(r"\.\d+", "", time)
+            datetime.fromisoformat(f"{day}T{clock[:-1] + '+00:00' if clock.endswith('Z') else clock}")
     except ValueError:
         return False
     return True
