@@ -88,6 +88,13 @@ def relative(path: Path, root: Path) -> str:
 def _resolved(path: Path) -> Path | None:
     """Where `path` leads, links followed; None where it cannot be told (a loop of links, a name too long)."""
     try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:   # Python 3.13's resolve() returns a loop's path as it is, not an error
+            return None
+    except ValueError:
+        return None
+    try:
         return Path(path).resolve()
     except (OSError, RuntimeError, ValueError):
         return None
