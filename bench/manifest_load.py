@@ -5,11 +5,12 @@ For each size N, writes a course of N lessons into a temp dir: lessons.yaml
 as this course writes its own (its defaults, anchors and short forms, each
 lesson's `- dayNN-name: title` entry copied from the real ones with a new id
 and day) and each lesson's folder (its source and prose, found there as the
-real ones are). Loads each several times and prints the median and the
-fastest; then the ratio of the medians of the largest and smallest size. A
+real ones are). Loads each several times, the sizes taking turns, and prints
+the median and the fastest; then the ratio of the medians of the largest and
+smallest size. A
 load that costs the same per lesson grows tenfold from 100 to 1,000 lessons.
 
-    python3 bench/manifest_load.py [--lessons 100 1000] [--runs 5]
+    python3 bench/manifest_load.py [--lessons 100 1000] [--runs 9]
 """
 
 from __future__ import annotations
@@ -58,34 +59,42 @@ def write_course(root: Path, count: int) -> Path:
     return path
 
 
-def measure(count: int, runs: int) -> tuple[float, str]:
+def measure(counts: list[int], runs: int) -> dict[int, tuple[float, str]]:
+    """Each size's median CPU time, and a line saying it. The sizes take turns, run by run, so that a
+    machine whose speed moves within minutes (a shared one) slows each of them alike."""
     with tempfile.TemporaryDirectory(prefix="manifest-load-") as tmp:
-        path = write_course(Path(tmp), count)
-        lines = len(path.read_text(encoding="utf-8").splitlines())
-        times, cpu = [], []
+        paths = {count: write_course(Path(tmp) / str(count), count) for count in counts}
+        times: dict[int, list[float]] = {count: [] for count in counts}
+        cpu: dict[int, list[float]] = {count: [] for count in counts}
         for _ in range(runs):
-            gc.collect()   # each run from the same heap: the last run's manifest gone, not beside this one
-            start, start_cpu = time.perf_counter(), time.process_time()
-            manifest = load_manifest(path)
-            times.append(time.perf_counter() - start)
-            cpu.append(time.process_time() - start_cpu)
-            assert len(manifest.lessons) == count
-            del manifest
-    # On a shared machine the wall clock includes waiting for a core; the CPU time does not.
-    return statistics.median(cpu), (f"load_manifest: {count} lessons, {lines} lines: median {statistics.median(times):.3f} s, "
-                                    f"fastest {min(times):.3f} s, median CPU {statistics.median(cpu):.3f} s "
-                                    f"over {runs} runs")
+            for count in counts:
+                gc.collect()   # each run from the same heap: the last run's manifest gone, not beside this one
+                start, start_cpu = time.perf_counter(), time.process_time()
+                manifest = load_manifest(paths[count])
+                times[count].append(time.perf_counter() - start)
+                cpu[count].append(time.process_time() - start_cpu)
+                assert len(manifest.lessons) == count
+                del manifest
+        out = {}
+        for count in counts:
+            lines = len(paths[count].read_text(encoding="utf-8").splitlines())
+            # On a shared machine the wall clock includes waiting for a core; the CPU time does not.
+            out[count] = (statistics.median(cpu[count]),
+                          f"load_manifest: {count} lessons, {lines} lines: median {statistics.median(times[count]):.3f} s, "
+                          f"fastest {min(times[count]):.3f} s, median CPU {statistics.median(cpu[count]):.3f} s "
+                          f"over {runs} runs")
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lessons", type=int, nargs="+", default=[100, 1000])
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=9)
     args = parser.parse_args()
-    medians = {}
+    measured = measure(args.lessons, args.runs)
+    medians = {count: median for count, (median, _) in measured.items()}
     for count in args.lessons:
-        medians[count], line = measure(count, args.runs)
-        print(line, flush=True)
+        print(measured[count][1], flush=True)
     small, large = min(medians), max(medians)
     if small != large:
         print(f"{large} lessons / {small} lessons: {medians[large] / medians[small]:.1f}x the CPU time "

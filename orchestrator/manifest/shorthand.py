@@ -178,7 +178,7 @@ def relocate_lines(data: Any, lines: dict[tuple, int]) -> dict[tuple, int]:
         _alias_id(out, ("lessons", i), entry, "title")
         for k, claim in enumerate(entry.get("claims", []) if isinstance(entry, dict) else []):
             _alias_id(out, ("lessons", i, "claims", k), claim, "says")
-    index, under = _index(out), _under_lessons(out)
+    index, under = _index(out)
     for i, entry in enumerate(data["lessons"]):
         if not isinstance(entry, dict):
             continue
@@ -212,15 +212,22 @@ def _alias_id(lines: dict[tuple, int], at: tuple, entry: Any, text_key: str) -> 
         lines[at + ("id",)] = lines[at + (text_key,)] = lines[at + (keys[0],)]
 
 
-def _index(lines: dict[tuple, int]) -> dict[tuple, list[tuple[tuple, int]]]:
-    """Every path under an output item or a claim, grouped by that item's path (one pass)."""
+def _index(lines: dict[tuple, int]) -> tuple[dict[tuple, list[tuple[tuple, int]]], dict[tuple, list[tuple]]]:
+    """In one pass over the lines: every path under an output item or a claim, grouped by that item's path;
+    and every path under a lesson's `claims` or `output.items` (or `output`, written as a list), by that
+    prefix: what `_move` replaces, found without a scan of every line for every lesson."""
     index: dict[tuple, list[tuple[tuple, int]]] = {}
+    under: dict[tuple, list[tuple]] = {}
     for path, line in lines.items():
         for size in (3, 4, 5):
             if len(path) >= size and isinstance(path[size - 1], int) and _is_item(path[:size]):
                 index.setdefault(path[:size], []).append((path[size:], line))
                 break
-    return index
+        if path[:1] == ("lessons",):
+            for size in (3, 4):
+                if len(path) > size:
+                    under.setdefault(path[:size], []).append(path)
+    return index, under
 
 
 def _is_item(prefix: tuple) -> bool:
@@ -232,22 +239,10 @@ def _is_item(prefix: tuple) -> bool:
         len(prefix) == 4 or prefix[3] == "items")
 
 
-def _under_lessons(lines: dict[tuple, int]) -> dict[tuple, list[tuple]]:
-    """Every path under a lesson's `claims` or `output.items` (or `output`, written as a list), by that
-    prefix (one pass): what `_move` replaces, found without a scan of every line for every lesson."""
-    under: dict[tuple, list[tuple]] = {}
-    for path in lines:
-        if path[:1] == ("lessons",):
-            for size in (3, 4):
-                if len(path) > size:
-                    under.setdefault(path[:size], []).append(path)
-    return under
-
-
 def _move(lines: dict[tuple, int], index: dict, under: dict, target: tuple, moves: list[tuple[tuple, int]]) -> None:
     """Replace what `lines` holds under the items of `target` with the items `moves` places there.
 
-    `under` (from `_under_lessons`, before any move) names the paths under `target`; each target is
+    `under` (from `_index`, before any move) names the paths under `target`; each target is
     moved into once, so none it names was written by another move.
     """
     for path in under.get(target, ()):
