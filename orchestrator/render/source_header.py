@@ -13,7 +13,7 @@ import shlex
 from typing import NamedTuple
 
 from ..cuda.build import display_command
-from ..files import TEXT_LIMIT, read_text, relative, source_lines
+from ..files import TEXT_LIMIT, decode_text, read_file, relative, source_lines
 from ..judge.evidence import HEADER_LINE, EvidenceMeta, list_gpus
 from ..judge.judging import parse_evidence
 from ..manifest.model import Lesson, Manifest
@@ -176,12 +176,12 @@ def stale_source_header(manifest: Manifest, lesson: Lesson) -> str | None:
     A source without such lines (never rendered, or `source_header: false`) has none to be stale.
     Only those lines are computed, not the page: verify --offline asks this of every lesson.
     """
-    source = read_text(manifest.source_path(lesson), TEXT_LIMIT, "a lesson's source", shown=lesson.source.as_posix(),
-                       errors="replace", root=manifest.root)
-    if not lesson.source_header or not any(HEADER_LINE.match(line) for line in source_lines(source or "")):
+    data = read_file(manifest.source_path(lesson), TEXT_LIMIT, "a lesson's source", shown=lesson.source.as_posix(),
+                     root=manifest.root)
+    looked_into = "" if data is None else data.decode("utf-8", errors="replace")
+    if not lesson.source_header or not any(HEADER_LINE.match(line) for line in source_lines(looked_into)):
         return None
-    old = read_text(manifest.source_path(lesson), TEXT_LIMIT, "a lesson's source", shown=lesson.source.as_posix(),
-                    required=True, root=manifest.root)
+    old = decode_text(data, lesson.source.as_posix())   # read once: its lines are rewritten only as UTF-8 text
     recorded = [item for item in (parse_evidence(manifest, lesson, slug) for slug in list_gpus(manifest.root, lesson.id))
                 if item is not None]
     if rewrite_header(old, source_header(manifest, lesson, [item.evidence for item in recorded]).lines) == old:
