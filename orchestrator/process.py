@@ -53,7 +53,7 @@ class CommandResult(BaseModel):
         if self.timed_out:
             status = "timed out"
         elif self.signal:
-            status = f"killed by signal {self.signal} ({_signal_name(self.signal)})"
+            status = f"killed by signal {self.signal} ({signal_name(self.signal)})"
         else:
             status = f"exit status {self.returncode}"
         parts = [f"$ {self.command}", status]
@@ -64,7 +64,8 @@ class CommandResult(BaseModel):
         return "\n".join(parts)
 
 
-def _signal_name(number: int) -> str:
+def signal_name(number: int) -> str:
+    """SIGABRT for 6; `unknown` for a number no signal has."""
     try:
         return signal.Signals(number).name
     except ValueError:

@@ -15,7 +15,6 @@ Every verdict comes from judging.py; nothing here decides a status itself.
 
 from __future__ import annotations
 
-import signal
 
 from ..cuda.build import BuildResult
 from ..cuda.toolchain import Toolchain
@@ -25,7 +24,7 @@ from ..judge.evidence import recover_evidence
 from ..judge.judging import compare_build_evidence, judge_evidence, judge_run, judge_runs, judge_source
 from ..judge.results import RETRIED, Emit, Event, LessonResult, Options, quiet, status_of
 from ..manifest.model import Lesson, Manifest
-from ..process import CommandResult, Runner, run_command
+from ..process import CommandResult, Runner, run_command, signal_name
 # Not render.course: the whole page (and jinja2) is not needed to check a source's header lines.
 from ..render.source_header import stale_source_header
 from . import scheduler
@@ -72,11 +71,7 @@ def _how_it_ended(judged: LessonResult) -> str:
     if run is not None and run.timed_out:
         return f"timed out after {run.seconds:.1f} s"
     if run is not None and run.signal:
-        try:
-            name = signal.Signals(run.signal).name
-        except ValueError:
-            name = "unknown"
-        return f"killed by signal {run.signal} ({name})"
+        return f"killed by signal {run.signal} ({signal_name(run.signal)})"
     return "ended without a transcript"
 
 
