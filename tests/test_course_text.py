@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -118,18 +119,20 @@ def test_new_writes_a_non_ascii_title_as_utf8_under_the_c_locale(course_copy, tm
     around = outside(tmp_path, root)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LC_") and k != "LANG"}
     env.update(LC_ALL="C", PYTHONUTF8="0", PYTHONIOENCODING="", COLUMNS="200")
-    done = subprocess.run([str(COURSECTL), "new", "day90-tuiles", "--title", "Tuiles partagées \u2014 \u2603"],
+    day = 1 + max(int(m) for m in re.findall(r"^  - day(\d+)-", (root / "lessons.yaml").read_text(encoding="utf-8"),
+                                                re.MULTILINE))   # a day the course has no lesson for
+    done = subprocess.run([str(COURSECTL), "new", f"day{day}-tuiles", "--title", "Tuiles partagées \u2014 \u2603"],
                           capture_output=True, timeout=120, env=env)
     assert (done.returncode, b"Traceback" in done.stderr) == (0, False), done.stderr
-    assert "- day90-tuiles: Tuiles partagées \u2014 \u2603\n" in (root / "lessons.yaml").read_text(encoding="utf-8")
-    assert (root / "lessons/day90-tuiles/prose.md").read_text(encoding="utf-8").startswith(
+    assert f"- day{day}-tuiles: Tuiles partagées \u2014 \u2603\n" in (root / "lessons.yaml").read_text(encoding="utf-8")
+    assert (root / f"lessons/day{day}-tuiles/prose.md").read_text(encoding="utf-8").startswith(
         "Tuiles partagées \u2014 \u2603: ")
-    bad = subprocess.run([str(COURSECTL), "new", "day91-bad", "--title", b"bad \xff"], capture_output=True,
+    bad = subprocess.run([str(COURSECTL), "new", f"day{day + 1}-bad", "--title", b"bad \xff"], capture_output=True,
                          timeout=120, env=env)
     assert (bad.returncode, bad.stdout) == (2, b"")
     assert bad.stderr == b"coursectl: error: --title is not UTF-8 text; write it in UTF-8 (lessons.yaml and the " \
                          b"lesson's files are UTF-8)\n"
-    assert not (root / "lessons/day91-bad").exists()
+    assert not (root / f"lessons/day{day + 1}-bad").exists()
     assert outside(tmp_path, root) == around
 
 
