@@ -32,7 +32,7 @@ from ..judge.judging import claim_reason
 STATUS_STYLE = {
     Status.PASS: "green", Status.FAIL: "bold red", Status.TIMEOUT: "bold red", Status.CRASH: "bold red",
     Status.UNSUPPORTED: "yellow", Status.NO_EVIDENCE: "yellow", Status.SKIPPED: "dim",
-    Status.FLAKY: "bold yellow",
+    Status.FLAKY: "bold yellow", Status.STALE: "bold yellow", Status.INCOMPLETE: "bold yellow",
 }
 FIELD_STYLE = {
     FieldStatus.same: "green", FieldStatus.within: "cyan", FieldStatus.moved: "bold red",
@@ -218,6 +218,8 @@ def print_summary(console: Console, results: list[LessonResult], title: str) -> 
                           highlight=False, soft_wrap=True)
         if r.unverified:
             console.print(Text(f"{r.lesson}: {r.unverified}", style="yellow"), highlight=False, soft_wrap=True)
+        for change in r.stale:
+            console.print(Text(f"{r.lesson}: stale: {change}", style="yellow"), highlight=False, soft_wrap=True)
         for note in r.notes:
             console.print(Text(f"{r.lesson}: note: {note}", style="yellow"), highlight=False, soft_wrap=True)
 

@@ -229,6 +229,8 @@ def _skip_reason(result: LessonResult) -> str | None:
         return "; ".join(result.reasons) or result.status.value
     if result.status is Status.NO_EVIDENCE:
         return result.unverified or result.status.value
+    if result.status in (Status.STALE, Status.INCOMPLETE):
+        return why(result) or result.status.value
     return None
 
 

@@ -76,6 +76,8 @@ class EvidenceMeta(BaseModel):
     # Every local file the build read, by its path in the course: the source (as source_sha256) and its
     # headers. Evidence recorded before this field knows its source alone, and is judged by source_sha256.
     sources: dict[str, str] = {}
+    # The rules the evidence was recorded under (judge/rules.py:rules_of); None: recorded before they were kept.
+    rules: dict | None = None
 
     @field_validator("lesson", "gpu_name", "gpu_slug", "compute_capability", "driver_version", "cuda_version",
                      "nvcc_version", "arch", "coursectl_version", "sanitizer_version")

@@ -27,8 +27,8 @@ from ..transcript.claims import ClaimResult, evaluate_claim, evaluate_claims, re
 from .comparison import check_plausibility, compare_fields, spread_of_runs
 from ..errors import CoursectlError, EvidenceError, TranscriptError
 from ..files import relative
-from .evidence import (Evidence, describe_source_change, lesson_digest, list_gpus, load_build_evidence,
-                       load_evidence, source_changes, source_digests)
+from .evidence import (Evidence, list_gpus, load_build_evidence,
+                       load_evidence, source_digests)
 from ..manifest.model import Lesson, Manifest, SanitizerPass
 from ..process import CommandResult, tail_lines
 from ..cuda.resources import BuildEvidence, compare_resources
@@ -395,13 +395,6 @@ def judge_evidence(manifest: Manifest, lesson: Lesson, out: LessonResult) -> Non
             continue
         out.evidence = out.evidence or slug
         meta = item.evidence.meta
-        changes = source_changes(meta.sources, sources_now(manifest, lesson, out.builds, meta.sources))
-        if changes:
-            out.notes += [f"{slug}: {describe_source_change(*change)} ({meta.date}); re-record it on that GPU"
-                          for change in changes]
-        elif not meta.sources and meta.source_sha256 != lesson_digest(manifest.source_path(lesson)):
-            out.notes.append(f"{slug}: the source changed since this evidence was recorded "
-                             f"({meta.date}); re-record it on that GPU")
         claims, unreadable = claims_on_evidence(manifest, lesson, item, out.builds)
         if unreadable is not None and str(unreadable) not in out.reasons:
             out.reasons.append(str(unreadable))
@@ -448,9 +441,6 @@ def _judge_recorded_passes(manifest: Manifest, lesson: Lesson, evidence: Evidenc
             out.notes.append(f"{slug}: no recorded {tool} report; record on a GPU to add one")
             continue
         outcome, _ = judged
-        if tool in evidence.meta.stale_passes:
-            out.notes.append(f"{slug}: the recorded {tool} report is stale: the build changed after it was "
-                             f"recorded; record on that GPU with its sanitizer passes to refresh it")
         out.reasons += [f"{slug}: recorded {p}" for p in outcome.problems]
         out.sanitizers.append(outcome)
 

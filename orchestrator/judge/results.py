@@ -35,6 +35,8 @@ class Status(str, Enum):
     NO_EVIDENCE = "NO_EVIDENCE"
     SKIPPED = "SKIPPED"
     FLAKY = "FLAKY"
+    STALE = "STALE"              # the evidence no longer describes the course: source, flags or rules changed
+    INCOMPLETE = "INCOMPLETE"    # a declared sanitizer pass neither ran nor had a recorded report re-judged
 
     @property
     def is_failure(self) -> bool:
@@ -140,6 +142,7 @@ class LessonResult(BaseModel):
     status: Status = Status.PASS
     reasons: list[str] = []          # why it failed, or why it was stopped (UNSUPPORTED, SKIPPED)
     unverified: str | None = None    # NO_EVIDENCE: what was not checked, and the command that fixes it
+    stale: list[str] = []            # STALE: what changed since the evidence, each with the command that fixes it
     notes: list[str] = []            # predictions that did not hold, and other remarks
     gpu: str | None = None
     arch: str | None = None
@@ -204,7 +207,11 @@ def status_of(result: LessonResult, *, compared: bool = True) -> Status:
     pass that timed out (TIMEOUT too: its reason names the pass); then any
     reason fails the lesson; then, where the workflow compares with evidence,
     a lesson without evidence for its GPU (offline: for any GPU) has none;
-    a lesson that would pass after attempts that crashed or timed out
+    evidence that no longer describes the course (a source, the flags or
+    the rules it was recorded under changed: `stale`) is STALE; a declared
+    sanitizer pass that neither ran nor was re-judged from its recorded
+    report (`not_run`, --no-sanitize included) leaves it INCOMPLETE; a
+    lesson that would pass after attempts that crashed or timed out
     (--retries) is FLAKY.
     """
     run = result.run
@@ -218,6 +225,10 @@ def status_of(result: LessonResult, *, compared: bool = True) -> Status:
         return Status.FAIL
     if compared and (result.evidence is None or (result.gpu is not None and result.evidence != result.gpu)):
         return Status.NO_EVIDENCE
+    if result.stale:
+        return Status.STALE
+    if any(p.not_run for p in result.sanitizers):
+        return Status.INCOMPLETE
     return Status.FLAKY if result.retried else Status.PASS
 
 
@@ -237,7 +248,10 @@ def why(result: LessonResult) -> str:
         return ""
     if result.status is Status.FLAKY:
         return f"passed on retry {len(result.retried)}, after {'; '.join(result.retried)}".splitlines()[0]
-    text = result.reasons[0] if result.reasons else (result.unverified or "")
+    if result.status is Status.INCOMPLETE:
+        missing = [f"{p.tool}: {p.not_run}" for p in result.sanitizers if p.not_run]
+        return f"declared sanitizer pass not run: {'; '.join(missing)}".splitlines()[0]
+    text = result.reasons[0] if result.reasons else (result.unverified or (result.stale[0] if result.stale else ""))
     return text.splitlines()[0] if text else ""
 
 
@@ -257,14 +271,15 @@ def stopped(lesson: str, status: Status, reason: str, gpu: str | None = None,
 
 
 TALLY_WORDS = (
-    (Status.PASS, "passed"), (Status.FLAKY, "flaky"), (Status.NO_EVIDENCE, "without evidence"), (Status.UNSUPPORTED, "unsupported"),
+    (Status.PASS, "passed"), (Status.FLAKY, "flaky"), (Status.STALE, "stale"), (Status.INCOMPLETE, "incomplete"),
+    (Status.NO_EVIDENCE, "without evidence"), (Status.UNSUPPORTED, "unsupported"),
     (Status.SKIPPED, "skipped"),
 )
 
 
 def is_unverified(status: Status) -> bool:
     """Neither a pass nor a failure: what --strict turns into failures."""
-    return status in (Status.NO_EVIDENCE, Status.UNSUPPORTED, Status.SKIPPED)
+    return status in (Status.NO_EVIDENCE, Status.UNSUPPORTED, Status.SKIPPED, Status.STALE, Status.INCOMPLETE)
 
 
 @dataclass(frozen=True)

@@ -157,6 +157,9 @@ class Lesson(Strict):
     prose: Path | None = Field(default=None, json_schema_extra={"minLength": 1})
     page: PageSpec | None = None   # where its page is written, and what it shows: Key figures and charts
     source_header: bool = True     # false: render never writes its Build/Run/Verified lines into the source
+    # Rules that check less than when the evidence was recorded, each with why (judge/rules.py names them:
+    # `field kernels.ms`, `gate nothing-failed`, `pass racecheck`): a note instead of STALE.
+    weakened: dict[str, str] = {}
     # Claims of defaults.claims this lesson does not make; read when the manifest loads.
     skip_claims: list[str] = Field(default=[], exclude=True)
 

@@ -21,6 +21,7 @@ from ..cuda.toolchain import Toolchain
 from ..errors import CoursectlError, EvidenceError, TranscriptError
 from ..judge.drift import describe_drift
 from ..judge.evidence import recover_evidence
+from ..judge.freshness import judge_currency
 from ..judge.judging import compare_build_evidence, judge_evidence, judge_run, judge_runs, judge_source
 from ..judge.results import RETRIED, Emit, Event, LessonResult, Options, quiet, status_of
 from ..manifest.model import Lesson, Manifest
@@ -113,12 +114,20 @@ def describe_the_drift(turn: Turn, result: LessonResult) -> LessonResult:
     return result
 
 
+def check_the_rules(turn: Turn, result: LessonResult) -> LessonResult:
+    """This GPU's evidence: its meta.json against the transcript, and rules that check less than it was
+    recorded under (freshness.judge_currency); a changed source was built and judged as it is today."""
+    judge_currency(turn.manifest, turn.lesson, result, offline=False)
+    return result
+
+
 def store_the_evidence(turn: Turn, result: LessonResult) -> LessonResult:
     """The evidence written, if every gate held (Turn.store)."""
     return turn.store(result)
 
 
-VERIFY = (run_program, judge_the_runs, compare_the_build_evidence, run_the_sanitizers, describe_the_drift)
+VERIFY = (run_program, judge_the_runs, compare_the_build_evidence, run_the_sanitizers, describe_the_drift,
+          check_the_rules)
 RECORD = (run_program, judge_the_runs_alone, run_the_sanitizers, describe_the_drift, store_the_evidence)
 SANITIZE = (run_the_sanitizers,)
 RUN = (run_program, judge_the_first_run)
@@ -150,6 +159,12 @@ def judge_the_evidence(turn: OfflineTurn, result: LessonResult) -> LessonResult:
     return result
 
 
+def check_the_evidence_is_current(turn: OfflineTurn, result: LessonResult) -> LessonResult:
+    """Evidence whose sources, flags or rules changed since it was recorded: STALE (freshness.judge_currency)."""
+    judge_currency(turn.manifest, turn.lesson, result, offline=True)
+    return result
+
+
 def compare_each_build_evidence(turn: OfflineTurn, result: LessonResult) -> LessonResult:
     """ptxas' report of each architecture's build against its build evidence."""
     for build in result.builds:
@@ -157,7 +172,8 @@ def compare_each_build_evidence(turn: OfflineTurn, result: LessonResult) -> Less
     return result
 
 
-VERIFY_OFFLINE = (judge_the_source, check_the_source_header, judge_the_evidence, compare_each_build_evidence)
+VERIFY_OFFLINE = (judge_the_source, check_the_source_header, judge_the_evidence, check_the_evidence_is_current,
+                  compare_each_build_evidence)
 
 
 # -- the workflows -------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from ..judge.evidence import (EvidenceMeta, build_evidence_path, evidence_dir, l
 from ..judge.judging import build_evidence_of, compare_with_previous, describe_environment, judge_sanitizer_run, sources_now
 from ..manifest.model import Lesson, Manifest, SanitizerPass
 from ..process import CommandResult, Runner
+from ..judge.rules import rules_of
 from ..judge.results import Emit, Event, LessonResult, Options, PassResult, RunEnvironment, status_of
 from ..cuda.sanitizer import sanitizer_command
 from ..manifest.passes import Tool
@@ -209,7 +210,8 @@ class Turn:
             max_sm_clock_mhz=gpu.max_sm_clock_mhz, environment=result.environment.model_dump(exclude_none=True),
             repeat={"runs": result.runs, "spread": result.spread} if result.runs > 1 else {},
             sources={name: digest for name, digest in sources_now(manifest, lesson, [self.build]).items()
-                     if digest is not None})
+                     if digest is not None},
+            rules=rules_of(manifest, lesson))
         files, meta.stale_passes = self._kept_reports(result, self.files)
         archs = manifest.architectures   # builds finish in any order; say them in the manifest's
         built = sorted((build_evidence_of(manifest, lesson, build, toolchain.nvcc_version)
