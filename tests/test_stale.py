@@ -202,3 +202,19 @@ def test_a_transcript_of_another_gpu_is_refused(course, fake_gpu, prebuilt):
     result, _ = offline()
     assert result.exit_code == 1
     assert "the transcript names GPU 'Tesla T4', but meta.json gpu_slug is nvidia-h200" in result.stdout
+
+
+# -- 4. table keys ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("old, new, row", [
+    ("    64  reverseTileRacy           98307", "    65  reverseTileRacy            5000", "blocks[65/reverseTileRacy]"),
+    ("   256  reverseTileRacy ", "   256  reverseTileRenamed", "blocks[256/reverseTileRenamed]"),
+])
+def test_table_keys_are_compared_exactly_whatever_the_columns_rules(course, fake_gpu, prebuilt, old, new, row):
+    made = recorded(course, DAY14)
+    transcript = made.transcript(DAY14)
+    text = transcript.read_text()
+    assert text.count(old) == 1
+    transcript.write_text(text.replace(old, new))
+    result = coursectl("verify", "--all", "-q")
+    assert (result.exit_code, statuses(result.stdout)) == (1, {DAY14: "FAIL"}), result.stdout
+    assert f"  {row} [row key]: new: evidence None, now '{row}'" in lines(result.stdout)

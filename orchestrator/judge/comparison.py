@@ -144,7 +144,37 @@ def compare_fields(new: list[Flat], old: list[Flat], *, same_gpu: bool, ambiguou
             continue
         results.append(FieldResult(path=path, rule=describe_rule(field.spec), old=field.value,
                                    status=FieldStatus.missing))
-    return results
+    return results + _row_keys(new, old, results, same_gpu=same_gpu)
+
+
+ROW_KEY = "row key"   # the rule of a table row's (or a section's) key: compared exactly, whatever its columns' rules
+
+
+def _rows(flats: list[Flat], *, same_gpu: bool) -> dict[str, int | None]:
+    """Each table row and section block of a side (`blocks[65/reverseTileRacy]`), by path, with its first line.
+
+    Across GPUs only those with an exact field: a row of device-dependent fields may differ between GPUs."""
+    rows: dict[str, int | None] = {}
+    for flat in flats:
+        if not same_gpu and flat.spec.compare is not Compare.exact:
+            continue
+        for end in (i for i, c in enumerate(flat.path) if c == "]" and flat.path[i + 1:i + 2] == "."):
+            rows.setdefault(flat.path[:end + 1], flat.line)
+    return rows
+
+
+def _row_keys(new: list[Flat], old: list[Flat], results: list[FieldResult], *, same_gpu: bool) -> list[FieldResult]:
+    """A row (its key columns, or its label) in one side only is missing or new, even when every one of its
+    other fields is volatile or device-dependent; a row whose fields already failed so is not named twice."""
+    failed = {r.path for r in results if r.status.is_failure}
+    before, after = _rows(old, same_gpu=same_gpu), _rows(new, same_gpu=same_gpu)
+
+    def named(row: str) -> bool:
+        return any(path.startswith(row + ".") for path in failed)
+    out = [FieldResult(path=row, rule=ROW_KEY, new=row, status=FieldStatus.new, line=line)
+           for row, line in after.items() if row not in before and not named(row)]
+    return out + [FieldResult(path=row, rule=ROW_KEY, old=row, status=FieldStatus.missing)
+                  for row in before if row not in after and not named(row)]
 
 
 def check_plausibility(fields: list, peak_gbps: float | None, peak_gflops: float | None) -> list[str]:
