@@ -218,3 +218,18 @@ def test_table_keys_are_compared_exactly_whatever_the_columns_rules(course, fake
     result = coursectl("verify", "--all", "-q")
     assert (result.exit_code, statuses(result.stdout)) == (1, {DAY14: "FAIL"}), result.stdout
     assert f"  {row} [row key]: new: evidence None, now '{row}'" in lines(result.stdout)
+
+
+# -- 7. the selection --------------------------------------------------------------------------------------
+def test_the_tally_and_the_json_report_say_what_the_selection_left_out(course, fake_gpu, prebuilt, tmp_path):
+    course(["day13-shared-memory", DAY14, DAY16], architectures=["sm_90"])
+    assert coursectl("record", "--all", "-q").exit_code == 0
+    report = tmp_path / "report.json"
+    result = coursectl(*OFFLINE, "-k", "day1", "--shard", "1/2", "--json", report)
+    selection = json.loads(report.read_text())["selection"]
+    assert (selection["ids"], selection["keyword"], selection["shard"]) == ([], "day1", "1/2")
+    assert len(selection["lessons"]) + selection["deselected"] == 3 and selection["deselected"] >= 1
+    assert lines(result.stdout)[-1].endswith(f"; {selection['deselected']} deselected by -k 'day1' and --shard 1/2")
+    every = coursectl(*OFFLINE, "--json", report)
+    assert "deselected" not in lines(every.stdout)[-1]
+    assert json.loads(report.read_text())["selection"]["deselected"] == 0

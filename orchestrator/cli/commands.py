@@ -240,7 +240,8 @@ def check_report_paths(manifest: Manifest, paths: dict, *, stdout: str = "") -> 
 @contextlib.contextmanager
 def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, *, quiet: bool, verbosity: int,
               offline: bool = False, shard: Optional[str] = None, strict: bool = False,
-              drift_path: Optional[Path] = None, last_report: Optional[Path] = None, emptied: str = ""):
+              drift_path: Optional[Path] = None, last_report: Optional[Path] = None, emptied: str = "",
+              selection=None):
     """Run a workflow inside; then print its results and write its reports, also when it was interrupted.
 
     Exits 1 if any lesson failed (with strict: or was not verified); 5 when
@@ -273,14 +274,15 @@ def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, *, quie
                 display.print_details(common.console, results, verbosity)
             display.print_summary(common.console, results, title)
             tally = display.print_tally(common.console, results, time.monotonic() - started,
-                                        run_verdict(results, strict=strict))
+                                        run_verdict(results, strict=strict), display.deselected(selection))
             stopped.close()   # workflow commands again, for coursectl's own annotations
             annotations.publish(manifest, results, title, tally, print_line)
             if drift_path:
                 # deferred: 4 ms (judge/drift.py; 1 from .pyc) kept off --help; the pipeline has loaded it by now
                 from ..judge.drift import write_drift_report
                 write_drift_report(drift_path, title, results, tc)
-            report = make_report(title, results, tc, manifest, offline=offline, shard=shard, strict=strict)
+            report = make_report(title, results, tc, manifest, offline=offline, shard=shard, strict=strict,
+                                 selection=selection)
             write_reports(report, json_path, junit_path, raise_on_failure=False)
             # After the reports asked for (a full disk is said once, for those); an interrupted run leaves the
             # cache as it was, and --last-failed the last run that ended.
@@ -379,7 +381,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
         workflow = verify_workflow
     with _reported(title, manifest, tc, json_path, junit_path, quiet=quiet, verbosity=verbose, offline=offline,
                    shard=shard, strict=strict, drift_path=drift_path, last_report=cache_root(manifest) / LAST_REPORT,
-                   emptied=emptied) as outcome:
+                   emptied=emptied, selection=display.selection_of(manifest, lesson_ids, keyword, shard, lessons)) as outcome:
         with display.Progress(common.console, [l.id for l in lessons], quiet=quiet, stages=verbose >= 1) as progress:
             outcome.results = workflow(manifest, lessons, tc, options, progress) if lessons else []
 

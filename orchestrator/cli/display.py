@@ -224,9 +224,31 @@ def print_summary(console: Console, results: list[LessonResult], title: str) -> 
             console.print(Text(f"{r.lesson}: note: {note}", style="yellow"), highlight=False, soft_wrap=True)
 
 
-def print_tally(console: Console, results: list[LessonResult], seconds: float, verdict: Verdict) -> str:
-    """The tally, and why --strict failed the run when it did; red whenever the run failed (exit 1)."""
+def selection_of(manifest, lesson_ids: list[str] | None, keyword: str | None, shard: str | None, lessons: list):
+    """What the JSON report and the tally say of the selection: the ids, -k, --shard, and how many were left out."""
+    from .report import Selection   # deferred, as make_report is: 5 ms of imports --help never needs
+
+    return Selection(ids=list(lesson_ids or []), keyword=keyword, shard=shard, lessons=[l.id for l in lessons],
+                     deselected=len(manifest.lessons) - len(lessons))
+
+
+def deselected(selection) -> str:
+    """`2 deselected by -k 'day1'`, `1 deselected by --shard 1/2`; empty when the run took every lesson."""
+    if selection is None or not selection.deselected:
+        return ""
+    by = [f"-k {selection.keyword!r}"] if selection.keyword else []
+    by += [f"--shard {selection.shard}"] if selection.shard else []
+    by += ["the ids given"] if selection.ids and not by else []
+    return f"{selection.deselected} deselected" + (f" by {' and '.join(by)}" if by else "")
+
+
+def print_tally(console: Console, results: list[LessonResult], seconds: float, verdict: Verdict,
+                deselected: str = "") -> str:
+    """The tally, the lessons the selection left out (`2 deselected by -k 'day1'`), and why --strict failed the
+    run when it did; red whenever the run failed (exit 1)."""
     line = tally(results, seconds)
+    if deselected and results:   # none selected: the line below says so
+        line += f"; {deselected}"
     if not results:
         line += "; no lesson was selected, nothing was verified"
     if verdict.reasons:

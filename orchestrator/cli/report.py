@@ -48,6 +48,16 @@ def _shard(value: str) -> str:
 Shard = Annotated[str, AfterValidator(_shard), Field(json_schema_extra={"pattern": f"^{_SHARD}$"})]
 
 
+class Selection(BaseModel):
+    """Which lessons the run took, of how many: the ids given, -k, --shard, and the lessons left out."""
+
+    ids: list[str] = []                  # the ids given on the command line (none: --all or -k)
+    keyword: str | None = None           # -k
+    shard: Shard | None = None           # --shard K/N
+    lessons: list[str] = []              # the lessons selected, in order
+    deselected: int = 0                  # lessons of the manifest left out by the selection
+
+
 class VerifyReport(BaseModel):
     """What one `coursectl verify` (or record, sanitize, report merge) did, for CI.
 
@@ -69,6 +79,7 @@ class VerifyReport(BaseModel):
     shards: list[Shard] = []             # a merged report: the shards it holds
     partial: bool = False                # merged with --allow-partial while shards were missing
     toolchain: Toolchain | None = None
+    selection: Selection | None = None   # verify: which lessons it took, of how many
     results: list[LessonResult]
 
     def verdict(self) -> Verdict:
@@ -101,11 +112,12 @@ def manifest_digest(manifest: Manifest) -> str:
 
 
 def make_report(command: str, results: list[LessonResult], toolchain: Toolchain | None, manifest: Manifest,
-                *, offline: bool = False, shard: str | None = None, strict: bool = False) -> VerifyReport:
+                *, offline: bool = False, shard: str | None = None, strict: bool = False,
+                selection: Selection | None = None) -> VerifyReport:
     paths = _Portable(manifest.root, cache_root(manifest))
     return VerifyReport(command=command, date=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
                         offline=offline, strict=strict, manifest_sha256=manifest_digest(manifest), shard=shard,
-                        shards=[shard] if shard else [], toolchain=paths.toolchain(toolchain),
+                        shards=[shard] if shard else [], toolchain=paths.toolchain(toolchain), selection=selection,
                         results=[_kept(paths.result(r)) for r in results])
 
 
