@@ -233,3 +233,23 @@ def test_the_tally_and_the_json_report_say_what_the_selection_left_out(course, f
     every = coursectl(*OFFLINE, "--json", report)
     assert "deselected" not in lines(every.stdout)[-1]
     assert json.loads(report.read_text())["selection"]["deselected"] == 0
+
+
+# -- 10. report merge re-derives each status --------------------------------------------------------------
+def test_merge_refuses_a_report_whose_status_does_not_follow_from_its_contents(course, fake_gpu, prebuilt, tmp_path):
+    made = recorded(course)
+    transcript = made.transcript(DAY16)
+    transcript.write_text(transcript.read_text().replace("all 3 cases match", "all 2 cases match"))
+    first, second = tmp_path / "1.json", tmp_path / "2.json"
+    assert coursectl("verify", "--all", "-q", "--shard", "1/2", "--json", first).exit_code == 1
+    assert coursectl("verify", "--all", "-q", "--shard", "2/2", "--json", second).exit_code == 0
+    assert coursectl("report", "merge", first, second).exit_code == 1
+    report = json.loads(first.read_text())
+    [lesson] = report["results"]
+    assert lesson["status"] == "FAIL"
+    lesson.update(status="PASS", reasons=[])
+    first.write_text(json.dumps(report))
+    merged = coursectl("report", "merge", first, second)
+    assert merged.exit_code == 1
+    assert (f"report 1: lesson '{DAY16}' on {GPU_SLUG} says PASS, but what it holds says FAIL "
+            f"(gate 'every-case-matches' failed)") in merged.stderr + merged.stdout

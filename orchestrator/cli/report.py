@@ -20,7 +20,7 @@ from ..judge.evidence import first_error
 from ..files import parse_json, read_file, report_refusal, sha256_bytes, write_report
 from ..manifest.model import Manifest
 from ..process import escape_char
-from ..judge.results import LessonResult, Status, Verdict, run_verdict, why
+from ..judge.results import LessonResult, Status, Verdict, run_verdict, status_of, why
 from ..cuda.toolchain import Toolchain
 from ..manifest.yamlfile import MAX_BYTES
 
@@ -399,6 +399,30 @@ def check_report_paths(manifest: Manifest | None, paths: dict[str, Path | None],
         seen[key] = option
 
 
+def status_problem(result: LessonResult) -> str:
+    """Why a result's status does not follow from what it holds (results.status_of, and its failed gates, fields,
+    passes and run); empty when it does. A lesson stopped before it was judged (UNSUPPORTED, SKIPPED) holds no
+    run and nothing that failed; any failure may be of another kind (a crash of coursectl is a CRASH)."""
+    failed = [f"gate {c.id!r} failed" for c in result.claims if c.kind == "gate" and not c.held]
+    failed += [f"field {f.path} is {f.status.value}" for f in result.fields if f.status.is_failure]
+    failed += [f"{p.tool}: {p.problems[0]}".splitlines()[0] for p in result.sanitizers if p.problems]
+    if result.run is not None and (result.run.exit_status or result.run.signal or result.run.timed_out):
+        failed.append("its run did not exit 0")
+    derived = status_of(result, compared=not result.recorded)
+    if failed and not derived.is_failure:
+        derived = Status.FAIL
+    claimed = result.status
+    if claimed in (Status.UNSUPPORTED, Status.SKIPPED):
+        ok = not failed and result.run is None
+    elif claimed.is_failure:
+        ok = derived.is_failure
+    else:
+        ok = claimed is derived
+    if ok:
+        return ""
+    return f"what it holds says {derived.value}" + (f" ({failed[0]})" if failed else "")
+
+
 def merge_reports(reports: list[VerifyReport], *, allow_partial: bool = False, strict: bool = False) -> VerifyReport:
     """Shards' reports into one: every shard 1..N of one run, from one manifest; each lesson once per GPU.
 
@@ -427,6 +451,10 @@ def merge_reports(reports: list[VerifyReport], *, allow_partial: bool = False, s
                 raise ReportError(f"lesson {result.lesson!r} on {result.gpu or 'no GPU'} appears in "
                                  f"reports {seen[key] + 1} and {index + 1}")
             seen[key] = index
+            problem = status_problem(result)
+            if problem:
+                raise ReportError(f"report {index + 1}: lesson {result.lesson!r} on {result.gpu or 'no GPU'} says "
+                                  f"{result.status.value}, but {problem}; merge the reports as verify wrote them")
             results.append(result)
     return VerifyReport(command="report merge", date=max((r.date for r in reports), default=""),
                         offline=all(r.offline for r in reports), strict=strict,
