@@ -253,3 +253,27 @@ def test_merge_refuses_a_report_whose_status_does_not_follow_from_its_contents(c
     assert merged.exit_code == 1
     assert (f"report 1: lesson '{DAY16}' on {GPU_SLUG} says PASS, but what it holds says FAIL "
             f"(gate 'every-case-matches' failed)") in merged.stderr + merged.stdout
+
+
+# -- 9. compare's exit status ------------------------------------------------------------------------------
+def _copy_as(made, slug: str, old: str = "", new: str = "") -> None:
+    import shutil
+    target = made.root / "evidence" / DAY16 / slug
+    shutil.copytree(made.evidence(DAY16), target)
+    text = (target / "transcript.txt").read_text()
+    assert not old or text.count(old) == 1
+    text = text.replace(old, new) if old else text
+    (target / "transcript.txt").write_text(text)
+    meta = json.loads((target / "meta.json").read_text())
+    meta.update(gpu_slug=slug, gpu_name=slug, transcript_sha256=hashlib.sha256(text.encode()).hexdigest())
+    (target / "meta.json").write_text(json.dumps(meta))
+
+
+def test_compare_exits_1_when_a_field_moved_beyond_its_rule(course, fake_gpu, prebuilt):
+    made = recorded(course)
+    _copy_as(made, "same-gpu")
+    assert coursectl("compare", GPU_SLUG, "same-gpu").exit_code == 0
+    _copy_as(made, "other-gpu", "tile 16 x 16", "tile 32 x 16")
+    moved = coursectl("compare", GPU_SLUG, "other-gpu")
+    assert moved.exit_code == 1
+    assert lines(moved.stdout)[-1].startswith(f"1 field beyond its rule: {DAY16}: tile")

@@ -86,9 +86,12 @@ def compare(a: str = typer.Argument(..., metavar="A", help="One side: a GPU with
             report_path: Optional[Path] = typer.Option(None, "--report", metavar="FILE.md",
                                                        help="Also write the comparison as Markdown here."),
             manifest_path: Path = ManifestOpt) -> None:
-    """Set two GPUs' evidence, or two revisions of it, side by side: every field and its ratio."""
+    """Set two GPUs' evidence, or two revisions of it, side by side: every field and its ratio.
+
+    Exits 1 when a field moved beyond its rule (or is on one side only), 0 when every field is within it.
+    """
     # deferred: 7 ms of imports (workflows/compare.py, judge/drift.py; 2 from .pyc) that --help never needs
-    from ..workflows.compare import compare_evidence, resolve_sides, write_comparison
+    from ..workflows.compare import compare_evidence, moved_fields, resolve_sides, write_comparison
 
     manifest = load(manifest_path)
     # deferred: 5 ms of imports (cli/report.py; 2 from .pyc) that --help and doctor never need
@@ -100,6 +103,12 @@ def compare(a: str = typer.Argument(..., metavar="A", help="One side: a GPU with
     display.print_comparison(common.console, side_a, side_b, compared)
     if report_path:
         write_comparison(report_path, side_a, side_b, compared)
+    moved = moved_fields(compared)
+    if moved:
+        common.console.print(f"{plural(len(moved), 'field')} beyond {'its' if len(moved) == 1 else 'their'} rule: "
+                             f"{', '.join(moved[:8])}" + (f" and {len(moved) - 8} more" if len(moved) > 8 else ""),
+                             markup=False, highlight=False, soft_wrap=True)
+        raise RunFailed()
 
 
 @report_app.command("merge", cls=Command)
