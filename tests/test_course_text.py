@@ -100,7 +100,7 @@ def test_every_message_prints_whatever_columns_says(course_copy, tmp_path, colum
     assert "coursectl: error: " in result.stderr and "day99-nothing" in result.stderr
     result = coursectl("verify", "day14-syncthreads", "--offline", columns=columns)
     assert result.exit_code == 0
-    assert "day14-syncthreads" in result.stdout and "1 passed, 0 failed in" in result.stdout
+    assert "day14-syncthreads" in result.stdout and "0 passed, 1 re-judged, 0 failed in" in result.stdout
     assert snapshot(root) == before and outside(tmp_path, root) == around
 
 

@@ -160,14 +160,14 @@ def test_the_properties_name_the_gpu_and_every_tool_version():
     assert [(p.get("name"), p.get("value")) for p in suite.find("properties")] == [
         ("coursectl", __version__), ("command", "coursectl verify"), ("offline", "false"), ("shard", "1/2"),
         ("gpu.0", f"NVIDIA H200, compute capability 9.0, {GPU_UUID}"), ("driver", "580.159.04"),
-        ("cuda", "13.0"), ("nvcc", "13.0.88"), ("compute-sanitizer", "2025.3.1.0")]
+        ("cuda", "13.0"), ("nvcc", "13.0.88"), ("compute-sanitizer", "2025.3.1.0"), ("covered.pass", "not recorded")]
 
 
 def test_a_merged_report_without_a_toolchain_says_unknown():
     suite = valid(junit_xml(report_of(LessonResult(lesson="pass", status=Status.PASS), toolchain=None)))
     assert [(p.get("name"), p.get("value")) for p in suite.find("properties")][2:] == [
         ("offline", "false"), ("gpu", "unknown"), ("driver", "unknown"), ("cuda", "unknown"),
-        ("nvcc", "unknown"), ("compute-sanitizer", "unknown")]
+        ("nvcc", "unknown"), ("compute-sanitizer", "unknown"), ("covered.pass", "not recorded")]
 
 
 # -- offline ---------------------------------------------------------------------------------
@@ -201,7 +201,7 @@ def test_offline_recorded_passes_count_and_say_so():
     assert {c.get("classname") for c in suite.findall("testcase")} == {"coursectl.offline"}
     assert [(p.get("name"), p.get("value")) for p in suite.find("properties")][2:] == [
         ("offline", "true"), ("gpu", "none"), ("driver", "not found"), ("cuda", "not found"),
-        ("nvcc", "13.0.88"), ("compute-sanitizer", "not found")]
+        ("nvcc", "13.0.88"), ("compute-sanitizer", "not found"), ("covered.day14", "not recorded")]
 
 
 def test_a_pass_from_the_sanitizer_cache_says_so_and_takes_no_time():

@@ -277,3 +277,18 @@ def test_compare_exits_1_when_a_field_moved_beyond_its_rule(course, fake_gpu, pr
     moved = coursectl("compare", GPU_SLUG, "other-gpu")
     assert moved.exit_code == 1
     assert lines(moved.stdout)[-1].startswith(f"1 field beyond its rule: {DAY16}: tile")
+
+
+# -- 6. what a PASS covered --------------------------------------------------------------------------------
+def test_what_a_pass_covered_is_in_v_the_json_report_and_junit(course, fake_gpu, prebuilt, tmp_path):
+    recorded(course)
+    report, junit = tmp_path / "report.json", tmp_path / "report.xml"
+    gpu = coursectl("verify", "--all", "-v", "--json", report, "--junit", junit)
+    [line] = [line for line in lines(gpu.stdout) if line.startswith(f"{DAY16}: covered: ")]
+    assert line.startswith(f"{DAY16}: covered: ran; 3 gates held; fields compared: ") and "tolerance" in line
+    covered = json.loads(report.read_text())["results"][0]["covered"]
+    assert covered["ran"] and covered["gates_held"] == 3 and covered["fields_compared"]["exact"] > 0
+    assert f'name="covered.{DAY16}" value="ran; 3 gates held' in junit.read_text()
+    result = coursectl("verify", "--all", "--offline", "--arch", "sm_90", "-v")
+    assert f"{DAY16}: covered: re-judged, nothing ran; 3 gates held; fields compared: none" in result.stdout
+    assert lines(result.stdout)[-1].startswith("0 passed, 1 re-judged, 0 failed")

@@ -23,7 +23,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from ..judge.comparison import FieldResult, FieldStatus
-from ..judge.results import Event, LessonResult, Status, Verdict, is_unverified, shown, tally, why
+from ..judge.results import Event, LessonResult, Status, Verdict, covered_words, is_unverified, shown, tally, why
 from ..transcript.schema import LineItem, SectionItem, TableItem
 from ..words import format_value, plural
 from ..words import shown as shown_name
@@ -193,6 +193,9 @@ def print_details(console: Console, results: list[LessonResult], verbosity: int)
     for result in results:
         if verbosity >= 1 or result.status.is_failure:
             print_claims(console, result, failed_only=verbosity == 0)
+        if verbosity >= 1:
+            console.print(Text(f"{result.lesson}: covered: {covered_words(result.covered)}"), highlight=False,
+                          soft_wrap=True)
         print_provenance(console, result)
         print_fields(console, result, _shown_fields(result, verbosity))
 

@@ -20,7 +20,7 @@ from ..judge.evidence import first_error
 from ..files import parse_json, read_file, report_refusal, sha256_bytes, write_report
 from ..manifest.model import Manifest
 from ..process import escape_char
-from ..judge.results import LessonResult, Status, Verdict, run_verdict, status_of, why
+from ..judge.results import LessonResult, Status, Verdict, covered_words, run_verdict, status_of, why
 from ..cuda.toolchain import Toolchain
 from ..manifest.yamlfile import MAX_BYTES
 
@@ -232,6 +232,8 @@ def _junit_properties(report: VerifyReport) -> list[tuple[str, str]]:
               ("cuda", (tc and tc.cuda_version) or missing),
               ("nvcc", (tc and tc.nvcc_version) or missing),
               ("compute-sanitizer", (tc and tc.sanitizer_version) or missing)]
+    # What each PASS covered (judge/results.py:coverage): gates held, fields by rule, passes run or re-judged.
+    props += [(f"covered.{r.lesson}", covered_words(r.covered)) for r in report.results if r.status is Status.PASS]
     return props
 
 

@@ -165,6 +165,7 @@ class LessonResult(BaseModel):
     runs: int = 1
     seconds: float = 0.0
     retried: list[str] = []          # --retries: each attempt before the one judged, that crashed or timed out: why
+    covered: dict = {}               # what its verdict covered (coverage): gates held, fields by rule, passes
 
 
 class Options(BaseModel):
@@ -239,6 +240,7 @@ def settle(result: LessonResult, *, compared: bool = True) -> LessonResult:
     """Set a judged lesson's status (status_of) and return it: once a lesson, after its workflow's last stage."""
     result.status = status_of(result, compared=compared)
     result.unverified = _unverified(result) if result.status is Status.NO_EVIDENCE else None
+    result.covered = coverage(result)
     return result
 
 
@@ -325,17 +327,54 @@ def run_verdict(results: list[LessonResult], *, strict: bool, partial: str = "")
     return Verdict(failed=failed, strict=strict, unverified=unverified, flaky=flaky, run_reasons=tuple(run_reasons))
 
 
+def ran(result: LessonResult) -> bool:
+    """Whether a lesson's program or a sanitizer pass ran now: a PASS of verify --offline ran nothing, it
+    re-judged recorded evidence."""
+    return result.run is not None or any(p.command for p in result.sanitizers)
+
+
+def covered_words(covered: dict) -> str:
+    """`ran; 5 gates held; fields compared: 12 exact, 3 tolerance ±25%; passes run: memcheck; re-judged: racecheck`."""
+    if not covered:
+        return "not recorded"
+    fields = ", ".join(f"{n} {rule}" for rule, n in covered.get("fields_compared", {}).items()) or "none"
+    parts = ["ran" if covered.get("ran") else "re-judged, nothing ran", f"{covered.get('gates_held', 0)} gates held",
+             f"fields compared: {fields}"]
+    parts += [f"passes run: {', '.join(covered['passes_run'])}"] if covered.get("passes_run") else []
+    parts += [f"re-judged: {', '.join(covered['passes_rejudged'])}"] if covered.get("passes_rejudged") else []
+    return "; ".join(parts)
+
+
+def coverage(result: LessonResult) -> dict:
+    """What a result's verdict covered: the gates held, the fields compared by each rule, the passes run now and
+    those re-judged from a recorded report (or the cache); shown by `-v`, the JSON report and JUnit."""
+    fields: dict[str, int] = {}
+    for f in result.fields:
+        if f.status.value in ("same", "within"):
+            fields[f.rule] = fields.get(f.rule, 0) + 1
+    return {"ran": ran(result),
+            "gates_held": sum(c.kind == "gate" and c.held for c in result.claims),
+            "fields_compared": fields,
+            "passes_run": [p.tool for p in result.sanitizers if p.command and not p.cached and not p.not_run],
+            "passes_rejudged": [p.tool for p in result.sanitizers if (p.recorded or p.cached) and not p.not_run]}
+
+
 def tally(results: list[LessonResult], seconds: float) -> str:
     """`4 passed, 1 without evidence, 0 failed in 17.9 s`, in pytest's manner.
 
-    Passed and failed are always named; the rest only when there are some.
+    Passed and failed are always named; the rest only when there are some. A
+    PASS that ran nothing (verify --offline re-judged its evidence) is
+    counted as `re-judged`, not passed: `0 passed, 4 re-judged, 0 failed`.
     Failures say how they failed when any timed out or crashed.
     """
     parts = []
+    rejudged = sum(r.status is Status.PASS and not ran(r) for r in results)
     for status, words in TALLY_WORDS:
-        count = sum(r.status is status for r in results)
+        count = sum(r.status is status for r in results) - (rejudged if status is Status.PASS else 0)
         if count or status is Status.PASS:
             parts.append(f"{count} {words}")
+        if status is Status.PASS and rejudged:
+            parts.append(f"{rejudged} re-judged")
     failed = [r for r in results if r.status.is_failure]
     kinds = [f"{sum(r.status is s for r in failed)} {w}" for s, w in
              ((Status.TIMEOUT, "timed out"), (Status.CRASH, "crashed")) if any(r.status is s for r in failed)]
