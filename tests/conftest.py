@@ -584,7 +584,7 @@ def table(text: str, title: str) -> list[list[str]]:
     return rows
 
 
-TALLY = re.compile(r"^\d+ passed(, \d+ [a-z ]+)*, \d+ failed( \(.*\))? in \d+\.\d s(; .*)?$")
+TALLY = re.compile(r"^\d+ passed(, \d+ [a-z -]+)*, \d+ failed( \(.*\))? in \d+\.\d s(; .*)?$")
 
 
 def after(text: str, title: str) -> list[str]:

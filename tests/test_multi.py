@@ -175,13 +175,14 @@ def test_verify_offline_names_the_header_that_changed_since_the_evidence(multi_c
     edit_check(multi_course)
     result = coursectl("verify", "--offline", "--all", "-q")
     assert result.exit_code == 0
-    assert statuses(result.stdout, "verify --offline") == {"day01-saxpy": "PASS", "day02-sum": "PASS"}
-    # Each note names its own evidence's date: the two records may fall in different seconds.
+    assert statuses(result.stdout, "verify --offline") == {"day01-saxpy": "STALE", "day02-sum": "STALE"}
+    assert coursectl("verify", "--offline", "--all", "-q", "--strict").exit_code == 1
+    # Each line names its own evidence's date: the two records may fall in different seconds.
     dates = {lesson: json.loads((multi_course.evidence(lesson) / "meta.json").read_text())["date"]
              for lesson in ("day01-saxpy", "day02-sum")}
     assert after(result.stdout, "verify --offline") == [
-        f"{lesson}: note: nvidia-h200: {CHECK} changed since the evidence ({date}); re-record it on that GPU"
-        for lesson, date in dates.items()]
+        f"{lesson}: stale: nvidia-h200: {CHECK} changed since the evidence ({date}); not judged offline: run "
+        f"`coursectl record {lesson}` on a GPU" for lesson, date in dates.items()]
 
 
 @pytest.mark.slow
@@ -201,8 +202,8 @@ def test_evidence_recorded_before_per_file_digests_is_judged_by_its_source_alone
     result = coursectl("verify", "--offline", "--all", "-q")
     date = json.loads((multi_course.evidence("day02-sum") / "meta.json").read_text())["date"]
     assert after(result.stdout, "verify --offline") == [
-        f"day02-sum: note: nvidia-h200: the source changed since this evidence was recorded ({date}); "
-        "re-record it on that GPU"]
+        f"day02-sum: stale: nvidia-h200: the source changed since the evidence ({date}); not judged offline: run "
+        "`coursectl record day02-sum` on a GPU"]
 
 
 # -- a program the course takes as it is ------------------------------------------------------------
