@@ -292,3 +292,14 @@ def test_what_a_pass_covered_is_in_v_the_json_report_and_junit(course, fake_gpu,
     result = coursectl("verify", "--all", "--offline", "--arch", "sm_90", "-v")
     assert f"{DAY16}: covered: re-judged, nothing ran; 3 gates held; fields compared: none" in result.stdout
     assert lines(result.stdout)[-1].startswith("0 passed, 1 re-judged, 0 failed")
+
+
+def test_the_drift_report_names_a_weakened_rule_before_and_after(course, fake_gpu, prebuilt, tmp_path):
+    made = recorded(course)
+    edit_manifest(made, _wider)
+    drift = tmp_path / "drift.md"
+    result = coursectl("verify", "--all", "--strict", "-q", "--report", drift)
+    assert result.exit_code == 1
+    text = drift.read_text()
+    assert "No field moved; nothing changed underneath" not in text
+    assert "field cases.ms checks less than when the evidence was recorded" in text and '"rel": 10.0' in text

@@ -226,7 +226,8 @@ def moved_fields(result: LessonResult) -> list[FieldResult]:
 
 
 def has_drift(result: LessonResult) -> bool:
-    return bool(result.provenance or moved_fields(result) or result.claim_changes or result.finding_changes)
+    return bool(result.provenance or moved_fields(result) or result.claim_changes or result.finding_changes
+                or result.stale)
 
 
 def markdown_table(header: list[str], rows: list[list[str]], align: list[str] | None = None,
@@ -326,6 +327,9 @@ def drift_report(command: str, results: list[LessonResult], toolchain: Toolchain
                 [[c.tool, c.change, code(c.kernel) if c.kernel else "-", md(c.kind), md(c.at), str(c.reports),
                   *([md(c.text) if c.at == "-" else ""] if says else [])] for c in r.finding_changes],
                 ["---", "---", "---", "---", "---", "---:", *(["---"] if says else [])], "more findings")
+        if r.stale:
+            lines += ["", "What no longer matches the evidence (a rule that checks less, before -> after):", ""]
+            lines += [f"- {md(change)}" for change in r.stale]
         if r.reasons:
             lines += ["", f"<details><summary>Why it is {md(r.status.value)}</summary>", "",
                       fence("\n".join(r.reasons), "text"), "", "</details>"]
