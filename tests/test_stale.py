@@ -52,9 +52,12 @@ def test_a_source_edited_after_record_is_stale_offline_and_fails_strict(course, 
     assert any(line.startswith(f"{DAY16}: stale: {GPU_SLUG}: standins/replay.cpp changed since the evidence")
                and line.endswith(f"run `coursectl record {DAY16}` on a GPU") for line in lines(result.stdout))
     assert lines(result.stdout)[-1].startswith("0 passed, 1 stale, 0 failed")
-    strict, _ = offline("--strict")
+    junit = made.root.parent / "stale.xml"
+    strict, _ = offline("--strict", "--junit", junit)
     assert strict.exit_code == 1
     assert "1 not verified, counted as failed" in lines(strict.stdout)[-1]
+    assert '<failure type="STALE" message="--strict: not verified, counted as failed: nvidia-h200: ' \
+           'standins/replay.cpp changed since the evidence' in junit.read_text()
 
 
 def test_on_a_gpu_a_changed_source_is_built_run_and_judged(course, fake_gpu, prebuilt):

@@ -125,9 +125,9 @@ def workflow_commands(manifest: Manifest, results: list[LessonResult]) -> list[s
         if result.status is Status.NO_EVIDENCE:
             out.append(command("warning", result.unverified or "no evidence", manifest_file,
                                manifest.line_of("lessons", index, "id"), f"{result.lesson}: no evidence"))
-        if result.status is Status.FLAKY:
+        if result.status in (Status.FLAKY, Status.STALE, Status.INCOMPLETE):
             out.append(command("warning", why(result), manifest_file, manifest.line_of("lessons", index, "id"),
-                               f"{result.lesson}: FLAKY"))
+                               f"{result.lesson}: {result.status.value}"))
         if result.status.is_failure and not any(line.startswith("::error") for line in out[start:]):
             # A failure with no line of its own (a build, a crash, evidence that cannot be trusted): its
             # reason, at the lesson's entry.
