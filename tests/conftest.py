@@ -317,8 +317,8 @@ def fake_sanitizer(monkeypatch, fake_gpu, sanitizer_bin) -> Path:
     return sanitizer_bin
 
 
-# The course's first lessons. Tests that pin what the course says pin these, so that a lesson an
-# author adds leaves every test as it was.
+# The lessons of the fixture course, COURSE, in its order. first_lessons_only keeps a manifest's text to
+# these, for the tests of a text with lessons added after them.
 FIRST_LESSONS = ["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul", "day71-matmul-fp16"]
 
 
