@@ -50,6 +50,10 @@ FAKES = DATA / "fakes"
 SEEDS = DATA / "seeds"
 SANITIZER_DATA = DATA / "sanitizer"
 MULTI = DATA / "multi"
+# The course the tool's tests stand on: a copy of this repository's course as it was (lessons.yaml,
+# lessons/, templates/, evidence/, README.md), so that a lesson added, removed, reordered or renamed
+# in lessons.yaml, or a default changed, fails no test but those that check the course itself.
+COURSE = DATA / "course"
 
 # How long a test watches for something that must not happen (a pass starting beside a timed run, a
 # holder let in beside another): a thread let through wrongly is through within milliseconds.
@@ -313,8 +317,8 @@ def fake_sanitizer(monkeypatch, fake_gpu, sanitizer_bin) -> Path:
     return sanitizer_bin
 
 
-# The course's first lessons. Tests that pin what the course says pin these, so that a lesson an
-# author adds leaves every test as it was.
+# The lessons of the fixture course, COURSE, in its order. first_lessons_only keeps a manifest's text to
+# these, for the tests of a text with lessons added after them.
 FIRST_LESSONS = ["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul", "day71-matmul-fp16"]
 
 
@@ -342,14 +346,14 @@ def real_lessons() -> dict[str, dict]:
 
     Each call gets a copy of its own; the file is parsed once for each text it has had.
     """
-    return copy.deepcopy(_written_out_lessons((ROOT / "lessons.yaml").read_text(encoding="utf-8")))
+    return copy.deepcopy(_written_out_lessons((COURSE / "lessons.yaml").read_text(encoding="utf-8")))
 
 
 @functools.lru_cache(maxsize=4)
 def _written_out_lessons(text: str) -> dict[str, dict]:
     from orchestrator.manifest.shorthand import written_out
 
-    data = written_out(yaml.safe_load(text), ROOT)
+    data = written_out(yaml.safe_load(text), COURSE)
     return {lesson["id"]: lesson for lesson in data["lessons"]}
 
 
@@ -431,7 +435,7 @@ def write_course(root: Path, lesson_ids: list[str], architectures: list[str] = (
 def copy_multi_course(root: Path) -> Course:
     """tests/data/multi, a course of two programs sharing a folder and a header, with the repository's templates."""
     shutil.copytree(MULTI, root)
-    shutil.copytree(ROOT / "templates", root / "templates")
+    shutil.copytree(COURSE / "templates", root / "templates")
     return Course(root)
 
 
@@ -461,12 +465,12 @@ def course(make_course, monkeypatch):
 
 @pytest.fixture
 def course_copy(tmp_path, monkeypatch) -> Path:
-    """This repository's course (manifest, lessons, templates, evidence, README) in a folder of its own."""
+    """The fixture course, COURSE (manifest, lessons, templates, evidence, README), in a folder of its own."""
     copy = tmp_path / "course"
     for name in ("lessons", "templates", "evidence"):
-        shutil.copytree(ROOT / name, copy / name)
+        shutil.copytree(COURSE / name, copy / name)
     for name in ("lessons.yaml", "README.md"):
-        shutil.copyfile(ROOT / name, copy / name)
+        shutil.copyfile(COURSE / name, copy / name)
     monkeypatch.chdir(copy)
     return copy
 

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from conftest import COURSE
 from conftest import GPU_SLUG, ROOT, coursectl, edit, lines, unverified
 from orchestrator.cli.annotations import SUMMARY_LIMIT, command, commands_stopped, step_summary, workflow_commands
 from orchestrator.transcript.claims import ClaimResult
@@ -24,12 +25,12 @@ def test_values_are_escaped_as_workflow_commands_require():
 
 @pytest.fixture(scope="module")
 def manifest():
-    return load_manifest(ROOT / "lessons.yaml")
+    return load_manifest(COURSE / "lessons.yaml")
 
 
 def line_of(text: str, needle: str, after: int = 0) -> int:
     """The 1-based number of the first line of lessons.yaml holding `needle`, after line `after`."""
-    rows = (ROOT / "lessons.yaml").read_text().splitlines()
+    rows = (COURSE / "lessons.yaml").read_text().splitlines()
     return next(n for n, row in enumerate(rows, 1) if n > after and needle in row)
 
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIRST_LESSONS, ROOT, coursectl, first_lessons_only, lines
+from conftest import FIRST_LESSONS, COURSE, coursectl, first_lessons_only, lines
 from orchestrator.workflows.authoring import FORMATS, N, THREADS, sample_transcript
 
 DAY16 = "day16-tiled-matmul"
-EVIDENCE = ROOT / "evidence" / DAY16 / "nvidia-h200" / "transcript.txt"
+EVIDENCE = COURSE / "evidence" / DAY16 / "nvidia-h200" / "transcript.txt"
 # A recorded transcript that does not change when the evidence is re-recorded (tests/data/h200-2026-11-29).
 FIXED = Path(__file__).parent / "data" / "h200-2026-11-29" / "tiled_matmul.txt"
 HINT = "hint: fix the program's output or the lesson's output schema in lessons.yaml; docs/schema.md describes it\n"
@@ -53,12 +53,13 @@ DAY16_REST = [
 
 
 @pytest.fixture
-def in_repo(monkeypatch):
-    monkeypatch.chdir(ROOT)
+def in_repo(course_copy):
+    """In a copy of the fixture course (conftest.COURSE), as an author in a course's folder."""
+    return course_copy
 
 
 def manifest_line(needle: str, after: str = "") -> int:
-    rows = (ROOT / "lessons.yaml").read_text(encoding="utf-8").splitlines()
+    rows = (COURSE / "lessons.yaml").read_text(encoding="utf-8").splitlines()
     start = next(n for n, row in enumerate(rows) if after in row) if after else 0
     return next(n for n, row in enumerate(rows, 1) if n > start and needle in row)
 
@@ -138,7 +139,7 @@ def test_a_missing_line_names_the_item_it_expected_even_a_default_one(in_repo, t
 
 
 def test_a_section_item_is_named_by_its_path(in_repo, tmp_path):
-    day71 = ROOT / "evidence" / "day71-matmul-fp16" / "nvidia-h200" / "transcript.txt"
+    day71 = COURSE / "evidence" / "day71-matmul-fp16" / "nvidia-h200" / "transcript.txt"
     off = tmp_path / "off.txt"
     off.write_text(day71.read_text().replace("observed f16-acc/f32-acc max-error ratio at K=1024",
                                              "observed ratio at K=1024"))
@@ -174,13 +175,13 @@ def test_check_verify_and_build_refuse_an_architecture_with_one_line(in_repo):
 def copy(tmp_path, monkeypatch) -> Path:
     """The real course's first lessons, copied: their folders, entries and evidence, the templates and README."""
     root = tmp_path / "course"
-    shutil.copytree(ROOT / "templates", root / "templates")
+    shutil.copytree(COURSE / "templates", root / "templates")
     for lesson in FIRST_LESSONS:
-        shutil.copytree(ROOT / "lessons" / lesson, root / "lessons" / lesson)
-        shutil.copytree(ROOT / "evidence" / lesson, root / "evidence" / lesson)
-    (root / "lessons.yaml").write_text(first_lessons_only((ROOT / "lessons.yaml").read_text(encoding="utf-8")),
+        shutil.copytree(COURSE / "lessons" / lesson, root / "lessons" / lesson)
+        shutil.copytree(COURSE / "evidence" / lesson, root / "evidence" / lesson)
+    (root / "lessons.yaml").write_text(first_lessons_only((COURSE / "lessons.yaml").read_text(encoding="utf-8")),
                                        encoding="utf-8")
-    shutil.copyfile(ROOT / "README.md", root / "README.md")
+    shutil.copyfile(COURSE / "README.md", root / "README.md")
     monkeypatch.chdir(root)
     return root
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, coursectl, snapshot
+from conftest import COURSE, coursectl, snapshot
 from orchestrator.files import link_out, report_refusal, write_report
 
 DAY14 = "day14-syncthreads"
@@ -38,9 +38,9 @@ def kinds(folder: Path) -> dict[str, int]:
 
 def copy_course(root: Path) -> Path:
     for name in ("lessons", "templates", "evidence"):
-        shutil.copytree(ROOT / name, root / name)
+        shutil.copytree(COURSE / name, root / name)
     for name in ("lessons.yaml", "README.md"):
-        shutil.copyfile(ROOT / name, root / name)
+        shutil.copyfile(COURSE / name, root / name)
     return root
 
 

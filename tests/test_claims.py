@@ -15,6 +15,7 @@ from orchestrator.manifest.load import load_manifest
 from orchestrator.transcript.parse import Transcript, parse_transcript
 
 REPO = Path(__file__).resolve().parent.parent
+COURSE = REPO / "tests" / "data" / "course"   # the fixture course (conftest.COURSE)
 SEEDS = Path(__file__).parent / "data" / "seeds"
 
 DAY13 = "day13-shared-memory"
@@ -28,7 +29,7 @@ STATIC_ROW = "transposeTiledStatic           0.032      1494.4      1.90x\n"
 
 @pytest.fixture(scope="module")
 def lessons() -> dict[str, Lesson]:
-    return {lesson.id: lesson for lesson in load_manifest(REPO / "lessons.yaml").lessons}
+    return {lesson.id: lesson for lesson in load_manifest(COURSE / "lessons.yaml").lessons}
 
 
 def seed(name: str) -> str:

@@ -19,12 +19,13 @@ from orchestrator.transcript.fields import Compare, FieldSpec
 from orchestrator.transcript.parse import Flat, flatten, parse_transcript
 
 REPO = Path(__file__).resolve().parent.parent
+COURSE = REPO / "tests" / "data" / "course"   # the fixture course (conftest.COURSE)
 SEEDS = Path(__file__).parent / "data" / "seeds"
 
 
 @pytest.fixture(scope="module")
 def lessons() -> dict[str, Lesson]:
-    return {lesson.id: lesson for lesson in load_manifest(REPO / "lessons.yaml").lessons}
+    return {lesson.id: lesson for lesson in load_manifest(COURSE / "lessons.yaml").lessons}
 
 
 def fields(lesson: Lesson, name: str) -> list[Flat]:

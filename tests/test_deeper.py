@@ -7,7 +7,8 @@ import shutil
 
 import pytest
 
-from bugs import ROOT, make_bug_course
+from conftest import COURSE
+from bugs import make_bug_course
 from conftest import build_in_background
 from orchestrator.judge.evidence import load_evidence, write_evidence
 from orchestrator.manifest.load import load_manifest
@@ -27,9 +28,9 @@ PADDED_TILE = {"file": "test", "name": "padded-tile", "lesson": DAY16,
 # Day 16 and day 13 as they are, and day 16 with a padded tile, for sm_90: built
 # while other tests run (see conftest), each test's verify_offline finds its
 # build in the session's cache, made moments before.
-build_in_background("real day16", "real", lambda folder: ROOT / "lessons.yaml", DAY16, "real_builds")
-build_in_background("real day13", "real", lambda folder: ROOT / "lessons.yaml", DAY13, "real_builds")
-build_in_background("padded day16", "padded", lambda folder: make_bug_course(PADDED_TILE, folder), DAY16,
+build_in_background("real day16", "real", lambda folder: COURSE / "lessons.yaml", DAY16, "real_builds")
+build_in_background("real day13", "real", lambda folder: COURSE / "lessons.yaml", DAY13, "real_builds")
+build_in_background("padded day16", "padded", lambda folder: make_bug_course(PADDED_TILE, folder, COURSE), DAY16,
                     "real_builds")
 
 
@@ -42,9 +43,9 @@ def real_builds(built_in_background) -> None:
 
 @pytest.mark.slow
 def test_recorded_build_evidence_matches_a_fresh_build(real_builds):
-    manifest = load_manifest(ROOT / "lessons.yaml")
+    manifest = load_manifest(COURSE / "lessons.yaml")
     lesson = manifest.lesson(DAY16)
-    recorded = json.loads((ROOT / "evidence" / DAY16 / "build" / "sm_90.json").read_text())
+    recorded = json.loads((COURSE / "evidence" / DAY16 / "build" / "sm_90.json").read_text())
     assert recorded["kernels"]["matmulTiled"]["smem"] == 2 * 16 * 16 * 4
     [result] = verify_offline(manifest, [lesson], discover(), Options(jobs=2, arch="sm_90"))
     assert result.status is Status.PASS, result.reasons
@@ -52,7 +53,7 @@ def test_recorded_build_evidence_matches_a_fresh_build(real_builds):
 
 @pytest.mark.slow
 def test_a_padded_tile_fails_offline_naming_the_kernel_and_resource(tmp_path, real_builds):
-    manifest = load_manifest(make_bug_course(PADDED_TILE, tmp_path / "course"))
+    manifest = load_manifest(make_bug_course(PADDED_TILE, tmp_path / "course", COURSE))
     [result] = verify_offline(manifest, manifest.lessons, discover(), Options(jobs=2, arch="sm_90"))
     text = "\n".join(result.reasons)
     assert result.status is Status.FAIL
@@ -66,27 +67,27 @@ def test_a_padded_tile_still_holds_on_the_evidence_offline_as_the_page_shows(tmp
     outcome, and today's build its own."""
     from orchestrator.render.course import render_all
 
-    manifest = load_manifest(make_bug_course(PADDED_TILE, tmp_path / "course"))
-    shutil.copy(ROOT / "README.md", manifest.root / "README.md")   # render also writes its lessons table
+    manifest = load_manifest(make_bug_course(PADDED_TILE, tmp_path / "course", COURSE))
+    shutil.copy(COURSE / "README.md", manifest.root / "README.md")   # render also writes its lessons table
     [result] = verify_offline(manifest, manifest.lessons, discover(), Options(jobs=2, arch="sm_90"))
     held = {claim.id: claim.held for claim in result.claims}
     assert (held["tiled-smem-is-two-tiles"], held["tiled-smem-is-two-tiles [sm_90]"]) == (True, False)
-    [page] = [p for p in render_all(manifest, ROOT / "templates") if p.name == f"lessons/{DAY16}/README.md"]
+    [page] = [p for p in render_all(manifest, COURSE / "templates") if p.name == f"lessons/{DAY16}/README.md"]
     assert ("<summary>ptxas agrees that the tiled kernel holds two 16 x 16 float tiles and the naive one none: "
             "<b>held</b> (gate)</summary>") in page.new
 
 
 @pytest.mark.slow
 def test_a_figure_above_the_recorded_peak_fails_plausibility(tmp_path, real_builds):
-    manifest = load_manifest(ROOT / "lessons.yaml")
-    evidence = load_evidence(ROOT, DAY13, "nvidia-h200")
+    manifest = load_manifest(COURSE / "lessons.yaml")
+    evidence = load_evidence(COURSE, DAY13, "nvidia-h200")
     assert evidence.meta.peak_gbps and evidence.meta.peak_gbps > 1000
     course = tmp_path / "course"
-    shutil.copytree(ROOT / "lessons" / DAY13, course / "lessons" / DAY13)
-    shutil.copy(ROOT / "lessons.yaml", course / "lessons.yaml")
+    shutil.copytree(COURSE / "lessons" / DAY13, course / "lessons" / DAY13)
+    shutil.copy(COURSE / "lessons.yaml", course / "lessons.yaml")
     for other in manifest.lessons:
         if other.id != DAY13:
-            shutil.copytree(ROOT / "lessons" / other.id, course / "lessons" / other.id)
+            shutil.copytree(COURSE / "lessons" / other.id, course / "lessons" / other.id)
     row = next(line for line in evidence.transcript.splitlines() if line.startswith("copyRowMajor"))
     gbps = row.split()[2]
     inflated = evidence.transcript.replace(row, row.replace(gbps, "9999.9"))
@@ -105,12 +106,12 @@ def test_every_recorded_transcript_parses_and_holds_its_gates(lesson_id):
     from orchestrator.cuda.resources import BuildEvidence
     from orchestrator.transcript.parse import parse_transcript
 
-    manifest = load_manifest(ROOT / "lessons.yaml")
+    manifest = load_manifest(COURSE / "lessons.yaml")
     lesson = manifest.lesson(lesson_id)
-    evidence = load_evidence(ROOT, lesson_id, "nvidia-h200")
+    evidence = load_evidence(COURSE, lesson_id, "nvidia-h200")
     assert evidence.meta.gpu_name == "NVIDIA H200" and evidence.meta.compute_capability == "9.0"
     transcript = parse_transcript(lesson.output, evidence.transcript)
-    build = BuildEvidence.model_validate_json((ROOT / "evidence" / lesson_id / "build" / "sm_90.json").read_text())
+    build = BuildEvidence.model_validate_json((COURSE / "evidence" / lesson_id / "build" / "sm_90.json").read_text())
     claims = evaluate_claims(lesson.output, transcript, lesson.claims, build.kernels)
     assert [c.id for c in claims] == [c.id for c in lesson.claims]
     assert [c.id for c in claims if c.kind == "gate" and not c.held] == []

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import (GPU_SLUG, GPU_UUID, ROOT, STANDINS, H, after, coursectl, edit, is_gone, lines, named, snapshot,
+from conftest import (GPU_SLUG, GPU_UUID, COURSE, STANDINS, H, after, coursectl, edit, is_gone, lines, named, snapshot,
                       statuses)
 
 DAY14_MEMCHECK = {"day14-syncthreads": {"memcheck": {}}}
@@ -464,7 +464,7 @@ def test_a_pattern_that_backtracks_without_end_fails_its_lesson_and_the_others_s
     assert (result.exit_code, result.stderr) == (1, "")
     assert statuses(result.stdout, "verify --offline") == {"day14-syncthreads": "PASS", "day16-tiled-matmul": "FAIL"}
     assert json.loads(report.read_text())["results"][0]["reasons"] == [f"evidence for nvidia-h200: {evidence}{said}"]
-    shutil.copytree(ROOT / "templates", made.root / "templates")
+    shutil.copytree(COURSE / "templates", made.root / "templates")
     (made.root / "README.md").write_text("# Course\n\n<!-- lessons:begin -->\n<!-- lessons:end -->\n")
     result = coursectl("render", "--check")
     assert (result.exit_code, result.stderr) == (1, f"coursectl: error: {evidence}{said}\n")
@@ -549,7 +549,7 @@ def a_pattern_that_backtracks_without_end(made, tmp_path, monkeypatch):
 
 
 def a_template_reaching_for_a_shell(made, tmp_path, monkeypatch):
-    shutil.copytree(ROOT / "templates", made.root / "templates")
+    shutil.copytree(COURSE / "templates", made.root / "templates")
     (made.root / "README.md").write_text("# Course\n\n<!-- lessons:begin -->\n<!-- lessons:end -->\n")
     (made.root / "templates" / "lesson.md.j2").write_text(
         "{{ lipsum.__globals__['os'].system('touch " + str(tmp_path / "ran-a-shell") + "') }}\n")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, coursectl
+from conftest import COURSE, coursectl
 from test_manifest import LAUGHS, MINIMAL, edited, write
 
 HINT = "hint: fix lessons.yaml; docs/schema.md describes every key\n"
@@ -94,8 +94,8 @@ COURSE_EDITS = {
 @pytest.mark.parametrize("name", list(COURSE_EDITS))
 def test_a_value_the_parser_could_not_take_is_refused_when_the_course_loads(tmp_path, monkeypatch, name, command):
     old, new, message = COURSE_EDITS[name]
-    shutil.copytree(ROOT / "lessons", tmp_path / "lessons")
-    text = (ROOT / "lessons.yaml").read_text()
+    shutil.copytree(COURSE / "lessons", tmp_path / "lessons")
+    text = (COURSE / "lessons.yaml").read_text()
     assert text.count(old) == 1, old
     text = text.replace(old, new)
     (tmp_path / "lessons.yaml").write_text(text)
@@ -110,15 +110,15 @@ def test_a_value_the_parser_could_not_take_is_refused_when_the_course_loads(tmp_
                                      ["check", "day14-syncthreads"]], ids=["render", "offline", "check"])
 def test_a_bad_snippet_marker_names_the_source_first_and_hints_at_the_marker(tmp_path, monkeypatch, command):
     """It was `lessons.yaml:69: ... findings[0].snippet: lessons/...cu:160: ...` and `hint: fix lessons.yaml`."""
-    shutil.copytree(ROOT / "lessons", tmp_path / "lessons")
-    shutil.copyfile(ROOT / "lessons.yaml", tmp_path / "lessons.yaml")
+    shutil.copytree(COURSE / "lessons", tmp_path / "lessons")
+    shutil.copyfile(COURSE / "lessons.yaml", tmp_path / "lessons.yaml")
     source = tmp_path / "lessons" / "day14-syncthreads" / "syncthreads.cu"
     text = source.read_text()
     assert text.count("// end snippet: racy\n") == 1
     source.write_text(text.replace("// end snippet: racy\n", "// end snippet: racey\n"))
     rows = text.splitlines()
     opened, closed = rows.index("// snippet: racy") + 1, rows.index("// end snippet: racy") + 1
-    line = next(n for n, row in enumerate((ROOT / "lessons.yaml").read_text().splitlines(), 1)
+    line = next(n for n, row in enumerate((COURSE / "lessons.yaml").read_text().splitlines(), 1)
                 if "snippet: racy" in row)
     monkeypatch.chdir(tmp_path)
     result = coursectl(*command)

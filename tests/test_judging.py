@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bugs import ROOT
+from conftest import COURSE
 from orchestrator.judge.comparison import FieldStatus, check_plausibility, fraction_of_peak
 from orchestrator.judge.evidence import EvidenceMeta, write_evidence
 from orchestrator.manifest.load import load_manifest
@@ -45,8 +45,8 @@ def with_time(text: str, old: str, new: str) -> str:
 @pytest.fixture
 def course(tmp_path):
     """A copy of the course whose day-16 evidence is the seed's H200 transcript."""
-    shutil.copy(ROOT / "lessons.yaml", tmp_path / "lessons.yaml")
-    shutil.copytree(ROOT / "lessons", tmp_path / "lessons")
+    shutil.copy(COURSE / "lessons.yaml", tmp_path / "lessons.yaml")
+    shutil.copytree(COURSE / "lessons", tmp_path / "lessons")
     transcript = (SEEDS / "tiled_matmul.txt").read_text()
     meta = EvidenceMeta(lesson=DAY16, date="2026-11-29T00:00:00+00:00", gpu_name="NVIDIA H200",
                         gpu_slug="nvidia-h200", compute_capability="9.0", driver_version="580.159.04",
@@ -160,7 +160,7 @@ def test_the_h200s_fp32_peak():
 
 
 def test_plausibility_names_the_figure_and_the_peak():
-    lesson = load_manifest(ROOT / "lessons.yaml").lesson(DAY16)
+    lesson = load_manifest(COURSE / "lessons.yaml").lesson(DAY16)
     text = (SEEDS / "tiled_matmul.txt").read_text().replace("6589.1", "70000.0")
     flats = list(flatten(lesson.output.items, parse_transcript(lesson.output, text).scope))
     assert check_plausibility(flats, 4814.3, 66908.2) == [
@@ -213,7 +213,7 @@ def test_a_snippet_expectation_becomes_the_snippets_lines_in_the_source():
 
 def test_the_recorded_racecheck_of_day14_is_judged_once_for_verify_and_render():
     """The committed evidence: the race it exists to show is found in the 'racy' snippet, nothing else."""
-    manifest = load_manifest(ROOT / "lessons.yaml")
+    manifest = load_manifest(COURSE / "lessons.yaml")
     lesson = manifest.lesson("day14-syncthreads")
     parsed = parse_evidence(manifest, lesson, "nvidia-h200")
     outcome, report = judge_recorded_pass(manifest, lesson, parsed.evidence, "racecheck",

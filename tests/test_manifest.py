@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIRST_LESSONS, first_lessons_only
+from conftest import COURSE, FIRST_LESSONS, first_lessons_only
 from orchestrator.errors import ManifestError, TemplateError, UsageError
 from orchestrator.manifest.model import Manifest
 from orchestrator.manifest.selection import select_lessons
@@ -96,11 +96,11 @@ def test_minimal_manifest_loads_with_the_defaults(tmp_path):
 
 
 def test_the_course_manifest_loads():
-    manifest = load_manifest(REPO / "lessons.yaml")
+    manifest = load_manifest(COURSE / "lessons.yaml")
     days = [lesson.day for lesson in manifest.lessons]
     assert days == sorted(days)
     first = [manifest.lesson(lesson_id) for lesson_id in FIRST_LESSONS]
-    assert manifest.root == REPO
+    assert manifest.root == COURSE
     assert manifest.architectures == ["sm_90", "sm_75"]
     assert [lesson.day for lesson in first] == [13, 14, 16, 71]
     assert [lesson.binary_name for lesson in first] == ["shared_memory", "syncthreads", "tiled_matmul", "matmul_fp16"]
@@ -900,7 +900,7 @@ def test_two_lessons_on_one_day_load_with_a_warning(tmp_path):
 def test_days_may_skip(tmp_path):
     manifest = load_manifest(write(tmp_path, MINIMAL + edited("    day: 2\n", "    day: 71\n", SECOND_LESSON)))
     assert ([lesson.day for lesson in manifest.lessons], manifest.warnings) == ([1, 71], [])
-    assert load_manifest(REPO / "lessons.yaml").warnings == []
+    assert load_manifest(COURSE / "lessons.yaml").warnings == []
 
 
 # --- fragments: x- keys, anchors, aliases and merge keys ----------------------------
@@ -964,7 +964,7 @@ def test_x_keys_are_only_fragments_at_the_top_level(tmp_path):
 
 
 def test_first_lessons_only_drops_every_line_of_an_added_lesson_and_nothing_else():
-    text = (REPO / "lessons.yaml").read_text(encoding="utf-8")
+    text = (COURSE / "lessons.yaml").read_text(encoding="utf-8")
     assert first_lessons_only(text) == text
     added = text.replace("\n  - day16-tiled-matmul:", "\n  - day15-added: Added\n    timeout: 5\n  - day16-tiled-matmul:")
     added += "  - id: day99-last\n    title: Last\n"
@@ -976,10 +976,10 @@ def test_the_course_manifest_says_what_it_said_before_its_fragments(tmp_path):
     (its first lessons: those it had then)."""
     import shutil
 
-    shutil.copytree(REPO / "lessons", tmp_path / "lessons")
+    shutil.copytree(COURSE / "lessons", tmp_path / "lessons")
     shutil.copyfile(REPO / "tests" / "data" / "manifest" / "lessons.before.yaml", tmp_path / "lessons.yaml")
     before = load_manifest(tmp_path / "lessons.yaml")
-    (tmp_path / "after.yaml").write_text(first_lessons_only((REPO / "lessons.yaml").read_text(encoding="utf-8")),
+    (tmp_path / "after.yaml").write_text(first_lessons_only((COURSE / "lessons.yaml").read_text(encoding="utf-8")),
                                          encoding="utf-8")
     after = load_manifest(tmp_path / "after.yaml")
     assert after.model_dump(mode="json") == before.model_dump(mode="json")
@@ -987,7 +987,7 @@ def test_the_course_manifest_says_what_it_said_before_its_fragments(tmp_path):
         {"line": "GPU: {gpu} (compute capability {cc:word})", "regex": False, "optional": False, "flag": None,
          "fields": {name: {"type": "str", "compare": Compare.device, "rel": None, "abs": None, "missing": None,
                            "suffix": None, "unit": None, "label": None} for name in ("gpu", "cc")}}] * 4
-    text = first_lessons_only((REPO / "lessons.yaml").read_text(encoding="utf-8"))
+    text = first_lessons_only((COURSE / "lessons.yaml").read_text(encoding="utf-8"))
     rows = [row.strip() for row in text.splitlines()]
     # Written once, under defaults: the GPU line and the claim day 14 skips.
     assert (text.count("GPU: {gpu"), text.count("no-kernel-spills"), rows.count("- <<: *failures")) == (1, 2, 4)
@@ -996,7 +996,7 @@ def test_the_course_manifest_says_what_it_said_before_its_fragments(tmp_path):
 
 def test_the_course_manifest_is_30_percent_shorter_than_before_its_fragments():
     before = (REPO / "tests" / "data" / "manifest" / "lessons.before.yaml").read_text(encoding="utf-8")
-    after = first_lessons_only((REPO / "lessons.yaml").read_text(encoding="utf-8"))
+    after = first_lessons_only((COURSE / "lessons.yaml").read_text(encoding="utf-8"))
     assert len(before.splitlines()) == 306
     assert len(after.splitlines()) <= 0.7 * 306
 
@@ -1013,7 +1013,7 @@ SAME_AS_PYYAML = [
 ]
 
 
-@pytest.mark.parametrize("text", SAME_AS_PYYAML + ["lessons.yaml", "tests/data/manifest/lessons.before.yaml"])
+@pytest.mark.parametrize("text", SAME_AS_PYYAML + ["tests/data/course/lessons.yaml", "tests/data/manifest/lessons.before.yaml"])
 def test_load_yaml_builds_what_pyyaml_builds(tmp_path, text):
     import yaml
 

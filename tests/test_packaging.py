@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, real_lessons
+from conftest import COURSE, ROOT, real_lessons
 from orchestrator import __version__
 from orchestrator.errors import INTERRUPTED
 
@@ -31,7 +31,7 @@ COMMANDS = ["doctor", "build", "run", "verify", "record", "sanitize", "report"]
 def run_script(*args: str) -> subprocess.CompletedProcess:
     assert SCRIPT.is_file(), f"{SCRIPT} is missing: install the package (pip install -e '.[test]')"
     env = {**os.environ, "COLUMNS": "200", "COURSECTL_NO_NVML": "1"}
-    return subprocess.run([str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([str(SCRIPT), *args], cwd=COURSE, env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_an_unknown_lesson_exits_2_with_the_error():
@@ -84,7 +84,7 @@ def test_a_signal_while_the_command_line_is_imported_is_one_line_and_exit_130(tm
     (tmp_path / "sitecustomize.py").write_text(SIGNAL_AT_IMPORT.format(signal=int(signum)))
     command = [str(SCRIPT)] if how == "script" else [sys.executable, "-m", "orchestrator"]
     env = {**os.environ, "COLUMNS": "200", "COURSECTL_NO_NVML": "1", "PYTHONPATH": str(tmp_path)}
-    result = subprocess.run([*command, "render", "--check"], cwd=ROOT, env=env, capture_output=True, text=True,
+    result = subprocess.run([*command, "render", "--check"], cwd=COURSE, env=env, capture_output=True, text=True,
                             timeout=120)
     assert (result.returncode, result.stdout, result.stderr) == (130, "", f"{INTERRUPTED}\n")
 

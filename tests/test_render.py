@@ -35,6 +35,7 @@ from orchestrator.render.course import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
+COURSE = REPO / "tests" / "data" / "course"   # the fixture course (conftest.COURSE)
 
 MANIFEST = """\
 version: 1
@@ -175,7 +176,7 @@ def course(tmp_path) -> Path:
         (root / name).write_text(text, encoding="utf-8")
     for name in ("lesson.md.j2", "index.md.j2"):
         (root / "templates").mkdir(exist_ok=True)
-        shutil.copyfile(REPO / "templates" / name, root / "templates" / name)
+        shutil.copyfile(COURSE / "templates" / name, root / "templates" / name)
     record(root)
     return root
 
@@ -918,7 +919,7 @@ def test_a_mention_of_a_day_the_course_lacks_is_an_error(course):
 
 
 def test_the_course_prose_names_only_days_it_has():
-    manifest = load_manifest(REPO / "lessons.yaml")
+    manifest = load_manifest(COURSE / "lessons.yaml")
     pages = by_name(render_all(manifest))
     assert ("Three versions of the [day 16](../day16-tiled-matmul/README.md) tiled multiply make the comparison."
             in pages["lessons/day71-matmul-fp16/README.md"].new.replace("\n", " "))
@@ -1081,14 +1082,14 @@ def test_counts_agree_with_their_nouns(count, text):
 
 
 def test_day_71_charts_its_error_ratio_against_k_and_says_its_times_are_within_noise():
-    page = by_name(render_all(load_manifest(REPO / "lessons.yaml")))["lessons/day71-matmul-fp16/README.md"].new
+    page = by_name(render_all(load_manifest(COURSE / "lessons.yaml")))["lessons/day71-matmul-fp16/README.md"].new
     assert ("| case | FP16 / FP32 max-error ratio |\n| --- | ---: |\n| 256x256x256 | 11.4 |\n"
             "| 1024x1024x1024 | 51.3 |\n| 2048x2048x2048 | 252.0 |\n") in page
     assert ('xychart-beta\n    title "FP16 / FP32 max-error ratio against K, NVIDIA H200"\n'
             '    x-axis "K" ["256: 11.4", "1024: 51.3", "2048: 252.0"]\n    y-axis "FP16 / FP32 max-error ratio" 0 --> 300\n'
             '    bar [11.4, 51.3, 252.0]\n') in page
     # The 256^3 times lie microseconds apart, well inside their tolerance: given, not drawn as bars.
-    manifest = load_manifest(REPO / "lessons.yaml")
+    manifest = load_manifest(COURSE / "lessons.yaml")
     recorded = parse_evidence(manifest, manifest.lesson("day71-matmul-fp16"), "nvidia-h200")
     kernels = ["matmulTiledF32", "matmulF16StoreF32Acc", "matmulF16StoreF16Acc"]
     ms = {f.path: f.value for f in recorded.flats}

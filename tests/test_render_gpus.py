@@ -17,6 +17,7 @@ from orchestrator.manifest.load import load_manifest
 from orchestrator.render.course import render_all
 
 ROOT = Path(__file__).resolve().parent.parent
+COURSE = ROOT / "tests" / "data" / "course"   # the fixture course (conftest.COURSE)
 DAY16 = "day16-tiled-matmul"
 
 T4_ROWS = {  # the H200's line -> the T4's
@@ -38,9 +39,9 @@ def pages(tmp_path):
     root = tmp_path / "course"
     root.mkdir()
     for name in ("lessons", "templates", "evidence"):
-        shutil.copytree(ROOT / name, root / name)
+        shutil.copytree(COURSE / name, root / name)
     for name in ("lessons.yaml", "README.md"):
-        shutil.copy(ROOT / name, root / name)
+        shutil.copy(COURSE / name, root / name)
     # The copy's H200 evidence is day 16's of 2026-11-29 (tests/data/h200-2026-11-29), whatever was recorded
     # since, and the T4's is that transcript with its figures changed.
     fixed = (Path(__file__).parent / "data" / "h200-2026-11-29" / "tiled_matmul.txt").read_text()
@@ -108,4 +109,4 @@ def test_the_index_names_both_gpus_and_other_pages_keep_one_column(pages):
     assert ("NVIDIA H200, 2026-11-29: 5 of 5 gates held, 1 of 1 prediction held<br>"
             "Tesla T4, 2026-12-01: 5 of 5 gates held, 1 of 1 prediction held |") in pages["README.md"]
     day13 = pages["lessons/day13-shared-memory/README.md"]
-    assert day13 == (ROOT / "lessons/day13-shared-memory/README.md").read_text()
+    assert day13 == (COURSE / "lessons/day13-shared-memory/README.md").read_text()

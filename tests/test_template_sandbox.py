@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, coursectl, snapshot
+from conftest import COURSE, coursectl, snapshot
 from orchestrator.render import limits
 from orchestrator.transcript.claims import ClaimResult
 from orchestrator.errors import TemplateError
@@ -93,7 +93,7 @@ def test_a_template_calling_a_method_of_a_path_is_refused_and_nothing_happens(co
 ])
 def test_a_template_reads_only_data(tmp_path, payload, message):
     """Plain data, the models' fields and properties, and nothing of Python objects that do things."""
-    lesson = load_manifest(ROOT / "lessons.yaml").lesson("day71-matmul-fp16")
+    lesson = load_manifest(COURSE / "lessons.yaml").lesson("day71-matmul-fp16")
     assert lesson.output.ignore_patterns, "day 71 ignores some lines, so it has patterns to reach for"
     victim = tmp_path / "victim.txt"
     assert template_error(tmp_path, payload, lesson=lesson, link=NavLink(text="a", link="b"),
@@ -111,7 +111,7 @@ def test_what_a_template_may_read_and_call(tmp_path):
     """Strings' methods, dicts' views, models' fields, properties and marked methods, loops, macros, namespaces."""
     claim = ClaimRow(id="c", kind="gate", says="s", expression="x > 0", each=None, where=None,
                      results={"h200": ClaimResult(id="c", kind="gate", says="s", expression="x > 0", held=False)})
-    lesson = load_manifest(ROOT / "lessons.yaml").lesson("day14-syncthreads")
+    lesson = load_manifest(COURSE / "lessons.yaml").lesson("day14-syncthreads")
     text = ("{{ 'a-b'.replace('-', ' ').upper() }}|{{ ', '.join(['x', 'y']) }}|{{ '{:>5}|{:,}'.format('r', 1234567) }}"
             "|{{ '%-4s|' % 'p' }}{{ d.items()|list }}|{{ d.get('k') }}|{{ claim.missed() }}|{{ lesson.page_path }}"
             "|{{ lesson.source }}|{{ lesson.binary_name }}|{% for x in [1, 2] %}{{ loop.cycle('o', 'e') }}"
@@ -152,7 +152,7 @@ def test_a_template_extending_itself_or_extending_twice(course_copy):
         (course_copy / DAY14).write_text(text, encoding="utf-8")
         result = coursectl("render", "--check")
         assert (result.exit_code, result.stdout, result.stderr) == (2, "", f"coursectl: error: {DAY14}:{message}\n")
-    (course_copy / DAY14).write_text((ROOT / DAY14).read_text())
+    (course_copy / DAY14).write_text((COURSE / DAY14).read_text())
     assert snapshot(course_copy) == before
 
 

@@ -22,6 +22,7 @@ from orchestrator.transcript.fields import Compare
 from orchestrator.transcript.parse import Scope, Transcript, decode_output, flatten, parse_transcript
 
 REPO = Path(__file__).resolve().parent.parent
+COURSE = REPO / "tests" / "data" / "course"   # the fixture course (conftest.COURSE)
 SEEDS = Path(__file__).parent / "data" / "seeds"
 
 DAY13 = "day13-shared-memory"
@@ -34,7 +35,7 @@ KERNELS_ROW_NAIVE = "transposeNaive                 0.092       522.9      5.43x
 
 @pytest.fixture(scope="module")
 def schemas() -> dict[str, OutputSchema]:
-    manifest = load_manifest(REPO / "lessons.yaml")
+    manifest = load_manifest(COURSE / "lessons.yaml")
     return {lesson.id: lesson.output for lesson in manifest.lessons}
 
 

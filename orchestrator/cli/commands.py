@@ -393,7 +393,9 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
            no_sanitize: bool = typer.Option(False, "--no-sanitize", help="Skip the compute-sanitizer passes; the "
                                             "recorded sanitizer reports are kept."),
            repeat: int = typer.Option(1, "--repeat", min=1, metavar="N",
-                                      help="Run each lesson N times; store the run closest to the medians."),
+                                      help="Run each lesson N times; store the run closest to the medians, "
+                                           "and print the tolerance each moving field's spread suggests "
+                                           "(lessons.yaml is not changed)."),
            dry_run: bool = typer.Option(False, "--dry-run", help="Run, judge and show what would be written "
                                         "and what moved; write nothing."),
            sanitizer_jobs: Optional[int] = SanitizerJobsOpt, start_gap: Optional[float] = StartGapOpt,
@@ -429,6 +431,7 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
                 if result.recorded or dry_run:
                     display.print_fields(common.console, result, [f for f in result.fields if verbose >= 2 or
                                                            f.status.value not in ("same", "volatile", "other-gpu")])
+                display.print_suggestions(common.console, result)
 
 
 @app.command(cls=Command)

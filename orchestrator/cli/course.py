@@ -32,12 +32,18 @@ def check(lesson_id: str = typer.Argument(..., metavar="LESSON", autocompletion=
           arch: Optional[str] = typer.Option(None, "--arch", metavar="sm_NN",
                                              help="Judge the claims over ptxas' report on a build for this "
                                                   "architecture (default: lessons.yaml's first)."),
+          against: Optional[str] = typer.Option(None, "--against", metavar="T0",
+                                                help="Also judge every field against this transcript's (a file, "
+                                                     "or - for standard input) under the lesson's rules, as "
+                                                     "verify judges a run against evidence; exit 1 when a field "
+                                                     "is outside its rule."),
           manifest_path: Path = ManifestOpt) -> None:
     """Check a transcript against a lesson's output schema and claims, without a GPU.
 
-    Prints the fields it parses into as a tree, then each claim's outcome.
-    Exits 0 when every gate holds, 1 when one fails, 2 when the transcript
-    does not match the schema.
+    Prints the fields it parses into as a tree, then each claim's outcome;
+    with --against T0, each field against T0's under its rule. Exits 0 when
+    every gate holds (and every field is within its rule), 1 when one fails,
+    2 when a transcript does not match the schema.
     """
     # deferred: 38 ms of imports (authoring, render, jinja2; 23 from .pyc) that --help and doctor never need
     from ..workflows.authoring import STDIN, check_lesson, read_transcript
@@ -46,10 +52,18 @@ def check(lesson_id: str = typer.Argument(..., metavar="LESSON", autocompletion=
     lesson = choose_lessons(manifest, [lesson_id], all_=False)[0]
     if transcript is not None and gpu is not None:
         raise UsageError("--gpu picks recorded evidence to check; leave it out when giving a TRANSCRIPT")
+    if against == "-" and transcript == "-":
+        raise UsageError("TRANSCRIPT and --against cannot both read standard input", hint="give one of them as a file")
     text = None if transcript is None else read_transcript(transcript)
     checked = check_lesson(manifest, lesson, text, STDIN if transcript == "-" else transcript or "", gpu, arch)
+    judged = None
+    if against is not None:
+        from ..workflows.against import check_against
+        judged = check_against(manifest, lesson, checked.transcript, checked.name, against)
     display.print_check(common.console, checked)
-    if not checked.gates_held:
+    if judged is not None:
+        display.print_against(common.console, judged)
+    if not checked.gates_held or (judged is not None and judged.failed):
         raise RunFailed()
 
 

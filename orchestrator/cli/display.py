@@ -369,3 +369,38 @@ def print_comparison(console: Console, a, b, compared: list) -> None:
             table.add_row(Text(f.path), f.rule, format_value(f.old), format_value(f.new), ratio,
                           Text(f.status.value, style=FIELD_STYLE[f.status]))
         print_table(console, table)
+
+
+def print_suggestions(console: Console, result: LessonResult) -> None:
+    """record --repeat: the tolerance each moving field's spread suggests; lessons.yaml is left as it is."""
+    if not result.suggestions:
+        return
+    console.print(Text(f"{result.lesson}: tolerances suggested by the spread of {result.runs} runs "
+                       f"(lessons.yaml is not changed; docs/authoring.md, Tolerances):"), highlight=False,
+                  soft_wrap=True)
+    for s in result.suggestions:
+        held = "holds every run" if s.holds else "does not hold every run"
+        console.print(Text(f"  {s.path}: {format_value(s.low)} to {format_value(s.high)}, median "
+                           f"{format_value(s.median)}, furthest run {s.deviation:.1%} from it; now {s.rule} "
+                           f"({held}); suggest {s.suggested}", style=None if s.holds else "yellow"),
+                      highlight=False, soft_wrap=True)
+
+
+def print_against(console: Console, against) -> None:
+    """check --against: each field of the transcript against the reference transcript's, as verify judges."""
+    counts: dict[str, int] = {}
+    for f in against.fields:
+        counts[f.status.value] = counts.get(f.status.value, 0) + 1
+    summary = ", ".join(f"{n} {k}" for k, n in counts.items())
+    table = Table(title=f"{len(against.fields)} fields of {against.name} against {against.reference} ({summary})",
+                  title_justify="left", show_edge=False)
+    for column in ("field", "rule", against.reference, against.name, "ratio", "result"):
+        table.add_column(column, justify="left" if column in ("field", "rule", "result") else "right")
+    for f in against.fields:
+        table.add_row(Text(shown_name(f.path)), f.rule, format_value(f.old), format_value(f.new),
+                      f"{f.ratio:.3f}" if f.ratio is not None else "", Text(f.status.value, style=FIELD_STYLE[f.status]))
+    print_table(console, table)
+    failed = [f for f in against.fields if f.status.is_failure]
+    verdict = f"{len(failed)} of {plural(len(against.fields), 'field')} outside its rule" if failed else \
+        "every field within its rule"
+    console.print(Text(verdict, style="bold red" if failed else "green"), highlight=False)

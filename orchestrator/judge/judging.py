@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 from ..cuda.build import BuildResult
 from ..transcript.claims import ClaimResult, evaluate_claim, evaluate_claims, resources_view, transcript_names, uses_resources
 from .comparison import check_plausibility, compare_fields, spread_of_runs
+from .tolerances import suggest_tolerances
 from ..errors import CoursectlError, EvidenceError, TranscriptError
 from ..files import relative
 from .evidence import (Evidence, list_gpus, load_build_evidence,
@@ -190,6 +191,7 @@ def judge_runs(manifest: Manifest, lesson: Lesson, runs: list[CommandResult], gp
     result.runs = len(runs)
     result.spread = spread
     result.ambiguous = sorted(ambiguous)
+    result.suggestions = suggest_tolerances([flats for _, flats in parsed]) if len(parsed) > 1 else []
     if compare and parsed:
         flats = dict(parsed).get(chosen) or parsed[0][1]
         if medians:

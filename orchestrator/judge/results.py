@@ -21,6 +21,7 @@ from ..cuda.build import BuildResult
 from ..transcript.claims import ClaimResult
 from .comparison import FieldResult
 from .evidence import describe_source_change
+from .tolerances import Suggestion
 from ..cuda.sanitizer import Report
 from ..cuda.toolchain import GpuState
 from ..transcript.parse import Flat
@@ -157,6 +158,7 @@ class LessonResult(BaseModel):
     environment: RunEnvironment = RunEnvironment()
     spread: dict[str, float] = {}    # with --repeat: (max - min) / |median| per tolerance field
     ambiguous: SkipJsonSchema[list[str]] = Field(default=[], exclude=True)  # with --repeat: spread past tolerance
+    suggestions: SkipJsonSchema[list[Suggestion]] = Field(default=[], exclude=True)  # record --repeat
     evidence_date: str | None = None  # when the evidence compared against was recorded
     provenance: list[ProvenanceChange] = []  # what differs underneath, evidence -> now
     claim_changes: list[ClaimChange] = []    # claims whose outcome differs from the evidence's

@@ -11,6 +11,8 @@
 //   STANDIN_GATE   ...or less: stop waiting as soon as this file exists
 //   STANDIN_CRASH_ONCE  if this file does not exist: create it, then abort()
 //                  (SIGABRT); the first run crashes, the runs after it replay
+//   STANDIN_ROTATE a counter file: the run it counts as the k-th (from 0) prints
+//                  TRANSCRIPT.k instead, where that file exists (runs that differ)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -63,9 +65,25 @@ int main(int argc, char** argv) {
         std::abort();
     }
     take_time();
-    std::FILE* in = std::fopen(argv[1], "rb");
+    const char* path = argv[1];
+    char rotated[4096];
+    const char* rotate = std::getenv("STANDIN_ROTATE");
+    if (rotate != nullptr) {
+        int k = 0;
+        if (std::FILE* counter = std::fopen(rotate, "r")) {
+            if (std::fscanf(counter, "%d", &k) != 1) k = 0;
+            std::fclose(counter);
+        }
+        if (std::FILE* counter = std::fopen(rotate, "w")) {
+            std::fprintf(counter, "%d\n", k + 1);
+            std::fclose(counter);
+        }
+        std::snprintf(rotated, sizeof rotated, "%s.%d", argv[1], k);
+        if (access(rotated, F_OK) == 0) path = rotated;
+    }
+    std::FILE* in = std::fopen(path, "rb");
     if (in == nullptr) {
-        std::perror(argv[1]);
+        std::perror(path);
         return 2;
     }
     char buffer[65536];
