@@ -236,6 +236,7 @@ def _first_source(data: Any) -> Any:
         if "source" in data:
             raise ValueError("give 'source' (one file) or 'sources' (several), not both")
         units = data["sources"]
+        _check_units(units)
         if isinstance(units, list) and units and isinstance(units[0], str):
             data = {**data, "source": units[0]}
     return data

@@ -1,0 +1,135 @@
+"""Programs of several files (`sources:`): built unit by unit and linked, every file an input of the key."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.cuda.build import build_lesson
+from orchestrator.cuda.buildkey import flag_files
+from orchestrator.errors import BuildError, ManifestError
+from orchestrator.manifest.load import load_manifest
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "sources"
+NVCC = shutil.which("nvcc")
+
+
+@pytest.fixture
+def course(tmp_path, monkeypatch) -> Path:
+    """A copy of the fixture course, with a build cache of its own."""
+    monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "course"
+    shutil.copytree(FIXTURE, root)
+    return root
+
+
+def _edit(root: Path, change) -> None:
+    data = yaml.safe_load((root / "lessons.yaml").read_text())
+    change(data)
+    (root / "lessons.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def test_sources_loads_and_names_every_unit(course):
+    manifest = load_manifest(course / "lessons.yaml")
+    lesson = manifest.lesson("day01-split")
+    assert lesson.source == Path("lessons/day01-split/main.cu")
+    assert lesson.source_files == [Path("lessons/day01-split/main.cu"), Path("lessons/day01-split/scale.cu")]
+    assert lesson.binary_name == "main"
+
+
+@pytest.mark.parametrize("sources, words", [
+    ([], "an empty list"),
+    (["lessons/day01-split/main.cu", "lessons/day01-split/scale.cuh"], "is no translation unit"),
+    (["lessons/day01-split/main.cu", "lessons/day01-split/main.cu"], "is listed twice"),
+    (["lessons/day01-split/main.cu", "lessons/day01-split/gone.cu"], "does not exist"),
+])
+def test_bad_sources_are_named(course, sources, words):
+    _edit(course, lambda data: data["lessons"][0].update(sources=sources))
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(course / "lessons.yaml")
+    assert words in str(caught.value)
+    assert "lessons.yaml:" in str(caught.value)
+
+
+def test_source_and_sources_together_are_refused(course):
+    _edit(course, lambda data: data["lessons"][0].update(source="lessons/day01-split/main.cu"))
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(course / "lessons.yaml")
+    assert "not both" in str(caught.value)
+
+
+def test_flag_files_are_inputs(tmp_path):
+    (tmp_path / "opts.txt").write_text("-O3\n")
+    (tmp_path / "link.ld").write_text("/* script */\n")
+    named = flag_files(["--options-file", "opts.txt", "-Xlinker=-Tlink.ld", "-O3", "-I."], tmp_path, tmp_path)
+    assert sorted(named) == ["link.ld", "opts.txt"]
+    outside = tmp_path / "course"
+    outside.mkdir()
+    assert flag_files(["--options-file", "../opts.txt"], outside, outside) == {}
+
+
+def _build(root: Path, lesson_id: str, nvcc_version: str):
+    manifest = load_manifest(root / "lessons.yaml")
+    return build_lesson(manifest, manifest.lesson(lesson_id), "sm_90", NVCC, nvcc_version)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lesson_id, edited", [
+    ("day01-split", "lessons/day01-split/main.cu"),
+    ("day01-split", "lessons/day01-split/scale.cu"),
+    ("day01-split", "lessons/day01-split/scale.cuh"),
+    ("day02-mixed", "lessons/day02-mixed/reference.cpp"),
+    ("day02-mixed", "lessons/day02-mixed/reference.h"),
+    ("day02-mixed", "common/check.cuh"),
+])
+def test_an_edit_of_any_file_rebuilds_and_names_it(course, nvcc_version, lesson_id, edited):
+    first = _build(course, lesson_id, nvcc_version)
+    assert not first.cached
+    assert edited in first.sources
+    assert list(first.sources)[:2] == [unit.as_posix() for unit in
+                                       load_manifest(course / "lessons.yaml").lesson(lesson_id).source_files]
+    assert first.resources, "ptxas' report of the kernels of every unit"
+    assert _build(course, lesson_id, nvcc_version).cached
+    with open(course / edited, "a") as file:
+        file.write("// edited\n")
+    again = _build(course, lesson_id, nvcc_version)
+    assert not again.cached
+    assert any(edited in note for note in again.notes), again.notes
+    assert again.sources[edited] != first.sources[edited]
+
+
+@pytest.mark.slow
+def test_relocatable_device_code_when_the_flags_ask(course, nvcc_version):
+    _edit(course, lambda data: data["lessons"][0].update(flags=["-std=c++17", "-O3", "-I../../common", "-rdc=true"]))
+    built = _build(course, "day01-split", nvcc_version)
+    assert built.binary.is_file()   # ptxas reports no resources of relocatable code: its allocation is the link's
+    assert "-rdc=true" in built.command
+
+
+@pytest.mark.slow
+def test_a_file_named_by_a_flag_is_an_input(course, nvcc_version):
+    prelude = course / "lessons" / "day01-split" / "prelude.cuh"
+    prelude.write_text("#define FACTOR 3\n")
+    _edit(course, lambda data: data["lessons"][0].update(
+        flags=["-std=c++17", "-O3", "-I../../common", "-include", "prelude.cuh"]))
+    first = _build(course, "day01-split", nvcc_version)
+    assert "lessons/day01-split/prelude.cuh" in first.sources
+    prelude.write_text("#define FACTOR 4\n")
+    again = _build(course, "day01-split", nvcc_version)
+    assert not again.cached
+    assert any("lessons/day01-split/prelude.cuh changed" in note for note in again.notes), again.notes
+
+
+@pytest.mark.slow
+def test_a_link_failure_names_the_files_compiled(course, nvcc_version, real_nvcc):
+    _edit(course, lambda data: data["lessons"][0].update(sources=["lessons/day01-split/main.cu"]))
+    with pytest.raises(BuildError) as caught:
+        _build(course, "day01-split", nvcc_version)
+    error = caught.value
+    assert "scale_on_gpu" in error.message   # ld's own words stay
+    assert error.hint.startswith("the link found no definition of a function: lesson 'day01-split' compiled "
+                                 "lessons/day01-split/main.cu only; a program of several files lists each "
+                                 ".cu, .cpp or .c in 'sources:'")
