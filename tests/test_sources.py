@@ -133,3 +133,26 @@ def test_a_link_failure_names_the_files_compiled(course, nvcc_version, real_nvcc
     assert error.hint.startswith("the link found no definition of a function: lesson 'day01-split' compiled "
                                  "lessons/day01-split/main.cu only; a program of several files lists each "
                                  ".cu, .cpp or .c in 'sources:'")
+
+
+def test_the_page_shows_every_file_and_finds_snippets_in_any(course):
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "orchestrator", "render"], cwd=course, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    page = (course / "lessons" / "day01-split" / "README.md").read_text()
+    assert ("[`lessons/day01-split/main.cu`](main.cu), [`lessons/day01-split/scale.cu`](scale.cu)." in page)
+    assert "nvcc -std=c++17 -O3 -I../../common -arch=sm_90 -o main main.cu scale.cu" in page
+    assert "[`scale.cu`, lines 5-8](scale.cu#L5-L8)" in page   # the snippet of the second file, linked to it
+    assert "lessons/day01-split/scale.cuh" in page.splitlines()[0]   # every file is an input of the page
+
+
+def test_a_snippet_name_in_two_files_is_refused(tmp_path):
+    from orchestrator.errors import TemplateError
+    from orchestrator.manifest.snippets import lesson_snippets
+    for name in ("a.cu", "b.cu"):
+        (tmp_path / name).write_text("// snippet: k\nint x;\n// end snippet\n")
+    with pytest.raises(TemplateError) as caught:
+        lesson_snippets([tmp_path / "a.cu", tmp_path / "b.cu"], ["a.cu", "b.cu"])
+    assert "snippet 'k' is also marked in a.cu" in str(caught.value) and str(caught.value).startswith("b.cu:1")
