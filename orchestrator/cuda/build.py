@@ -35,6 +35,7 @@ from ..errors import BuildError, CoursectlError, UsageError
 from ..files import TEXT_LIMIT, atomic_write, check_inside, parse_json, read_file, relative, sha256_bytes, sha256_file
 from .buildkey import flag_files, key_of, headers_key, host_programs, key_material, what_changed
 from .includes import places_looked
+from .units import failure_hint, unit_commands
 from ..manifest.model import Lesson, Manifest
 from ..names import check_arch
 from ..process import CommandResult, Runner, run_command
@@ -109,22 +110,6 @@ def nvcc_command(nvcc: str, manifest: Manifest, lesson: Lesson, arch: str, outpu
     return [nvcc, *manifest.flags(lesson), *variant_flags(variant), f"-arch={arch}",
             "--resource-usage", "-MD", "-MF", str(dependency_file(output)), "-o", str(output),
             str(manifest.source_path(lesson))]
-
-
-def unit_commands(nvcc: str, manifest: Manifest, lesson: Lesson, arch: str, output: Path,
-                  variant: str = "plain") -> tuple[list[tuple[list[str], Path]], list[str]]:
-    """A program of several files as nvcc builds it: each translation unit compiled on its own (`-c`, with its
-    own dependency list, `-MD -MF`), then the objects linked, with the same flags, so that `-rdc=true` among
-    them gives relocatable device code and a device link, and none a whole-program build of each unit.
-    ([(compile command, its dependency list)], the link command)."""
-    flags = [*manifest.flags(lesson), *variant_flags(variant), f"-arch={arch}"]
-    compiles, objects = [], []
-    for index, unit in enumerate(manifest.source_paths(lesson)):
-        obj = output.parent / f"{output.name}.{index}.{unit.name}.o"
-        objects.append(str(obj))
-        compiles.append(([nvcc, *flags, "--resource-usage", "-MD", "-MF", str(dependency_file(obj)), "-c",
-                          "-o", str(obj), str(unit)], dependency_file(obj)))
-    return compiles, [nvcc, *flags, "-o", str(output), *objects]
 
 
 def dependency_file(output: Path | str) -> Path:
@@ -271,7 +256,7 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
             line = int(first.group("line")) if first else None
             raise BuildError(f"nvcc failed for lesson {lesson.id!r} ({arch}):\n{result.describe()}",
                              path=manifest.source_path(lesson), line=line,
-                             hint=_failure_hint(diagnostics, manifest, lesson))
+                             hint=failure_hint(diagnostics, lesson))
         shutil.rmtree(temporary)
         headers: dict[str, str] = {}
         absent: list[str] = []
@@ -314,7 +299,8 @@ def _compile(runner: Runner, nvcc: str, manifest: Manifest, lesson: Lesson, arch
             result = runner(nvcc_command(nvcc, manifest, lesson, arch, output, variant), timeout=600, cwd=folder,
                             env=env)
         return result, result.stderr.decode("utf-8", errors="replace"), [dependency_file(output)]
-    compiles, link = unit_commands(nvcc, manifest, lesson, arch, output, variant)
+    compiles, link = unit_commands(nvcc, [*manifest.flags(lesson), *variant_flags(variant), f"-arch={arch}"],
+                                   manifest.source_paths(lesson), output)
     said, seconds = [], 0.0
     for command in [*(command for command, _ in compiles), link]:
         with span(f"nvcc {arch} {variant}", f"{lesson.id} build"):
@@ -324,17 +310,6 @@ def _compile(runner: Runner, nvcc: str, manifest: Manifest, lesson: Lesson, arch
         if not result.ok:
             break
     return result.model_copy(update={"seconds": seconds}), "".join(said), [listed for _, listed in compiles]
-
-
-def _failure_hint(diagnostics: str, manifest: Manifest, lesson: Lesson) -> str:
-    """What a failed build's error ends with: for a link that found no definition, which files the lesson
-    compiled, and that `sources:` takes several."""
-    # ld's words for a function with no definition: a host one, and a kernel (a hidden symbol, from nvcc's stub)
-    if not any(words in diagnostics for words in ("undefined reference", "isn't defined", "final link failed")):
-        return "fix the diagnostics above; the lesson was not run"
-    named = ", ".join(unit.as_posix() for unit in lesson.source_files)
-    return (f"the link found no definition of a function: lesson {lesson.id!r} compiled {named} only; a "
-            f"program of several files lists each .cu, .cpp or .c in 'sources:' (sources: [kernel.cu, main.cu])")
 
 
 def _headers_read(dependencies: Path, units: list[Path], folder: Path, root: Path) -> dict[str, str]:

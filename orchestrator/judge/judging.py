@@ -297,14 +297,15 @@ def compare_build_evidence(manifest: Manifest, lesson: Lesson, build: BuildResul
 
 # -- sanitizer passes -------------------------------------------------------------------------
 def resolve_snippets(findings: list[ExpectedFinding], snippets: dict[str, Snippet],
-                     source_name: str) -> list[ExpectedFinding]:
-    """`snippet: NAME` in expected findings -> that snippet's line range in the lesson's source."""
+                     source_name: str, *, by_file: bool = False) -> list[ExpectedFinding]:
+    """`snippet: NAME` in expected findings -> that snippet's line range in the lesson's source (`by_file`: in
+    the file of the program's that marks it)."""
     resolved = []
     for finding in findings:
         if finding.snippet and finding.snippet in snippets:
             snippet = snippets[finding.snippet]
             finding = finding.model_copy(update={"line_range": (snippet.first_line, snippet.last_line),
-                                                 "file": finding.file or Path(snippet.path).name or source_name})
+                                                 "file": finding.file or (Path(snippet.path).name if by_file else source_name)})
         resolved.append(finding)
     return resolved
 
@@ -316,7 +317,8 @@ def expectation_of(manifest: Manifest, lesson: Lesson, tool: str, spec: Sanitize
     if snippets is None:
         snippets = (lesson_snippets(manifest.source_paths(lesson), lesson.source_files)
                     if any(f.snippet for f in spec.findings) else {})
-    return Expectation(tool=Tool(tool), findings=resolve_snippets(spec.findings, snippets, source.name),
+    return Expectation(tool=Tool(tool), findings=resolve_snippets(spec.findings, snippets, source.name,
+                                                                  by_file=len(lesson.source_files) > 1),
                        allow_other=spec.allow_other)
 
 

@@ -326,7 +326,7 @@ def _sanitizer_rows(manifest: Manifest, lesson: Lesson, passes: dict[str, Saniti
                     source_link: str) -> list[SanitizerRow]:
     rows: list[SanitizerRow] = []
     for tool, spec in passes.items():
-        expected = resolve_snippets(spec.findings, snippets, source_name)
+        expected = resolve_snippets(spec.findings, snippets, source_name, by_file=len(lesson.source_files) > 1)
         expects = "; ".join(f"a finding {f.describe()}" for f in expected) or "nothing"
         if expected:
             expects += " (and may find more)" if spec.allow_other else ", and nothing else"
