@@ -156,3 +156,46 @@ def test_a_snippet_name_in_two_files_is_refused(tmp_path):
     with pytest.raises(TemplateError) as caught:
         lesson_snippets([tmp_path / "a.cu", tmp_path / "b.cu"], ["a.cu", "b.cu"])
     assert "snippet 'k' is also marked in a.cu" in str(caught.value) and str(caught.value).startswith("b.cu:1")
+
+
+HOST_ONLY = {
+    "lessons.yaml": """version: 1
+architectures: [sm_90]
+lessons:
+  - id: day03-host
+    title: A program of a C++ file and a C file
+    sources: [prog/main.cpp, prog/helper.c]
+    sanitizers: {}
+    page: {path: prog/README.md}
+    output:
+      - line: "value = {value:int}"
+    claims:
+      - id: the-answer
+        gate: value == 42
+""",
+    "prog/main.cpp": '#include <cstdio>\n#include "helper.h"\nint main() { std::printf("value = %d\\n", helper()); }\n',
+    "prog/helper.h": '#pragma once\nextern "C" int helper(void);\n',
+    "prog/helper.c": "int helper(void) { return 42; }\n",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edited", ["prog/helper.c", "prog/helper.h"])
+def test_verify_offline_names_a_file_of_the_program_edited_since_the_evidence(tmp_path, monkeypatch, fake_gpu,
+                                                                              edited):
+    from conftest import coursectl
+    monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "host"
+    for name, text in HOST_ONLY.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    monkeypatch.chdir(root)
+    recorded = coursectl("record", "--all")
+    assert recorded.exit_code == 0, recorded.stdout + recorded.stderr
+    meta = next((root / "evidence" / "day03-host").glob("*/meta.json")).read_text()
+    assert all(name in meta for name in ("prog/main.cpp", "prog/helper.c", "prog/helper.h"))
+    assert coursectl("verify", "--all", "--offline").exit_code == 0
+    with open(root / edited, "a") as file:
+        file.write("/* edited */\n")
+    again = coursectl("verify", "--all", "--offline")
+    assert edited in again.stdout + again.stderr, again.stdout
