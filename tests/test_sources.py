@@ -130,9 +130,11 @@ def test_a_link_failure_names_the_files_compiled(course, nvcc_version, real_nvcc
         _build(course, "day01-split", nvcc_version)
     error = caught.value
     assert "scale_on_gpu" in error.message   # ld's own words stay
-    assert error.hint.startswith("the link found no definition of a function: lesson 'day01-split' compiled "
-                                 "lessons/day01-split/main.cu only; a program of several files lists each "
-                                 ".cu, .cpp or .c in 'sources:'")
+    assert error.message.splitlines()[-1] == (
+        "the link found no definition of a function: lesson 'day01-split' compiled lessons/day01-split/main.cu "
+        "only; a program of several files lists each .cu, .cpp or .c in 'sources:' (sources: [kernel.cu, main.cu])")
+    assert "undefined reference to `scale_on_gpu(float*, float, int)'" in error.message.splitlines()[-2] + \
+        "\n".join(error.message.splitlines())
 
 
 def test_the_page_shows_every_file_and_finds_snippets_in_any(course):

@@ -35,7 +35,7 @@ from ..errors import BuildError, CoursectlError, UsageError
 from ..files import TEXT_LIMIT, atomic_write, check_inside, parse_json, read_file, relative, sha256_bytes, sha256_file
 from .buildkey import flag_files, key_of, headers_key, host_programs, key_material, what_changed
 from .includes import places_looked
-from .units import failure_hint, unit_commands
+from .units import link_failure, unit_commands
 from ..manifest.model import Lesson, Manifest
 from ..names import check_arch
 from ..process import CommandResult, Runner, run_command
@@ -254,9 +254,10 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
         if not result.ok or not output.is_file():
             first = next((m for m in map(_DIAG.match, diagnostics.splitlines()) if m), None)
             line = int(first.group("line")) if first else None
-            raise BuildError(f"nvcc failed for lesson {lesson.id!r} ({arch}):\n{result.describe()}",
-                             path=manifest.source_path(lesson), line=line,
-                             hint=failure_hint(diagnostics, lesson))
+            link = link_failure(diagnostics, lesson)   # in the message: every report of the failure says it
+            raise BuildError(f"nvcc failed for lesson {lesson.id!r} ({arch}):\n{result.describe()}"
+                             + (f"\n{link}" if link else ""), path=manifest.source_path(lesson), line=line,
+                             hint="fix the diagnostics above; the lesson was not run")
         shutil.rmtree(temporary)
         headers: dict[str, str] = {}
         absent: list[str] = []

@@ -23,12 +23,12 @@ def unit_commands(nvcc: str, flags: list[str], units: list[Path],
     return compiles, [nvcc, *flags, "-o", str(output), *objects]
 
 
-def failure_hint(diagnostics: str, lesson: Lesson) -> str:
-    """What a failed build's error ends with: for a link that found no definition, which files the lesson
-    compiled, and that `sources:` takes several."""
+def link_failure(diagnostics: str, lesson: Lesson) -> str | None:
+    """The line a failed build's error ends with when the link found no definition of a function: which files
+    the lesson compiled, and that `sources:` takes several; None for any other failure."""
     # ld's words for a function with no definition: a host one, and a kernel (a hidden symbol, from nvcc's stub)
     if not any(words in diagnostics for words in ("undefined reference", "isn't defined", "final link failed")):
-        return "fix the diagnostics above; the lesson was not run"
+        return None
     named = ", ".join(unit.as_posix() for unit in lesson.source_files)
     return (f"the link found no definition of a function: lesson {lesson.id!r} compiled {named} only; a "
             f"program of several files lists each .cu, .cpp or .c in 'sources:' (sources: [kernel.cu, main.cu])")
