@@ -201,3 +201,20 @@ def test_verify_offline_names_a_file_of_the_program_edited_since_the_evidence(tm
         file.write("/* edited */\n")
     again = coursectl("verify", "--all", "--offline")
     assert edited in again.stdout + again.stderr, again.stdout
+
+
+def test_the_compiler_explorer_link_holds_every_file(tmp_path):
+    import subprocess
+    import sys
+    root = tmp_path / "host"
+    for name, text in HOST_ONLY.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    shutil.copytree(FIXTURE / "templates", root / "templates")
+    shutil.copy(FIXTURE / "README.md", root / "README.md")
+    done = subprocess.run([sys.executable, "-m", "orchestrator", "render"], cwd=root, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    page = (root / "prog" / "README.md").read_text()
+    assert ("[Open in Compiler Explorer][compiler-explorer] (the whole of `main.cpp`, `helper.c` and `helper.h`"
+            in page)
