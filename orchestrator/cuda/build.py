@@ -33,11 +33,12 @@ from pydantic import BaseModel
 
 from ..errors import BuildError, CoursectlError, UsageError
 from ..files import TEXT_LIMIT, atomic_write, check_inside, parse_json, read_file, relative, sha256_bytes, sha256_file
-from .buildkey import key_of, headers_key, host_programs, key_material, what_changed
+from .buildkey import flag_files, key_of, headers_key, host_programs, key_material, what_changed
 from .includes import places_looked
+from .units import link_failure, unit_commands
 from ..manifest.model import Lesson, Manifest
 from ..names import check_arch
-from ..process import Runner, run_command
+from ..process import CommandResult, Runner, run_command
 from .resources import KernelResources, parse_resources
 from ..trace import span
 
@@ -103,6 +104,9 @@ def nvcc_command(nvcc: str, manifest: Manifest, lesson: Lesson, arch: str, outpu
     each kernel's registers, spills and shared memory (the build evidence)
     without changing the code it generates.
     """
+    if lesson.sources and len(lesson.sources) > 1:   # compiled unit by unit, then linked: unit_commands
+        return [nvcc, *manifest.flags(lesson), *variant_flags(variant), f"-arch={arch}", "--resource-usage",
+                "-o", str(output), *map(str, manifest.source_paths(lesson))]
     return [nvcc, *manifest.flags(lesson), *variant_flags(variant), f"-arch={arch}",
             "--resource-usage", "-MD", "-MF", str(dependency_file(output)), "-o", str(output),
             str(manifest.source_path(lesson))]
@@ -115,8 +119,10 @@ def dependency_file(output: Path | str) -> Path:
 
 def display_command(manifest: Manifest, lesson: Lesson, arch: str, variant: str = "plain") -> list[str]:
     """The build command as a reader types it, in the folder of the lesson's source (where nvcc runs)."""
+    folder = manifest.source_path(lesson).parent
     return ["nvcc", *manifest.flags(lesson), *variant_flags(variant), f"-arch={arch}",
-            "-o", lesson.binary_name, lesson.source.name]
+            "-o", lesson.binary_name,
+            *(Path(os.path.relpath(unit, folder)).as_posix() for unit in manifest.source_paths(lesson))]
 
 
 # -- what changed since the last build of a source -----------------------------------------------
@@ -187,7 +193,7 @@ def hash_files(paths: list[Path]) -> dict[Path, str | None]:
     return {path: sha256_file(path) for path in paths}
 
 
-_DIAG = re.compile(r"^(?P<file>.+?\.(?:cu|cuh|h|hpp|cpp))[(:](?P<line>\d+)")
+_DIAG = re.compile(r"^(?P<file>.+?\.(?:cu|cuh|h|hpp|cpp|cc|cxx|c))[(:](?P<line>\d+)")
 
 
 def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_version: str | None,
@@ -207,17 +213,29 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
     check_arch(arch, "architecture")
     source_path = manifest.source_path(lesson)
     folder = source_path.parent
-    source = read_file(source_path, TEXT_LIMIT, "a lesson's source", BuildError)
-    if source is None:
-        raise BuildError("cannot read source: No such file or directory", path=source_path)
+    units = manifest.source_paths(lesson)
+    texts = []
+    for unit in units:
+        text = read_file(unit, TEXT_LIMIT, "a lesson's source", BuildError)
+        if text is None:
+            raise BuildError("cannot read source: No such file or directory", path=unit)
+        texts.append(text)
+    source = texts[0]
     flags = manifest.flags(lesson) + variant_flags(variant)
     material = key_material(source, flags, arch, nvcc_version, variant, lesson.binary_name,
                             host=host_programs(flags, folder))
+    if len(units) > 1:   # the other units, by their paths from nvcc's folder (one program only when all are it)
+        material["units"] = {Path(os.path.relpath(unit, folder)).as_posix(): sha256_bytes(text)
+                             for unit, text in zip(units[1:], texts[1:])}
+    named = flag_files(flags, folder, manifest.root)
+    if named:            # a file a flag names (`--options-file`, a linker script): an input as much as the source
+        material["inputs"] = named
     key = key_of(material)
     group = cache_root(manifest) / f"{arch}-{variant}" / key
     entry, info, misses = _lookup(group, lesson.binary_name, folder, manifest.root)
     last = _last_build(manifest, lesson, arch, variant)
     previous = _record(last)
+    digests = {unit: sha256_bytes(text) for unit, text in zip(units, texts)}
     if entry is not None:
         _remember(last, material, previous)
         binary = entry / lesson.binary_name
@@ -225,29 +243,36 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
         return BuildResult(lesson=lesson.id, arch=arch, variant=variant, binary=binary, cached=True,
                            command=nvcc_command(nvcc, manifest, lesson, arch, binary, variant),
                            diagnostics=_without_ptxas(stderr), resources=parse_resources(stderr),
-                           sources=_sources(manifest, source_path, sha256_bytes(source), folder, info["headers"]))
+                           sources=_sources(manifest, digests, folder, info["headers"], named))
     group.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{key}.", suffix=".build", dir=group))
     try:
         temporary = work / "tmp"
         temporary.mkdir()
         output = work / lesson.binary_name
-        command = nvcc_command(nvcc, manifest, lesson, arch, output, variant)
-        with span(f"nvcc {arch} {variant}", f"{lesson.id} build"):
-            result = runner(command, timeout=600, cwd=folder, env={"TMPDIR": str(temporary)})
-        diagnostics = result.stderr.decode("utf-8", errors="replace")
+        result, diagnostics, lists = _compile(runner, nvcc, manifest, lesson, arch, output, variant, temporary)
         if not result.ok or not output.is_file():
             first = next((m for m in map(_DIAG.match, diagnostics.splitlines()) if m), None)
             line = int(first.group("line")) if first else None
-            raise BuildError(f"nvcc failed for lesson {lesson.id!r} ({arch}):\n{result.describe()}",
-                             path=manifest.source_path(lesson), line=line,
+            link = link_failure(diagnostics, lesson)   # in the message: every report of the failure says it
+            raise BuildError(f"nvcc failed for lesson {lesson.id!r} ({arch}):\n{result.describe()}"
+                             + (f"\n{link}" if link else ""), path=manifest.source_path(lesson), line=line,
                              hint="fix the diagnostics above; the lesson was not run")
         shutil.rmtree(temporary)
-        headers = _headers_read(dependency_file(output), source_path, folder, manifest.root)
-        absent = _absent(source_path, headers, manifest.flags(lesson), folder, manifest.root)
+        headers: dict[str, str] = {}
+        absent: list[str] = []
+        for unit, listed in zip(units, lists):
+            mine = _headers_read(listed, units, folder, manifest.root)
+            headers.update(mine)
+            absent += [name for name in _absent(unit, mine, manifest.flags(lesson), folder, manifest.root)
+                       if name not in absent]
         entry = group / headers_key(headers, absent)
         binary = entry / lesson.binary_name
         display = nvcc_command(nvcc, manifest, lesson, arch, binary, variant)
+        for unit_list in lists if len(units) > 1 else []:
+            unit_list.unlink(missing_ok=True)
+        for leftover in work.glob(f"{lesson.binary_name}.*.o"):
+            leftover.unlink()
         atomic_write(work / STAMP, json.dumps({"command": display, "diagnostics": diagnostics,
                                                "seconds": result.seconds,
                                                "binary_sha256": sha256_file(output),
@@ -261,16 +286,41 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
     return BuildResult(lesson=lesson.id, arch=arch, variant=variant, binary=binary, cached=False,
                        seconds=result.seconds, command=display, diagnostics=_without_ptxas(diagnostics),
                        resources=parse_resources(diagnostics), notes=misses,
-                       sources=_sources(manifest, source_path, sha256_bytes(source), folder, headers))
+                       sources=_sources(manifest, digests, folder, headers, named))
 
 
-def _headers_read(dependencies: Path, source: Path, folder: Path, root: Path) -> dict[str, str]:
+def _compile(runner: Runner, nvcc: str, manifest: Manifest, lesson: Lesson, arch: str, output: Path,
+             variant: str, temporary: Path) -> tuple[CommandResult, str, list[Path]]:
+    """Run nvcc: one command for one file, else each unit's compile and the link (unit_commands), stopping at
+    the first that fails. (the last command's result, every command's stderr, each unit's dependency list)."""
+    env = {"TMPDIR": str(temporary)}
+    folder = manifest.source_path(lesson).parent
+    if not (lesson.sources and len(lesson.sources) > 1):
+        with span(f"nvcc {arch} {variant}", f"{lesson.id} build"):
+            result = runner(nvcc_command(nvcc, manifest, lesson, arch, output, variant), timeout=600, cwd=folder,
+                            env=env)
+        return result, result.stderr.decode("utf-8", errors="replace"), [dependency_file(output)]
+    compiles, link = unit_commands(nvcc, [*manifest.flags(lesson), *variant_flags(variant), f"-arch={arch}"],
+                                   manifest.source_paths(lesson), output)
+    said, seconds = [], 0.0
+    for command in [*(command for command, _ in compiles), link]:
+        with span(f"nvcc {arch} {variant}", f"{lesson.id} build"):
+            result = runner(command, timeout=600, cwd=folder, env=env)
+        said.append(result.stderr.decode("utf-8", errors="replace"))
+        seconds += result.seconds
+        if not result.ok:
+            break
+    return result.model_copy(update={"seconds": seconds}), "".join(said), [listed for _, listed in compiles]
+
+
+def _headers_read(dependencies: Path, units: list[Path], folder: Path, root: Path) -> dict[str, str]:
     """The local files a finished build read besides its source: path relative to the source's folder -> sha256."""
     try:
         listed = parse_dependencies(dependencies.read_text(encoding="utf-8", errors="surrogateescape"))
     except OSError as exc:
         raise BuildError(f"nvcc wrote no dependency list ({exc.strerror})", path=dependencies)
-    files = [path for path in local_files(listed, folder, root) if path != Path(os.path.normpath(source))]
+    own = {Path(os.path.normpath(unit)) for unit in units}
+    files = [path for path in local_files(listed, folder, root) if path not in own]
     for path in files:
         check_inside(path, root, BuildError)   # a header the course names that is a link out of it
     digests = hash_files(files)
@@ -285,11 +335,14 @@ def _absent(source: Path, headers: dict[str, str], flags: list[str], folder: Pat
     return [Path(os.path.relpath(path, folder)).as_posix() for path in looked]
 
 
-def _sources(manifest: Manifest, source: Path, digest: str, folder: Path, headers: dict[str, str]) -> dict[str, str]:
-    """BuildResult.sources: the source, then its headers, by their paths in the course."""
-    out = {relative(source, manifest.root): digest}
-    for name, sha in headers.items():
-        out[relative(folder / name, manifest.root)] = sha
+def _sources(manifest: Manifest, units: dict[Path, str], folder: Path, headers: dict[str, str],
+             named: dict[str, str | None]) -> dict[str, str]:
+    """BuildResult.sources: the program's files, the source first, then their headers and the files the flags
+    name, by their paths in the course."""
+    out = {relative(unit, manifest.root): digest for unit, digest in units.items()}
+    for name, sha in [*headers.items(), *named.items()]:
+        if sha is not None:
+            out.setdefault(relative(folder / name, manifest.root), sha)
     return out
 
 
@@ -366,7 +419,8 @@ class SharedBuilds:
 
     def submit(self, manifest: Manifest, lesson: Lesson, arch: str, variant: str = "plain") -> Future:
         cache_root(manifest)   # a cache that is refused is refused here, in the thread that submits, not in a build
-        inputs = (str(manifest.source_path(lesson).resolve()), tuple(manifest.flags(lesson)), arch, variant)
+        inputs = (tuple(str(unit.resolve()) for unit in manifest.source_paths(lesson)), tuple(manifest.flags(lesson)),
+                  arch, variant)
         if inputs not in self._first:
             future = self.pool.submit(build_lesson, manifest, lesson, arch, self.nvcc, self.nvcc_version, variant,
                                       self.runner)

@@ -16,13 +16,15 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..files import is_dir, sha256_bytes, sha256_file
+from ..files import is_dir, is_file, sha256_bytes, sha256_file
 from ..process import Runner, run_command
 from .toolchain import why_it_cannot_run
 
 
 CACHE_FORMAT = 6  # 2: ptxas' resource report; 3: the binary's sha256; 4: content-addressed, with the files read;
 #                   5: nvcc's variables of the environment; 6: the host compiler and the variables it reads
+# A program's other units (`units`) and the files its flags name (`inputs`) are keys present only where a
+# lesson has them, so that no other lesson's entry moves.
 
 
 # The variables of the environment that change what a build makes: nvcc's (the flags it puts before and
@@ -134,6 +136,33 @@ def key_material(source: bytes, flags: list[str], arch: str, nvcc_version: str |
             "host": host}
 
 
+def flag_files(flags: Sequence[str], folder: Path, root: Path) -> dict[str, str]:
+    """The files of the course that nvcc's flags name, from `folder` (where nvcc runs): path -> sha256.
+
+    A flag names a file when it, what follows its `=`, a part of a comma list
+    (`-Xlinker=-T,link.ld`) or such a part without its option (`-Tlink.ld`) is
+    the path of a regular file inside the course: `--options-file opts.txt`,
+    `-include prelude.cuh`, a linker script, a .cpp given as a flag. What it
+    holds changes the build as much as the source does; the system's files
+    are left to the host programs' and nvcc's versions.
+    """
+    named: dict[str, str] = {}
+    base, inside = Path(folder), Path(root).resolve()
+    for flag in flags:
+        parts = [flag, flag.partition("=")[2]]
+        parts += [part for piece in list(parts) for part in piece.split(",")]
+        parts += [part[2:] for part in list(parts) if part.startswith("-") and len(part) > 2]
+        for candidate in parts:
+            if not candidate or candidate.startswith("-") or candidate in named:
+                continue
+            path = base / candidate
+            if is_file(path) and path.resolve().is_relative_to(inside):
+                digest = sha256_file(path)
+                if digest is not None:
+                    named[candidate] = digest
+    return named
+
+
 def cache_key(*args, **kwargs) -> str:
     """The first level of a cache entry: the sha256 of key_material(*args, **kwargs)."""
     return key_of(key_material(*args, **kwargs))
@@ -148,6 +177,12 @@ def what_changed(before: dict, now: dict, source_name: str) -> list[str]:
     said: list[str] = []
     if before.get("source") != now["source"]:
         said.append(f"{source_name} changed")
+    for key in ("units", "inputs"):   # the other files of a program, and the files its flags name
+        old_files, new_files = before.get(key) or {}, now.get(key) or {}
+        for name in sorted(set(old_files) | set(new_files)):
+            if old_files.get(name) != new_files.get(name):
+                said.append(f"{_in_course(name, source_name)} "
+                            f"{'changed' if name in old_files and name in new_files else 'was added' if name in new_files else 'was left out'}")
     if before.get("flags") != now["flags"]:
         said.append(f"the flags changed ({' '.join(before.get('flags') or []) or 'none'} -> "
                     f"{' '.join(now['flags']) or 'none'})")
@@ -169,6 +204,11 @@ def what_changed(before: dict, now: dict, source_name: str) -> list[str]:
     if not said and before != now:
         said.append("the build cache's format changed")
     return said
+
+
+def _in_course(name: str, source_name: str) -> str:
+    """A file named from nvcc's folder, as the course names it: from the folder of `source_name`."""
+    return os.path.normpath(os.path.join(os.path.dirname(source_name), name)).replace(os.sep, "/")
 
 
 def headers_key(headers: dict[str, str], absent: Sequence[str] = ()) -> str:

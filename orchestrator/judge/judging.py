@@ -37,7 +37,7 @@ from .results import LessonResult, PassResult, RunEnvironment, RunInfo
 from ..cuda.sanitizer import Report, judge
 from ..manifest.passes import Expectation, ExpectedFinding, Tool
 from ..cuda.sanitizer_output import build_report, strip_sanitizer_lines
-from ..manifest.snippets import Snippet, extract_snippets
+from ..manifest.snippets import Snippet, lesson_snippets
 from ..cuda.toolchain import Gpu, GpuState
 from ..transcript.parse import Flat, Scope, Transcript, decode_output, flatten, parse_transcript
 
@@ -299,14 +299,15 @@ def compare_build_evidence(manifest: Manifest, lesson: Lesson, build: BuildResul
 
 # -- sanitizer passes -------------------------------------------------------------------------
 def resolve_snippets(findings: list[ExpectedFinding], snippets: dict[str, Snippet],
-                     source_name: str) -> list[ExpectedFinding]:
-    """`snippet: NAME` in expected findings -> that snippet's line range in the lesson's source."""
+                     source_name: str, *, by_file: bool = False) -> list[ExpectedFinding]:
+    """`snippet: NAME` in expected findings -> that snippet's line range in the lesson's source (`by_file`: in
+    the file of the program's that marks it)."""
     resolved = []
     for finding in findings:
         if finding.snippet and finding.snippet in snippets:
             snippet = snippets[finding.snippet]
             finding = finding.model_copy(update={"line_range": (snippet.first_line, snippet.last_line),
-                                                 "file": finding.file or source_name})
+                                                 "file": finding.file or (Path(snippet.path).name if by_file else source_name)})
         resolved.append(finding)
     return resolved
 
@@ -316,8 +317,10 @@ def expectation_of(manifest: Manifest, lesson: Lesson, tool: str, spec: Sanitize
     """What a lesson expects of one tool; snippets are read from its source unless given."""
     source = manifest.source_path(lesson)
     if snippets is None:
-        snippets = extract_snippets(source, str(lesson.source)) if any(f.snippet for f in spec.findings) else {}
-    return Expectation(tool=Tool(tool), findings=resolve_snippets(spec.findings, snippets, source.name),
+        snippets = (lesson_snippets(manifest.source_paths(lesson), lesson.source_files)
+                    if any(f.snippet for f in spec.findings) else {})
+    return Expectation(tool=Tool(tool), findings=resolve_snippets(spec.findings, snippets, source.name,
+                                                                  by_file=len(lesson.source_files) > 1),
                        allow_other=spec.allow_other)
 
 
@@ -477,6 +480,6 @@ def judge_build_claims(lesson: Lesson, out: LessonResult) -> None:
 def judge_source(manifest: Manifest, lesson: Lesson, out: LessonResult) -> None:
     """What the source alone can show: its snippet markers are well formed."""
     try:
-        extract_snippets(manifest.source_path(lesson), str(lesson.source))
+        lesson_snippets(manifest.source_paths(lesson), lesson.source_files)
     except CoursectlError as exc:
         out.reasons.append(str(exc))

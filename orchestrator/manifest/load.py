@@ -22,7 +22,7 @@ from ..transcript.schema import COUNT_TAGS
 from .model import Lesson, Manifest
 from .page import PageSpecError, check_page
 from .shorthand import entry_id, relocate_lines
-from .snippets import extract_snippets
+from .snippets import lesson_snippets
 from .yamlfile import line_of, load_yaml
 
 
@@ -137,17 +137,19 @@ def load_manifest(path: Path) -> Manifest:
                        f"duplicate lesson id (also lessons[{seen[lesson.id]}])")
         seen[lesson.id] = index
         _check_day(manifest, index, days, fail)
-        for key in ("source", "prose"):
-            rel = getattr(lesson, key)
+        checked = [("source", lesson.source, ("lessons", index, "source")), *(
+            ("source", unit, ("lessons", index, "sources", n)) for n, unit in enumerate(lesson.sources or [])),
+            ("prose", lesson.prose, ("lessons", index, "prose"))]
+        for key, rel, at in checked:
             if rel is None:
                 continue
             full = (root / rel).resolve()
             if (out := link_out(root / rel, root)) is not None:
-                raise fail(("lessons", index, key), _leaves(out, root))
+                raise fail(at, _leaves(out, root))
             if not full.is_relative_to(root):
-                raise fail(("lessons", index, key), f"{rel} lies outside the course root {root}")
+                raise fail(at, f"{rel} lies outside the course root {root}")
             if rel.is_absolute():
-                raise fail(("lessons", index, key),
+                raise fail(at,
                            f"{rel} is absolute; give it relative to the course root {root}")
             if full.is_dir():
                 if key == "source":
@@ -155,9 +157,9 @@ def load_manifest(path: Path) -> Manifest:
                     want = f"the lesson's .cu file in it ({sources})" if sources else "the lesson's .cu file"
                 else:
                     want = "its prose, a Markdown file"
-                raise fail(("lessons", index, key), f"{rel} is a folder; give {want}")
+                raise fail(at, f"{rel} is a folder; give {want}")
             if not full.is_file():
-                raise fail(("lessons", index, key), f"{rel} does not exist")
+                raise fail(at, f"{rel} does not exist")
         if lesson.page is not None and lesson.page.path is not None:
             _check_page_path(manifest, lesson.page.path, ("lessons", index, "page", "path"), fail)
         _check_sanitizer_snippets(manifest, lesson, index, fail)
@@ -242,7 +244,7 @@ def _check_sanitizer_snippets(manifest: Manifest, lesson: Lesson, index: int, fa
                 raise fail(("lessons", index, "sanitizers", tool, "findings", f_index, "snippet"),
                            f"snippet name {finding.snippet!r} must be letters, digits, '_', '.' and '-'")
             try:
-                names = extract_snippets(manifest.source_path(lesson), str(lesson.source))
+                names = lesson_snippets(manifest.source_paths(lesson), lesson.source_files)
             except TemplateError as exc:
                 # The fault is in the source: its file and line come first, the entry that reads it after.
                 line = manifest.line_of("lessons", index, "sanitizers", tool, "findings", f_index, "snippet")
@@ -253,5 +255,5 @@ def _check_sanitizer_snippets(manifest: Manifest, lesson: Lesson, index: int, fa
                 raise fail(("lessons", index, "sanitizers", tool, "findings", f_index, "snippet"), str(exc))
             if finding.snippet not in names:
                 raise fail(("lessons", index, "sanitizers", tool, "findings", f_index, "snippet"),
-                           f"no snippet {finding.snippet!r} in {lesson.source} "
+                           f"no snippet {finding.snippet!r} in {', '.join(map(str, lesson.source_files))} "
                            f"(it has {', '.join(sorted(names)) or 'none'})")

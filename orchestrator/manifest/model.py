@@ -147,6 +147,10 @@ class Lesson(Strict):
     day: int = Field(ge=0)
     title: str
     source: Path = Field(json_schema_extra={"minLength": 1})
+    # A program of several translation units (.cu, .cpp, .c), compiled and linked as nvcc does; the first is
+    # `source`, whose stem names the binary and whose folder nvcc runs in.
+    sources: list[Path] | None = Field(default=None, json_schema_extra={"minItems": 1,
+                                                                        "items": {"minLength": 1}})
     flags: list[str] | None = None
     args: list[str] = []
     timeout: float | None = Field(default=None, json_schema_extra=_TIMEOUT)
@@ -166,7 +170,7 @@ class Lesson(Strict):
     @model_validator(mode="before")
     @classmethod
     def _long_form(cls, data: Any, info: ValidationInfo) -> Any:
-        return lesson_long_form(data, (info.context or {}).get("root"))
+        return lesson_long_form(_first_source(data), (info.context or {}).get("root"))
 
     @field_validator("id")
     @classmethod
@@ -185,6 +189,11 @@ class Lesson(Strict):
         return value
 
     _timeout = field_validator("timeout")(_check_timeout)
+
+    @field_validator("sources", mode="before")
+    @classmethod
+    def _units(cls, value: Any) -> Any:
+        return _check_units(value)
 
     @field_validator("flags")
     @classmethod
@@ -208,11 +217,48 @@ class Lesson(Strict):
         return self.source.stem
 
     @property
+    def source_files(self) -> list[Path]:
+        """Every translation unit of its program, relative to the course root: `sources`, else `[source]`."""
+        return list(self.sources) if self.sources else [self.source]
+
+    @property
     def page_path(self) -> Path:
         """Its page, relative to the course root: `page.path`, else README.md beside its source."""
         if self.page is not None and self.page.path is not None:
             return self.page.path
         return self.source.parent / "README.md"
+
+
+# What nvcc compiles as a translation unit of a lesson's program: CUDA, C++ and C.
+UNIT_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
+
+
+def _first_source(data: Any) -> Any:
+    """`sources: [a.cu, b.cu]` makes `source` its first file; a lesson gives one of the two keys, not both."""
+    if isinstance(data, dict) and "sources" in data:
+        if "source" in data:
+            raise ValueError("give 'source' (one file) or 'sources' (several), not both")
+        units = data["sources"]
+        _check_units(units)
+        if isinstance(units, list) and units and isinstance(units[0], str):
+            data = {**data, "source": units[0]}
+    return data
+
+
+def _check_units(value: Any) -> Any:
+    if not isinstance(value, list):
+        return value
+    if not value:
+        raise ValueError("an empty list; name the program's files (.cu, .cpp, .c), relative to the course root")
+    for index, unit in enumerate(value):
+        if isinstance(unit, str) and not unit.strip():
+            raise ValueError(f"item {index}: an empty path; give a .cu, .cpp or .c file, relative to the course root")
+        if isinstance(unit, str) and not unit.endswith(UNIT_SUFFIXES):
+            raise ValueError(f"item {index}: {unit!r} is no translation unit; 'sources' lists the files nvcc "
+                             f"compiles ({', '.join(UNIT_SUFFIXES)}), and a header is found by its #include")
+        if isinstance(unit, str) and unit in value[:index]:
+            raise ValueError(f"item {index}: {unit!r} is listed twice")
+    return value
 
 
 def _check_tools(value: dict | None) -> dict | None:
@@ -323,5 +369,9 @@ class Manifest(Strict):
 
     def source_path(self, lesson: Lesson) -> Path:
         return self.root / lesson.source
+
+    def source_paths(self, lesson: Lesson) -> list[Path]:
+        """Every translation unit of the lesson's program, the source first."""
+        return [self.root / unit for unit in lesson.source_files]
 
 

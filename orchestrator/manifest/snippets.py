@@ -76,3 +76,17 @@ def extract_snippets(path: Path, display: str | None = None, text: str | None = 
         name, start = open_[-1]
         raise error(f"snippet {name!r} is never closed", start)
     return found
+
+
+def lesson_snippets(paths: list[Path], names: list, texts: list[str | None] | None = None) -> dict[str, Snippet]:
+    """The snippets of every file of a lesson's program (`paths`, shown as `names`), in order; a name marked in
+    two of its files is a TemplateError naming the second."""
+    found: dict[str, Snippet] = {}
+    for index, (path, name) in enumerate(zip(paths, names)):
+        text = texts[index] if texts is not None else None
+        for key, snippet in extract_snippets(path, str(name), text=text).items():
+            if key in found:
+                raise TemplateError(f"snippet {key!r} is also marked in {found[key].path}", path=snippet.path,
+                                    line=snippet.first_line - 1, hint="give each snippet of a program its own name")
+            found[key] = snippet
+    return found

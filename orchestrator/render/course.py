@@ -37,7 +37,7 @@ from ..cuda.includes import local_headers
 from ..manifest.model import Lesson, Manifest, SanitizerPass
 from ..judge.judging import claims_on_evidence, judge_recorded_pass, parse_evidence, resolve_snippets
 from ..cuda.sanitizer import Finding, Report
-from ..manifest.snippets import Snippet, extract_snippets
+from ..manifest.snippets import Snippet, lesson_snippets
 from .source_header import (NO_EVIDENCE_LINE, provenance, rewrite_header, source_header, stale_source_header,
                             without_verified)
 from .navigation import INDEX_FILE, Navigation, link_days, link_to, navigation, rebase_links
@@ -132,6 +132,7 @@ class LessonModel(BaseModel):
     page: str                         # relative to the course root
     source_name: str
     source_link: str                  # relative to the page
+    units: dict[str, str] = {}        # a program of several files: each file (its name) -> its link from the page
     source_folder: SourceFolder | None  # None: the page lies beside the source
     template: str                     # the template's name under templates/
     banner: str
@@ -231,7 +232,8 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
 
     source_old = _read_text(source_path, source_rel, "a lesson's source", root)
     source_new = rewrite_header(source_old, header.lines) if lesson.source_header else source_old
-    snippets = extract_snippets(source_path, source_rel, text=source_new)
+    units = manifest.source_paths(lesson)
+    snippets = lesson_snippets(units, lesson.source_files, [source_new] + [None] * (len(units) - 1))
 
     passes = manifest.sanitizers(lesson)
     sanitizer_build = shlex.join(display_command(manifest, lesson, arch, "lineinfo")) if passes else None
@@ -240,8 +242,9 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
                       for tool, spec in passes.items()]
 
     options = " ".join([*manifest.flags(lesson), f"-arch={GODBOLT_ARCH}"])
-    headers = local_headers(source_path, manifest.flags(lesson), root)
-    godbolt, godbolt_note, godbolt_files = page_link(source_path, without_verified(source_new), options, headers, root)
+    headers = list(dict.fromkeys(header for unit in units for header in local_headers(unit, manifest.flags(lesson), root)))
+    godbolt, godbolt_note, godbolt_files = page_link(source_path, without_verified(source_new), options,
+                                                     [*units[1:], *headers], root)
 
     parsed = {item.slug: item.transcript for item in recorded}
     figures = build_figures(lesson.output, lesson.page, parsed)
@@ -268,7 +271,8 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     inputs = [*used, f"{TEMPLATES}/{LESSON_TEMPLATE}", relative(manifest.path, root)]
     if lesson.prose is not None:
         inputs.append(lesson.prose.as_posix())
-    inputs += [source_rel, *(relative(header, root) for header in headers), f"evidence/{lesson.id}/"]
+    inputs += [*(unit.as_posix() for unit in lesson.source_files), *(relative(header, root) for header in headers),
+               f"evidence/{lesson.id}/"]
 
     tables, peak_notes = figure_tables(figures, gpus)
     prose = None
@@ -280,6 +284,7 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     return LessonModel(
         lesson=lesson, page=page_rel, source_name=source_path.name,
         source_link=link_to(source_path, page_dir), source_folder=source_folder, template=template,
+        units={relative(unit, root): link_to(unit, page_dir) for unit in units} if len(units) > 1 else {},
         banner=banner(inputs, "this file"), prose=prose,
         arch=arch, arch_from=gpus[0].name if gpus else None, build=build, run=run,
         sanitizer_build=sanitizer_build, sanitizer_runs=sanitizer_runs,
@@ -321,7 +326,7 @@ def _sanitizer_rows(manifest: Manifest, lesson: Lesson, passes: dict[str, Saniti
                     source_link: str) -> list[SanitizerRow]:
     rows: list[SanitizerRow] = []
     for tool, spec in passes.items():
-        expected = resolve_snippets(spec.findings, snippets, source_name)
+        expected = resolve_snippets(spec.findings, snippets, source_name, by_file=len(lesson.source_files) > 1)
         expects = "; ".join(f"a finding {f.describe()}" for f in expected) or "nothing"
         if expected:
             expects += " (and may find more)" if spec.allow_other else ", and nothing else"
@@ -429,7 +434,7 @@ def _lesson_context(model: LessonModel) -> dict[str, Any]:
     ordered = sorted(model.snippets.values(), key=lambda s: s.first_line)
     return {
         "lesson": model.lesson, "prose": model.prose, "arch": model.arch, "arch_from": model.arch_from,
-        "source_folder": model.source_folder,
+        "source_folder": model.source_folder, "units": model.units,
         "build": model.build, "run": model.run, "sanitizer_build": model.sanitizer_build,
         "sanitizer_runs": model.sanitizer_runs, "godbolt": model.godbolt,
         "godbolt_options": model.godbolt_options, "godbolt_files": model.godbolt_files,
@@ -450,7 +455,8 @@ def _snippet_function(model: LessonModel) -> Callable[[str], str]:
             have = ", ".join(sorted(model.snippets)) or "none"
             raise Problem(f"no snippet {name!r} in {model.lesson.source.as_posix()} (it has {have})")
         span = f"#L{found.first_line}-L{found.last_line}"
-        caption = f"[{code(model.source_name)}, lines {found.first_line}-{found.last_line}]({model.source_link}{span})"
+        caption = (f"[{code(Path(found.path).name)}, lines {found.first_line}-{found.last_line}]"
+                   f"({model.units.get(found.path, model.source_link)}{span})")
         return f"{caption}\n\n{fence(textwrap.dedent(found.text), 'cuda')}"
     return snippet
 

@@ -1,0 +1,220 @@
+"""Programs of several files (`sources:`): built unit by unit and linked, every file an input of the key."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.cuda.build import build_lesson
+from orchestrator.cuda.buildkey import flag_files
+from orchestrator.errors import BuildError, ManifestError
+from orchestrator.manifest.load import load_manifest
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "sources"
+NVCC = shutil.which("nvcc")
+
+
+@pytest.fixture
+def course(tmp_path, monkeypatch) -> Path:
+    """A copy of the fixture course, with a build cache of its own."""
+    monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "course"
+    shutil.copytree(FIXTURE, root)
+    return root
+
+
+def _edit(root: Path, change) -> None:
+    data = yaml.safe_load((root / "lessons.yaml").read_text())
+    change(data)
+    (root / "lessons.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def test_sources_loads_and_names_every_unit(course):
+    manifest = load_manifest(course / "lessons.yaml")
+    lesson = manifest.lesson("day01-split")
+    assert lesson.source == Path("lessons/day01-split/main.cu")
+    assert lesson.source_files == [Path("lessons/day01-split/main.cu"), Path("lessons/day01-split/scale.cu")]
+    assert lesson.binary_name == "main"
+
+
+@pytest.mark.parametrize("sources, words", [
+    ([], "an empty list"),
+    (["lessons/day01-split/main.cu", "lessons/day01-split/scale.cuh"], "is no translation unit"),
+    (["lessons/day01-split/main.cu", "lessons/day01-split/main.cu"], "is listed twice"),
+    (["lessons/day01-split/main.cu", "lessons/day01-split/gone.cu"], "does not exist"),
+])
+def test_bad_sources_are_named(course, sources, words):
+    _edit(course, lambda data: data["lessons"][0].update(sources=sources))
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(course / "lessons.yaml")
+    assert words in str(caught.value)
+    assert "lessons.yaml:" in str(caught.value)
+
+
+def test_source_and_sources_together_are_refused(course):
+    _edit(course, lambda data: data["lessons"][0].update(source="lessons/day01-split/main.cu"))
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(course / "lessons.yaml")
+    assert "not both" in str(caught.value)
+
+
+def test_flag_files_are_inputs(tmp_path):
+    (tmp_path / "opts.txt").write_text("-O3\n")
+    (tmp_path / "link.ld").write_text("/* script */\n")
+    named = flag_files(["--options-file", "opts.txt", "-Xlinker=-Tlink.ld", "-O3", "-I."], tmp_path, tmp_path)
+    assert sorted(named) == ["link.ld", "opts.txt"]
+    outside = tmp_path / "course"
+    outside.mkdir()
+    assert flag_files(["--options-file", "../opts.txt"], outside, outside) == {}
+
+
+def _build(root: Path, lesson_id: str, nvcc_version: str):
+    manifest = load_manifest(root / "lessons.yaml")
+    return build_lesson(manifest, manifest.lesson(lesson_id), "sm_90", NVCC, nvcc_version)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lesson_id, edited", [
+    ("day01-split", "lessons/day01-split/main.cu"),
+    ("day01-split", "lessons/day01-split/scale.cu"),
+    ("day01-split", "lessons/day01-split/scale.cuh"),
+    ("day02-mixed", "lessons/day02-mixed/reference.cpp"),
+    ("day02-mixed", "lessons/day02-mixed/reference.h"),
+    ("day02-mixed", "common/check.cuh"),
+])
+def test_an_edit_of_any_file_rebuilds_and_names_it(course, nvcc_version, lesson_id, edited):
+    first = _build(course, lesson_id, nvcc_version)
+    assert not first.cached
+    assert edited in first.sources
+    assert list(first.sources)[:2] == [unit.as_posix() for unit in
+                                       load_manifest(course / "lessons.yaml").lesson(lesson_id).source_files]
+    assert first.resources, "ptxas' report of the kernels of every unit"
+    assert _build(course, lesson_id, nvcc_version).cached
+    with open(course / edited, "a") as file:
+        file.write("// edited\n")
+    again = _build(course, lesson_id, nvcc_version)
+    assert not again.cached
+    assert any(edited in note for note in again.notes), again.notes
+    assert again.sources[edited] != first.sources[edited]
+
+
+@pytest.mark.slow
+def test_relocatable_device_code_when_the_flags_ask(course, nvcc_version):
+    _edit(course, lambda data: data["lessons"][0].update(flags=["-std=c++17", "-O3", "-I../../common", "-rdc=true"]))
+    built = _build(course, "day01-split", nvcc_version)
+    assert built.binary.is_file()   # ptxas reports no resources of relocatable code: its allocation is the link's
+    assert "-rdc=true" in built.command
+
+
+@pytest.mark.slow
+def test_a_file_named_by_a_flag_is_an_input(course, nvcc_version):
+    prelude = course / "lessons" / "day01-split" / "prelude.cuh"
+    prelude.write_text("#define FACTOR 3\n")
+    _edit(course, lambda data: data["lessons"][0].update(
+        flags=["-std=c++17", "-O3", "-I../../common", "-include", "prelude.cuh"]))
+    first = _build(course, "day01-split", nvcc_version)
+    assert "lessons/day01-split/prelude.cuh" in first.sources
+    prelude.write_text("#define FACTOR 4\n")
+    again = _build(course, "day01-split", nvcc_version)
+    assert not again.cached
+    assert any("lessons/day01-split/prelude.cuh changed" in note for note in again.notes), again.notes
+
+
+@pytest.mark.slow
+def test_a_link_failure_names_the_files_compiled(course, nvcc_version, real_nvcc):
+    _edit(course, lambda data: data["lessons"][0].update(sources=["lessons/day01-split/main.cu"]))
+    with pytest.raises(BuildError) as caught:
+        _build(course, "day01-split", nvcc_version)
+    error = caught.value
+    assert "scale_on_gpu" in error.message   # ld's own words stay
+    assert error.message.splitlines()[-1] == (
+        "the link found no definition of a function: lesson 'day01-split' compiled lessons/day01-split/main.cu "
+        "only; a program of several files lists each .cu, .cpp or .c in 'sources:' (sources: [kernel.cu, main.cu])")
+    assert "undefined reference to `scale_on_gpu(float*, float, int)'" in error.message.splitlines()[-2] + \
+        "\n".join(error.message.splitlines())
+
+
+def test_the_page_shows_every_file_and_finds_snippets_in_any(course):
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "orchestrator", "render"], cwd=course, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    page = (course / "lessons" / "day01-split" / "README.md").read_text()
+    assert ("[`lessons/day01-split/main.cu`](main.cu), [`lessons/day01-split/scale.cu`](scale.cu)." in page)
+    assert "nvcc -std=c++17 -O3 -I../../common -arch=sm_90 -o main main.cu scale.cu" in page
+    assert "[`scale.cu`, lines 5-8](scale.cu#L5-L8)" in page   # the snippet of the second file, linked to it
+    assert "lessons/day01-split/scale.cuh" in page.splitlines()[0]   # every file is an input of the page
+
+
+def test_a_snippet_name_in_two_files_is_refused(tmp_path):
+    from orchestrator.errors import TemplateError
+    from orchestrator.manifest.snippets import lesson_snippets
+    for name in ("a.cu", "b.cu"):
+        (tmp_path / name).write_text("// snippet: k\nint x;\n// end snippet\n")
+    with pytest.raises(TemplateError) as caught:
+        lesson_snippets([tmp_path / "a.cu", tmp_path / "b.cu"], ["a.cu", "b.cu"])
+    assert "snippet 'k' is also marked in a.cu" in str(caught.value) and str(caught.value).startswith("b.cu:1")
+
+
+HOST_ONLY = {
+    "lessons.yaml": """version: 1
+architectures: [sm_90]
+lessons:
+  - id: day03-host
+    title: A program of a C++ file and a C file
+    sources: [prog/main.cpp, prog/helper.c]
+    sanitizers: {}
+    page: {path: prog/README.md}
+    output:
+      - line: "value = {value:int}"
+    claims:
+      - id: the-answer
+        gate: value == 42
+""",
+    "prog/main.cpp": '#include <cstdio>\n#include "helper.h"\nint main() { std::printf("value = %d\\n", helper()); }\n',
+    "prog/helper.h": '#pragma once\nextern "C" int helper(void);\n',
+    "prog/helper.c": "int helper(void) { return 42; }\n",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edited", ["prog/helper.c", "prog/helper.h"])
+def test_verify_offline_names_a_file_of_the_program_edited_since_the_evidence(tmp_path, monkeypatch, fake_gpu,
+                                                                              edited):
+    from conftest import coursectl
+    monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "host"
+    for name, text in HOST_ONLY.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    monkeypatch.chdir(root)
+    recorded = coursectl("record", "--all")
+    assert recorded.exit_code == 0, recorded.stdout + recorded.stderr
+    meta = next((root / "evidence" / "day03-host").glob("*/meta.json")).read_text()
+    assert all(name in meta for name in ("prog/main.cpp", "prog/helper.c", "prog/helper.h"))
+    assert coursectl("verify", "--all", "--offline").exit_code == 0
+    with open(root / edited, "a") as file:
+        file.write("/* edited */\n")
+    again = coursectl("verify", "--all", "--offline")
+    assert edited in again.stdout + again.stderr, again.stdout
+
+
+def test_the_compiler_explorer_link_holds_every_file(tmp_path):
+    import subprocess
+    import sys
+    root = tmp_path / "host"
+    for name, text in HOST_ONLY.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    shutil.copytree(FIXTURE / "templates", root / "templates")
+    shutil.copy(FIXTURE / "README.md", root / "README.md")
+    done = subprocess.run([sys.executable, "-m", "orchestrator", "render"], cwd=root, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    page = (root / "prog" / "README.md").read_text()
+    assert ("[Open in Compiler Explorer][compiler-explorer] (the whole of `main.cpp`, `helper.c` and `helper.h`"
+            in page)
