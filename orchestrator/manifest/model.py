@@ -159,6 +159,8 @@ class Lesson(Strict):
     source_header: bool = True     # false: render never writes its Build/Run/Verified lines into the source
     # Claims of defaults.claims this lesson does not make; read when the manifest loads.
     skip_claims: list[str] = Field(default=[], exclude=True)
+    # true: defaults.output does not start this lesson's output (a program that does not print it).
+    skip_output: bool = Field(default=False, exclude=True)
 
     @model_validator(mode="before")
     @classmethod
