@@ -18,6 +18,7 @@ from .page import PageSpec
 from ..errors import UsageError
 from ..names import ARCH, COMPUTE_CAPABILITY, LESSON_ID, check_arch
 from .passes import ExpectedFinding, Tool
+from .snippets import SnippetSpec
 from ..transcript.schema import Item, OutputSchema
 from ..transcript.fields import Strict
 from .shorthand import lesson_long_form, long_entry, with_defaults
@@ -161,6 +162,8 @@ class Lesson(Strict):
     skip_claims: list[str] = Field(default=[], exclude=True)
     # true: defaults.output does not start this lesson's output (a program that does not print it).
     skip_output: bool = Field(default=False, exclude=True)
+    # Snippets by function name or line range, for a source the course must not edit (no markers).
+    snippets: dict[str, SnippetSpec] = {}
 
     @model_validator(mode="before")
     @classmethod
