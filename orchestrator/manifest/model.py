@@ -267,6 +267,8 @@ class Manifest(Strict):
     architectures: list[str] = Field(default=["sm_90"],
                                      json_schema_extra={"items": {"type": "string", **_pattern(ARCH)}})
     defaults: Defaults = Defaults()
+    # Days the course has no lesson for, by number, and the URL a mention of each in prose links to.
+    external_days: dict[int, str] = {}
     lessons: list[Lesson]
 
     # Set by load_manifest, not read from YAML.
