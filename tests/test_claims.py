@@ -136,7 +136,8 @@ def test_failing_claim_without_each_shows_its_fields(lessons):
     assert result.held is False
     assert result.failures == [
         "len(failures) == 0 and elements == rows * cols is false "
-        "(cols = 3001, elements = None, failures = (no rows), rows = 2003)"]
+        "(cols = 3001, elements = None, failures = (no rows), rows = 2003); "
+        "the part of 'and' that is false: elements == rows * cols"]
 
 
 # --- gate and expect --------------------------------------------------------------
@@ -575,3 +576,14 @@ def test_all_stops_at_the_first_row_that_breaks_it(lessons):
     result = evaluate(lessons[DAY14], "syncthreads.txt", gate="all(b.block < 64 and 1 / (128 - b.block) for b in blocks)")
     assert result.failures[0].startswith(
         "all(b.block < 64 and 1 / (128 - b.block) for b in blocks) is false; first b to break it: blocks[64/")
+
+
+def test_a_failed_and_names_its_false_part_and_a_list_the_first_element_to_differ():
+    from orchestrator.transcript.expressions import Budget, evaluate
+    names = {"y": [1.0, 2.0, 9.0], "n": 3}
+    held, notes = evaluate("n == 3 and y[0] == 1 and len(y) == 4", names, Budget())
+    assert held is False and notes == ["the part of 'and' that is false: len(y) == 4"]
+    held, notes = evaluate("y == [1, 2, 3]", names, Budget())
+    assert held is False and notes == ["first element to differ: [2] 9.0 != 3"]
+    held, notes = evaluate("y == [1, 2]", names, Budget())
+    assert notes == ["the lists differ in length: 3 and 2"]
