@@ -587,3 +587,28 @@ def test_a_failed_and_names_its_false_part_and_a_list_the_first_element_to_diffe
     assert held is False and notes == ["first element to differ: [2] 9.0 != 3"]
     held, notes = evaluate("y == [1, 2]", names, Budget())
     assert notes == ["the lists differ in length: 3 and 2"]
+
+
+def test_a_field_read_by_a_computed_name_is_refused_as_the_manifest_loads(tmp_path):
+    from orchestrator.errors import ManifestError
+    from orchestrator.manifest.load import load_manifest
+    (tmp_path / "lessons/day01-t").mkdir(parents=True)
+    (tmp_path / "lessons/day01-t/t.cu").write_text("int main() {}\n", encoding="utf-8")
+    (tmp_path / "lessons.yaml").write_text(
+        "version: 1\nlessons:\n  - day01-t: T\n    output:\n      - table: sample\n        header: 'a b'\n"
+        "        columns: {a: int, b: int}\n    claims:\n      - by-name: by name\n"
+        "        gate: all(sample[0][c] > 0 for c in ['a', 'b'])\n", encoding="utf-8")
+    with pytest.raises(ManifestError) as info:
+        load_manifest(tmp_path / "lessons.yaml")
+    assert str(info.value).endswith("claims[0].gate: \"all(sample[0][c] > 0 for c in ['a', 'b'])\": 'sample[0][c]' "
+                                    "reads a field of a row by a computed name, which claims do not support; name "
+                                    "the field: sample[0].NAME")
+    assert ":10:" in str(info.value)
+
+
+def test_a_block_scalar_slip_is_positioned():
+    from orchestrator.transcript.expressions import ExpressionError, parse_expression
+    with pytest.raises(ExpressionError) as info:
+        parse_expression("n > 0 and\n  m > 0\n")
+    assert "at line 1 of the expression, column" in str(info.value)
+    assert "a YAML block (>-) keeps the line break before a more-indented line" in str(info.value)

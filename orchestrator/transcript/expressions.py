@@ -155,7 +155,9 @@ def parse_expression(text: str) -> Expression:
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
-        raise ExpressionError(text, exc.msg, syntax=True) from None
+        where = (f" at line {exc.lineno} of the expression, column {exc.offset}: a YAML block (>-) keeps the "
+                 "line break before a more-indented line; indent its lines alike" if "\n" in text.strip() else "")
+        raise ExpressionError(text, exc.msg + where, syntax=True) from None
     except ValueError as exc:      # a NUL character
         raise ExpressionError(text, str(exc), syntax=True) from None
     except (RecursionError, MemoryError):
