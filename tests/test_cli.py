@@ -622,7 +622,8 @@ def test_a_sanitizer_pass_past_its_timeout_is_timeout_naming_the_pass(course, fa
         "day14-syncthreads", "TIMEOUT", GPU_SLUG, "-", "T s", "memcheck ok T s, racecheck TIMEOUT T s", "T s"]
     [reason] = after(result.stdout, "verify")
     assert re.fullmatch(r"day14-syncthreads: racecheck: timed out: killed after 0\.\d s \(timeout 0\.5 s\) "
-                        r"with its process group", reason), reason
+                        r"with its process group; bound it in lessons.yaml under sanitizers.racecheck: "
+                        r"args: \[--launch-count, N\] .*program_args.*", reason), reason
     assert tally_line(result.stdout) == "0 passed, 1 failed (1 timed out) in T s"
     [lesson] = json.loads(Path("report.json").read_text())["results"]
     racecheck = [p for p in lesson["sanitizers"] if p["tool"] == "racecheck"][0]

@@ -111,6 +111,13 @@ class Report(BaseModel):
 # --- the command ------------------------------------------------------------
 
 
+def bounding_hint(tool: str) -> str:
+    """What a pass that timed out can do: each kernel launch costs far more under the tool than alone."""
+    return (f"bound it in lessons.yaml under sanitizers.{tool}: args: [--launch-count, N] checks only the first "
+            f"N launches, args: [--kernel-name, kns=NAME] only that kernel's, a smaller program_args fewer "
+            f"launches, or a longer timeout (docs/authoring.md, the cost of a sanitizer pass)")
+
+
 def sanitizer_command(sanitizer: str, tool: Tool, binary: Sequence[str], log_file: Path,
                       xml_file: Path, error_exitcode: int = DEFAULT_ERROR_EXITCODE,
                       extra: Sequence[str] = ()) -> list[str]:
