@@ -322,7 +322,7 @@ def test_record_refuses_when_a_gate_fails(course, fake_gpu, prebuilt):
         "day13-shared-memory: not recorded: the previous evidence is untouched",
         f"day13-shared-memory: gate 'optin-lifts-the-cap' failed ({gate['says']})",
         f"  {gate['gate']} is false (after_optin = 'invalid argument', optin_bytes = 53248, "
-        "smem_default = 49152)"]
+        "smem_default = 49152); the part of 'and' that is false: after_optin == 'no error'"]
     assert snapshot(made.evidence("day13-shared-memory")) == before
     assert [p.name for p in made.evidence("day13-shared-memory").parent.iterdir() if p.name.startswith(".")] == []
 

@@ -314,3 +314,11 @@ def test_skip_output_keeps_the_lines_of_its_own_items(tmp_path):
 def test_skip_output_must_be_a_bool(tmp_path):
     path = course(tmp_path, edited("  - day7-hello: Hello\n", "  - day7-hello: Hello\n    skip_output: gpu\n"))
     assert "skip_output" in load_error(path)
+
+
+@pytest.mark.parametrize("output", ["", "    output:\n", "    output: []\n"])
+def test_a_lesson_needs_no_output_schema_to_build(tmp_path, output):
+    # "Just build it first": no catch-all text item is needed before the schema is written.
+    text = "version: 1\nlessons:\n  - day7-hello: Hello\n" + output
+    lesson = load_manifest(course(tmp_path, text)).lessons[0]
+    assert lesson.output.items == [] and lesson.claims == []

@@ -195,6 +195,9 @@ def judge_runs(manifest: Manifest, lesson: Lesson, runs: list[CommandResult], gp
         if medians:
             flats = [f.model_copy(update={"value": medians[f.path]}) if f.path in medians else f for f in flats]
         compare_with_evidence(manifest, lesson, flats, gpu.slug, result)
+    if not lesson.output.items and not lesson.claims:
+        result.reasons.append("the lesson checks nothing: its output: declares no items and it makes no claims; "
+                              "build and run it, then write its output schema from the transcript")
     return result, chosen
 
 

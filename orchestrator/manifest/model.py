@@ -131,7 +131,9 @@ def _lesson_schema(schema: dict) -> None:
 
 
 def _output_items(value: Any) -> Any:
-    """`output: [...]` is short for `output: {items: [...]}`."""
+    """`output: [...]` is short for `output: {items: [...]}`; an empty `output:` declares no items."""
+    if value is None:
+        return {"items": []}
     return {"items": value} if isinstance(value, list) else value
 
 
@@ -153,7 +155,7 @@ class Lesson(Strict):
     timeout: float | None = Field(default=None, json_schema_extra=_TIMEOUT)
     min_compute_capability: str | None = Field(default=None, json_schema_extra=_pattern(COMPUTE_CAPABILITY))
     sanitizers: dict[str, SanitizerPass] | None = Field(default=None, json_schema_extra=_TOOLS_SCHEMA)
-    output: OutputOrItems
+    output: OutputOrItems = Field(default_factory=lambda: OutputSchema(items=[]))   # none: build needs none
     claims: list[Claim] = []
     prose: Path | None = Field(default=None, json_schema_extra={"minLength": 1})
     page: PageSpec | None = None   # where its page is written, and what it shows: Key figures and charts
