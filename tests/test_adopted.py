@@ -45,3 +45,14 @@ def test_its_prose_names_missing_days_as_text_with_a_warning_or_a_link(adopted):
     assert "[Day 5](https://example.com/course/day05)" in page
     assert "naive kernel of Day 2 reads" in page
     assert [w.split(": ")[0] for w in manifest.warnings] == ["lessons/day03-tiled/prose.md:1"]
+
+
+def test_the_long_loop_lesson_bounds_its_racecheck_and_shows_its_kernel(adopted):
+    manifest = load_manifest(adopted / "lessons.yaml")
+    page = next(p for p in render_all(manifest) if p.name == "lessons/day04-loop/README.md").new
+    assert "compute-sanitizer --tool racecheck --launch-count 20 ./loop 50" in page
+    assert "__global__ void step(float *x, int n)" in page.split("## The code")[1]
+
+
+def test_the_fixture_pages_are_up_to_date(adopted):
+    assert [p.name for p in render_all(load_manifest(adopted / "lessons.yaml")) if p.changed] == []
