@@ -268,10 +268,13 @@ def judge(report: Report, expectation: Expectation, *, root: Path | None = None)
     for finding in unexpected_findings(report, expectation):
         key = _describe(finding, root)
         unexpected[key] = unexpected.get(key, 0) + 1
+    found: list[str] = []
     for (what, details, trailer), count in unexpected.items():
         bracket = ", ".join(part for part in (details, plural(count, "report") if count > 1 else "")
                             if part)
-        problems.append(f"{tool}: unexpected {what}{f' ({bracket})' if bracket else ''}{trailer}")
+        found.append(f"{tool}: unexpected {what}{f' ({bracket})' if bracket else ''}{trailer}")
+    # The most specific first: a finding names the kernel, file:line and access; the exit status only follows.
+    problems[:0] = found
 
     for expected in expectation.findings:
         if not any(_matches(finding, expected) for finding in report.findings):
