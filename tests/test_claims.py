@@ -137,7 +137,8 @@ def test_failing_claim_without_each_shows_its_fields(lessons):
     assert result.held is False
     assert result.failures == [
         "len(failures) == 0 and elements == rows * cols is false "
-        "(cols = 3001, elements = None, failures = (no rows), rows = 2003)"]
+        "(cols = 3001, elements = None, failures = (no rows), rows = 2003); "
+        "the part of 'and' that is false: elements == rows * cols"]
 
 
 # --- gate and expect --------------------------------------------------------------
@@ -576,3 +577,39 @@ def test_all_stops_at_the_first_row_that_breaks_it(lessons):
     result = evaluate(lessons[DAY14], "syncthreads.txt", gate="all(b.block < 64 and 1 / (128 - b.block) for b in blocks)")
     assert result.failures[0].startswith(
         "all(b.block < 64 and 1 / (128 - b.block) for b in blocks) is false; first b to break it: blocks[64/")
+
+
+def test_a_failed_and_names_its_false_part_and_a_list_the_first_element_to_differ():
+    from orchestrator.transcript.expressions import Budget, evaluate
+    names = {"y": [1.0, 2.0, 9.0], "n": 3}
+    held, notes = evaluate("n == 3 and y[0] == 1 and len(y) == 4", names, Budget())
+    assert held is False and notes == ["the part of 'and' that is false: len(y) == 4"]
+    held, notes = evaluate("y == [1, 2, 3]", names, Budget())
+    assert held is False and notes == ["first element to differ: [2] 9.0 != 3"]
+    held, notes = evaluate("y == [1, 2]", names, Budget())
+    assert notes == ["the lists differ in length: 3 and 2"]
+
+
+def test_a_field_read_by_a_computed_name_is_refused_as_the_manifest_loads(tmp_path):
+    from orchestrator.errors import ManifestError
+    from orchestrator.manifest.load import load_manifest
+    (tmp_path / "lessons/day01-t").mkdir(parents=True)
+    (tmp_path / "lessons/day01-t/t.cu").write_text("int main() {}\n", encoding="utf-8")
+    (tmp_path / "lessons.yaml").write_text(
+        "version: 1\nlessons:\n  - day01-t: T\n    output:\n      - table: sample\n        header: 'a b'\n"
+        "        columns: {a: int, b: int}\n    claims:\n      - by-name: by name\n"
+        "        gate: all(sample[0][c] > 0 for c in ['a', 'b'])\n", encoding="utf-8")
+    with pytest.raises(ManifestError) as info:
+        load_manifest(tmp_path / "lessons.yaml")
+    assert str(info.value).endswith("claims[0].gate: \"all(sample[0][c] > 0 for c in ['a', 'b'])\": 'sample[0][c]' "
+                                    "reads a field of a row by a computed name, which claims do not support; name "
+                                    "the field: sample[0].NAME")
+    assert ":10:" in str(info.value)
+
+
+def test_a_block_scalar_slip_is_positioned():
+    from orchestrator.transcript.expressions import ExpressionError, parse_expression
+    with pytest.raises(ExpressionError) as info:
+        parse_expression("n > 0 and\n  m > 0\n")
+    assert "at line 1 of the expression, column" in str(info.value)
+    assert "a YAML block (>-) keeps the line break before a more-indented line" in str(info.value)

@@ -322,7 +322,7 @@ def test_record_refuses_when_a_gate_fails(course, fake_gpu, prebuilt):
         "day13-shared-memory: not recorded: the previous evidence is untouched",
         f"day13-shared-memory: gate 'optin-lifts-the-cap' failed ({gate['says']})",
         f"  {gate['gate']} is false (after_optin = 'invalid argument', optin_bytes = 53248, "
-        "smem_default = 49152)"]
+        "smem_default = 49152); the part of 'and' that is false: after_optin == 'no error'"]
     assert snapshot(made.evidence("day13-shared-memory")) == before
     assert [p.name for p in made.evidence("day13-shared-memory").parent.iterdir() if p.name.startswith(".")] == []
 
@@ -622,7 +622,8 @@ def test_a_sanitizer_pass_past_its_timeout_is_timeout_naming_the_pass(course, fa
         "day14-syncthreads", "TIMEOUT", GPU_SLUG, "-", "T s", "memcheck ok T s, racecheck TIMEOUT T s", "T s"]
     [reason] = after(result.stdout, "verify")
     assert re.fullmatch(r"day14-syncthreads: racecheck: timed out: killed after 0\.\d s \(timeout 0\.5 s\) "
-                        r"with its process group", reason), reason
+                        r"with its process group; bound it in lessons.yaml under sanitizers.racecheck: "
+                        r"args: \[--launch-count, N\] .*program_args.*", reason), reason
     assert tally_line(result.stdout) == "0 passed, 1 failed (1 timed out) in T s"
     [lesson] = json.loads(Path("report.json").read_text())["results"]
     racecheck = [p for p in lesson["sanitizers"] if p["tool"] == "racecheck"][0]

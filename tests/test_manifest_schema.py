@@ -57,7 +57,7 @@ def test_the_manifest_before_its_fragments_is_valid_too(validator):
 
 def test_root_and_path_are_not_keys_of_the_schema():
     schema = manifest_schema()
-    assert sorted(schema["properties"]) == ["architectures", "course", "defaults", "lessons", "version"]
+    assert sorted(schema["properties"]) == ["architectures", "course", "defaults", "external_days", "lessons", "version"]
     assert schema["patternProperties"] == {"^x-": {}}
     assert schema["additionalProperties"] is False
 

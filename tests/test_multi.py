@@ -239,7 +239,8 @@ def test_a_sanitizer_pass_of_the_fixture_that_times_out_is_timeout(multi_course,
     assert statuses(result.stdout) == {"day02-sum": "TIMEOUT"}
     [reason] = after(result.stdout, "verify")
     assert re.fullmatch(r"day02-sum: racecheck: timed out: killed after 0\.\d s \(timeout 0\.5 s\) "
-                        r"with its process group", reason), reason
+                        r"with its process group; bound it in lessons.yaml under sanitizers.racecheck: "
+                        r"args: \[--launch-count, N\] .*program_args.*", reason), reason
 
 
 @pytest.mark.slow

@@ -910,12 +910,25 @@ def test_a_mention_of_another_day_links_its_page(course):
             "\n```text\nday 7 in a fence stays too\n```\n") in page
 
 
-def test_a_mention_of_a_day_the_course_lacks_is_an_error(course):
+def test_a_mention_of_a_day_the_course_lacks_stays_text_with_a_warning(course):
     add_first_day(course, "Say hello.\n\nDay 15 measures\nthat.\n")
-    error = render_error(course)
-    assert str(error) == ("lessons/day00-hello/prose.md:3: 'Day 15' names a day the course has no lesson for "
-                          "(its days: 0, 1, 2)")
-    assert error.hint == "reword the sentence, or add that day's lesson to lessons.yaml"
+    manifest = load_manifest(course / "lessons.yaml")
+    page = by_name(render_all(manifest))["lessons/day00-hello/README.md"].new
+    assert "Day 15 measures" in page and "[Day 15]" not in page
+    assert [w for w in manifest.warnings if "prose.md" in w] == ["lessons/day00-hello/prose.md:3: 'Day 15' names a day the course has no lesson "
+                                 "for (its days: 0, 1, 2); it stays text: give its URL under external_days in "
+                                 "lessons.yaml, or add its lesson"]
+
+
+def test_a_day_the_course_lacks_links_to_its_external_days_url(course):
+    add_first_day(course, "Say hello.\n\nDay 15 measures\nthat.\n")
+    text = (course / "lessons.yaml").read_text(encoding="utf-8")
+    (course / "lessons.yaml").write_text("external_days:\n  15: https://example.com/day15\n" + text,
+                                         encoding="utf-8")
+    manifest = load_manifest(course / "lessons.yaml")
+    page = by_name(render_all(manifest))["lessons/day00-hello/README.md"].new
+    assert "[Day 15](https://example.com/day15) measures" in page
+    assert [w for w in manifest.warnings if "prose.md" in w] == []
 
 
 def test_the_course_prose_names_only_days_it_has():

@@ -337,3 +337,11 @@ def test_judging_against_another_tools_expectation_is_a_mistake():
 def test_expectations_refuse_unknown_keys():
     with pytest.raises(ValidationError):
         Expectation.model_validate({"tool": "racecheck", "findings": [{"kernel": "rev", "lines": 2}]})
+
+
+def test_a_finding_comes_before_the_program_s_own_error():
+    # The one-line reason is the first problem: the finding with its file:line, not "the program returned an error".
+    failed = race_report().model_copy(update={"program_failed": True})
+    problems = judge(failed, Expectation(tool=Tool.RACECHECK))
+    assert problems[0] == "racecheck: unexpected race in rev at race.cu:2 (2048 hazards)"
+    assert problems[1:] and "the program itself returned an error" in problems[-1]

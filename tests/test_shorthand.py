@@ -294,3 +294,31 @@ def test_a_section_is_keyed_by_its_first_field(tmp_path):
         SectionItem(section="s", items=[{"line": "no fields"}])
     assert "a section's blocks are named by the first field of its first line, and this line has none; give the " \
            "section's key with 'key'" in str(info.value)
+
+
+def test_skip_output_leaves_defaults_output_out(tmp_path):
+    # A program the course does not write never prints the default GPU line: it opts out.
+    text = edited("  - day7-hello: Hello\n", "  - day7-hello: Hello\n    skip_output: true\n")
+    lesson = load_manifest(course(tmp_path, text)).lessons[0]
+    assert [getattr(item, "line", None) for item in lesson.output.items][:1] == ["n = {n:int}"]
+    assert "skip_output" not in written_out(yaml.safe_load(text), tmp_path)["lessons"][0]
+
+
+def test_skip_output_keeps_the_lines_of_its_own_items(tmp_path):
+    text = edited("  - day7-hello: Hello\n", "  - day7-hello: Hello\n    skip_output: true\n")
+    text = edited('      - line: "n = {n:int}"\n', '      - line: "n = {n:int}"\n        colour: red\n', text)
+    path = course(tmp_path, text)
+    assert load_error(path) == f"{path}:13: lesson 'day7-hello': output.items[0].colour: unknown key 'colour'"
+
+
+def test_skip_output_must_be_a_bool(tmp_path):
+    path = course(tmp_path, edited("  - day7-hello: Hello\n", "  - day7-hello: Hello\n    skip_output: gpu\n"))
+    assert "skip_output" in load_error(path)
+
+
+@pytest.mark.parametrize("output", ["", "    output:\n", "    output: []\n"])
+def test_a_lesson_needs_no_output_schema_to_build(tmp_path, output):
+    # "Just build it first": no catch-all text item is needed before the schema is written.
+    text = "version: 1\nlessons:\n  - day7-hello: Hello\n" + output
+    lesson = load_manifest(course(tmp_path, text)).lessons[0]
+    assert lesson.output.items == [] and lesson.claims == []

@@ -108,3 +108,64 @@ def test_the_lessons_snippets():
         assert sorted(snippets) == expected
         for snippet in snippets.values():
             assert snippet.text.strip() and "snippet" not in snippet.text
+
+
+# -- snippets by function name and by line range, without markers --------------------------
+from orchestrator.manifest.snippets import SnippetSpec, declared_snippet, function_spans  # noqa: E402
+
+UPSTREAM = """\
+// scale(x) in a comment is no definition
+template <int N>
+__global__ void scale(float *x)
+{
+    const char *s = "}";   // a brace in a string: not counted
+    x[threadIdx.x] *= N; /* } */
+}
+
+__global__ void other(float *x);
+
+int main()
+{
+    scale<4><<<1, 32>>>(nullptr);
+    return 0;
+}
+"""
+
+
+def test_a_function_snippet_is_its_definition_with_its_template_line():
+    assert function_spans(UPSTREAM, "scale") == [(2, 7)]
+    snippet = declared_snippet("k", SnippetSpec(function="scale"), "up.cu", UPSTREAM)
+    assert (snippet.first_line, snippet.last_line) == (2, 7)
+    assert snippet.text.startswith("template <int N>\n__global__ void scale") and snippet.text.endswith("}\n")
+
+
+def test_a_declaration_call_or_launch_is_no_definition():
+    assert function_spans(UPSTREAM, "other") == []
+    assert function_spans(UPSTREAM, "main") == [(11, 15)]
+
+
+def test_a_function_that_matches_nothing_or_twice_names_the_file():
+    with pytest.raises(TemplateError) as info:
+        declared_snippet("k", SnippetSpec(function="other"), "lessons/x/up.cu", UPSTREAM)
+    assert "no definition of function 'other' in lessons/x/up.cu" in str(info.value)
+    twice = UPSTREAM + "\nvoid main2() {}\nint main() { return 1; }\n"
+    with pytest.raises(TemplateError) as info:
+        declared_snippet("k", SnippetSpec(function="main"), "up.cu", twice)
+    assert "2 definitions (lines 11, 18) of function 'main' in up.cu" in str(info.value)
+
+
+def test_a_line_range_snippet():
+    snippet = declared_snippet("r", SnippetSpec(lines="11-12"), "up.cu", UPSTREAM)
+    assert snippet.text == "int main()\n{\n"
+    with pytest.raises(TemplateError, match=r"lines 11-99 pass the end of up.cu \(15 lines\)"):
+        declared_snippet("r", SnippetSpec(lines="11-99"), "up.cu", UPSTREAM)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({}, "give one of 'function: NAME'"),
+    ({"function": "a", "lines": "1-2"}, "give one of 'function: NAME'"),
+    ({"lines": "9-3"}, "must be A-B, 1 <= A <= B"),
+])
+def test_a_snippet_spec_gives_one_of_function_or_lines(spec, message):
+    with pytest.raises(ValueError, match=message):
+        SnippetSpec(**spec)

@@ -477,7 +477,11 @@ def render(*, check: bool = typer.Option(False, "--check", help="Write nothing; 
     # deferred: 35 ms of imports (render, jinja2; 21 from .pyc) that --help and doctor never need
     from ..render.course import diff_pages, render_all, write_pages
 
-    pages = render_all(load(manifest_path))
+    manifest = load(manifest_path)
+    before = len(manifest.warnings)
+    pages = render_all(manifest)
+    for warning in manifest.warnings[before:]:   # what the pages found: a day mention left as text
+        common.err_console.print(f"coursectl: warning: {warning}", markup=False, soft_wrap=True)
     if check:
         diff = diff_pages(pages)
         if diff:

@@ -111,6 +111,13 @@ class Report(BaseModel):
 # --- the command ------------------------------------------------------------
 
 
+def bounding_hint(tool: str) -> str:
+    """What a pass that timed out can do: each kernel launch costs far more under the tool than alone."""
+    return (f"bound it in lessons.yaml under sanitizers.{tool}: args: [--launch-count, N] checks only the first "
+            f"N launches, args: [--kernel-name, kns=NAME] only that kernel's, a smaller program_args fewer "
+            f"launches, or a longer timeout (docs/authoring.md, the cost of a sanitizer pass)")
+
+
 def sanitizer_command(sanitizer: str, tool: Tool, binary: Sequence[str], log_file: Path,
                       xml_file: Path, error_exitcode: int = DEFAULT_ERROR_EXITCODE,
                       extra: Sequence[str] = ()) -> list[str]:
@@ -261,10 +268,13 @@ def judge(report: Report, expectation: Expectation, *, root: Path | None = None)
     for finding in unexpected_findings(report, expectation):
         key = _describe(finding, root)
         unexpected[key] = unexpected.get(key, 0) + 1
+    found: list[str] = []
     for (what, details, trailer), count in unexpected.items():
         bracket = ", ".join(part for part in (details, plural(count, "report") if count > 1 else "")
                             if part)
-        problems.append(f"{tool}: unexpected {what}{f' ({bracket})' if bracket else ''}{trailer}")
+        found.append(f"{tool}: unexpected {what}{f' ({bracket})' if bracket else ''}{trailer}")
+    # The most specific first: a finding names the kernel, file:line and access; the exit status only follows.
+    problems[:0] = found
 
     for expected in expectation.findings:
         if not any(_matches(finding, expected) for finding in report.findings):

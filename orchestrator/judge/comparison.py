@@ -64,6 +64,8 @@ def tolerance_bound(spec: FieldSpec, reference: float) -> float:
 
 
 def within(spec: FieldSpec, old: Value, new: Value) -> bool:
+    if isinstance(old, list) and isinstance(new, list):   # a `floats` field: element by element
+        return len(old) == len(new) and all(within(spec, a, b) for a, b in zip(old, new))
     if not isinstance(old, (int, float)) or not isinstance(new, (int, float)):
         return old == new
     return abs(new - old) <= tolerance_bound(spec, old)

@@ -34,7 +34,7 @@ from ..manifest.model import Lesson, Manifest, SanitizerPass
 from ..process import CommandResult, tail_lines
 from ..cuda.resources import BuildEvidence, compare_resources
 from .results import LessonResult, PassResult, RunEnvironment, RunInfo
-from ..cuda.sanitizer import Report, judge
+from ..cuda.sanitizer import Report, bounding_hint, judge
 from ..manifest.passes import Expectation, ExpectedFinding, Tool
 from ..cuda.sanitizer_output import build_report, strip_sanitizer_lines
 from ..manifest.snippets import Snippet, lesson_snippets
@@ -197,6 +197,9 @@ def judge_runs(manifest: Manifest, lesson: Lesson, runs: list[CommandResult], gp
         if medians:
             flats = [f.model_copy(update={"value": medians[f.path]}) if f.path in medians else f for f in flats]
         compare_with_evidence(manifest, lesson, flats, gpu.slug, result)
+    if not lesson.output.items and not lesson.claims:
+        result.reasons.append("the lesson checks nothing: its output: declares no items and it makes no claims; "
+                              "build and run it, then write its output schema from the transcript")
     return result, chosen
 
 
@@ -341,7 +344,7 @@ def judge_sanitizer_run(manifest: Manifest, lesson: Lesson, tool: str, spec: San
                          exit_status=run.returncode, timed_out=run.timed_out)
     if run.timed_out:
         outcome.problems.append(f"{tool}: timed out: killed after {run.seconds:.1f} s (timeout {timeout:g} s) "
-                                f"with its process group")
+                                f"with its process group; {bounding_hint(tool)}")
         return outcome
     try:
         report = build_report(Tool(tool), run.returncode if run.returncode is not None else -1,

@@ -18,6 +18,7 @@ from .page import PageSpec
 from ..errors import UsageError
 from ..names import ARCH, COMPUTE_CAPABILITY, LESSON_ID, check_arch
 from .passes import ExpectedFinding, Tool
+from .snippets import SnippetSpec
 from ..transcript.schema import Item, OutputSchema
 from ..transcript.fields import Strict
 from .shorthand import lesson_long_form, long_entry, with_defaults
@@ -130,7 +131,9 @@ def _lesson_schema(schema: dict) -> None:
 
 
 def _output_items(value: Any) -> Any:
-    """`output: [...]` is short for `output: {items: [...]}`."""
+    """`output: [...]` is short for `output: {items: [...]}`; an empty `output:` declares no items."""
+    if value is None:
+        return {"items": []}
     return {"items": value} if isinstance(value, list) else value
 
 
@@ -156,7 +159,7 @@ class Lesson(Strict):
     timeout: float | None = Field(default=None, json_schema_extra=_TIMEOUT)
     min_compute_capability: str | None = Field(default=None, json_schema_extra=_pattern(COMPUTE_CAPABILITY))
     sanitizers: dict[str, SanitizerPass] | None = Field(default=None, json_schema_extra=_TOOLS_SCHEMA)
-    output: OutputOrItems
+    output: OutputOrItems = Field(default_factory=lambda: OutputSchema(items=[]))   # none: build needs none
     claims: list[Claim] = []
     prose: Path | None = Field(default=None, json_schema_extra={"minLength": 1})
     page: PageSpec | None = None   # where its page is written, and what it shows: Key figures and charts
@@ -166,6 +169,10 @@ class Lesson(Strict):
     weakened: dict[str, str] = {}
     # Claims of defaults.claims this lesson does not make; read when the manifest loads.
     skip_claims: list[str] = Field(default=[], exclude=True)
+    # true: defaults.output does not start this lesson's output (a program that does not print it).
+    skip_output: bool = Field(default=False, exclude=True)
+    # Snippets by function name or line range, for a source the course must not edit (no markers).
+    snippets: dict[str, SnippetSpec] = {}
 
     @model_validator(mode="before")
     @classmethod
@@ -311,6 +318,8 @@ class Manifest(Strict):
     architectures: list[str] = Field(default=["sm_90"],
                                      json_schema_extra={"items": {"type": "string", **_pattern(ARCH)}})
     defaults: Defaults = Defaults()
+    # Days the course has no lesson for, by number, and the URL a mention of each in prose links to.
+    external_days: dict[int, str] = {}
     lessons: list[Lesson]
 
     # Set by load_manifest, not read from YAML.

@@ -11,7 +11,8 @@
 - ``output: [...]`` is ``output: {items: [...]}`` (manifest.OutputOrItems).
 - ``defaults.output`` items start every lesson's output; ``defaults.claims``
   join every lesson's claims, the gates before its first prediction and the
-  predictions after its last claim, except those it names in `skip_claims`.
+  predictions after its last claim, except those it names in `skip_claims`;
+  a lesson with ``skip_output: true`` starts its output with its own items only.
 - A lesson's `source` is the one ``.cu`` file of ``lessons/<id>/`` and its
   `prose` ``lessons/<id>/prose.md`` where that exists, unless it gives them.
 - The output schema's own short forms (``{name:type:rule}``, a table's
@@ -143,7 +144,7 @@ def with_defaults(data: Any) -> Any:
     for entry in data["lessons"]:
         if isinstance(entry, dict):
             entry = dict(entry)
-            if items:
+            if items and not _skips_output(entry):
                 entry["output"] = _with_items(entry.get("output"), items)
             own = entry.get("claims", [])
             if claims and isinstance(own, list):
@@ -151,6 +152,11 @@ def with_defaults(data: Any) -> Any:
                                    for source, k in claim_order(own, claims, entry.get("skip_claims"))]
         lessons.append(entry)
     return {**data, "lessons": lessons}
+
+
+def _skips_output(entry: Any) -> bool:
+    """`skip_output: true`: the lesson's output does not start with `defaults.output`."""
+    return isinstance(entry, dict) and entry.get("skip_output") is True
 
 
 def _with_items(output: Any, items: list) -> Any:
@@ -171,7 +177,7 @@ def relocate_lines(data: Any, lines: dict[tuple, int]) -> dict[tuple, int]:
     if not isinstance(data, dict) or not isinstance(data.get("lessons"), list):
         return lines
     out = dict(lines)
-    items, claims = _defaults(data)
+    default_items, claims = _defaults(data)
     for j, claim in enumerate(claims):
         _alias_id(out, ("defaults", "claims", j), claim, "says")
     for i, entry in enumerate(data["lessons"]):
@@ -183,6 +189,7 @@ def relocate_lines(data: Any, lines: dict[tuple, int]) -> dict[tuple, int]:
         if not isinstance(entry, dict):
             continue
         lesson = ("lessons", i)
+        items = [] if _skips_output(entry) else default_items
         output = entry.get("output")
         own_items = output if isinstance(output, list) else (output or {}).get("items") if isinstance(
             output, (dict, type(None))) else None
@@ -267,7 +274,7 @@ def written_out(data: dict, root: Path) -> dict:
     for entry in data.get("lessons") or []:
         entry = lesson_long_form(entry, root)
         if isinstance(entry, dict):
-            entry = {key: value for key, value in entry.items() if key != "skip_claims"}
+            entry = {key: value for key, value in entry.items() if key not in ("skip_claims", "skip_output")}
             if isinstance(entry.get("output"), list):
                 entry["output"] = {"items": entry["output"]}
             entry["claims"] = [long_entry(claim, "says") for claim in entry.get("claims", [])]

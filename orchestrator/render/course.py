@@ -37,7 +37,7 @@ from ..cuda.includes import local_headers
 from ..manifest.model import Lesson, Manifest, SanitizerPass
 from ..judge.judging import claims_on_evidence, judge_recorded_pass, parse_evidence, resolve_snippets
 from ..cuda.sanitizer import Finding, Report
-from ..manifest.snippets import Snippet, lesson_snippets
+from ..manifest.snippets import Snippet, lesson_snippets, with_declared
 from .source_header import (NO_EVIDENCE_LINE, provenance, rewrite_header, source_header, stale_source_header,
                             without_verified)
 from .navigation import INDEX_FILE, Navigation, link_days, link_to, navigation, rebase_links
@@ -234,6 +234,7 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     source_new = rewrite_header(source_old, header.lines) if lesson.source_header else source_old
     units = manifest.source_paths(lesson)
     snippets = lesson_snippets(units, lesson.source_files, [source_new] + [None] * (len(units) - 1))
+    snippets = with_declared(snippets, lesson.snippets, source_path, source_rel, source_new, root)
 
     passes = manifest.sanitizers(lesson)
     sanitizer_build = shlex.join(display_command(manifest, lesson, arch, "lineinfo")) if passes else None

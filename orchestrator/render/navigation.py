@@ -12,7 +12,6 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ..errors import TemplateError
 from ..manifest.model import Lesson, Manifest
 from ..markdown import md
 
@@ -82,9 +81,10 @@ def rebase_links(text: str, from_dir: Path, page_dir: Path) -> str:
 def link_days(text: str, name: str, manifest: Manifest, lesson: Lesson, page_dir: Path) -> str:
     """Prose with each mention of another lesson's day ("day 16") linked to its page.
 
-    A mention of a day the course has no lesson for is a TemplateError naming
-    the prose file and line: a course must not send its readers to a lesson
-    that does not exist.
+    A day the course has no lesson for links to its URL in the manifest's
+    `external_days`, or stays text with a warning naming the prose file and
+    line (appended to `manifest.warnings`): never a stop, since an adopted
+    course's prose names the days of the course it came from.
     """
     days: dict[int, Lesson] = {}
     for other in _by_day(manifest):
@@ -94,11 +94,15 @@ def link_days(text: str, name: str, manifest: Manifest, lesson: Lesson, page_dir
         day = int(match[2])
         target = days.get(day)
         if target is None:
+            if day in manifest.external_days:
+                return f"[{match[0]}]({manifest.external_days[day]})"
             line = text.count("\n", 0, offset + match.start()) + 1
             have = ", ".join(str(d) for d in sorted(days))
-            raise TemplateError(f"{match[0]!r} names a day the course has no lesson for (its days: {have})",
-                                path=name, line=line,
-                                hint="reword the sentence, or add that day's lesson to lessons.yaml")
+            warning = (f"{name}:{line}: {match[0]!r} names a day the course has no lesson for (its days: {have}); "
+                       f"it stays text: give its URL under external_days in lessons.yaml, or add its lesson")
+            if warning not in manifest.warnings:
+                manifest.warnings.append(warning)
+            return match[0]
         if target.id == lesson.id:
             return match[0]
         return f"[{match[0]}]({link_to(_page_of(target, manifest), page_dir)})"

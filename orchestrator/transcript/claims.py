@@ -9,6 +9,7 @@ which element broke it and the values it read.
 
 from __future__ import annotations
 
+import ast
 from typing import Any, Iterator
 
 from pydantic import BaseModel
@@ -243,6 +244,18 @@ def check_claims(schema: OutputSchema, claim: Any, known: dict[str | None, set[s
                      else f"fields here: {', '.join(sorted(fields))}")
             raise ClaimError((key,), f"{quote(text)} names unknown name {name!r}: not a field of this lesson "
                              f"and not an allowed function ({known})")
+        _refuse_computed_fields(schema, key, text, expression.body)
+
+
+def _refuse_computed_fields(schema: OutputSchema, key: str, text: str, body: ast.expr) -> None:
+    """`table[0][c]` reads a row's field by a computed name, which no row allows: refused as the manifest loads."""
+    tables = {item.table for item in schema.items if isinstance(item, TableItem)} | {"resources"}
+    for node in ast.walk(body):
+        inner = node.value if isinstance(node, ast.Subscript) else None
+        if (isinstance(inner, ast.Subscript) and isinstance(inner.value, ast.Name) and inner.value.id in tables):
+            segment = ast.get_source_segment(text.strip(), node) or "a subscript"
+            raise ClaimError((key,), f"{quote(text)}: {segment!r} reads a field of a row by a computed name, "
+                             f"which claims do not support; name the field: {ast.get_source_segment(text.strip(), inner)}.NAME")
 
 
 def resources_view(resources: dict) -> TableView:

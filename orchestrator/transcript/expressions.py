@@ -26,6 +26,7 @@ from simpleeval import (DEFAULT_OPERATORS, EvalWithCompoundTypes, FeatureNotAvai
                         IterableTooLong)
 
 from ..words import quoted, shown
+from .explaining import Explaining
 
 # -- limits (docs/schema.md, "Limits") ----------------------------------------------
 MAX_CHARS = 1000          # characters of one expression
@@ -154,7 +155,9 @@ def parse_expression(text: str) -> Expression:
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
-        raise ExpressionError(text, exc.msg, syntax=True) from None
+        where = (f" at line {exc.lineno} of the expression, column {exc.offset}: a YAML block (>-) keeps the "
+                 "line break before a more-indented line; indent its lines alike" if "\n" in text.strip() else "")
+        raise ExpressionError(text, exc.msg + where, syntax=True) from None
     except ValueError as exc:      # a NUL character
         raise ExpressionError(text, str(exc), syntax=True) from None
     except (RecursionError, MemoryError):
@@ -335,7 +338,7 @@ _CHECKED = (ast.BinOp, ast.UnaryOp, ast.Call, ast.Subscript, ast.List, ast.Tuple
             ast.ListComp, ast.GeneratorExp, ast.DictComp)
 
 
-class _Evaluator(EvalWithCompoundTypes):
+class _Evaluator(Explaining, EvalWithCompoundTypes):
     """simpleeval with the bounds above, reads of a row's fields only, and explained all/any."""
 
     def __init__(self, names: dict[str, Any], budget: Budget):
@@ -343,6 +346,7 @@ class _Evaluator(EvalWithCompoundTypes):
         self.functions = dict(FUNCTIONS)   # without the list/tuple/dict/set simpleeval adds
         self.budget = budget
         self.notes: list[str] = []         # why an all/any/increasing call was false, outermost first
+        self._inside = 0                   # explained all/any/increasing calls under way
 
     def _eval(self, node):
         self.budget.step()
@@ -402,6 +406,7 @@ class _Evaluator(EvalWithCompoundTypes):
             return bound[node.id] if node.id in bound else previous_lookup(node)
 
         self.nodes[ast.Name] = lookup
+        self._inside += 1
         try:
             seen: list[tuple[Any, Any]] = []
             for item in self._eval(generator.iter):
@@ -427,6 +432,7 @@ class _Evaluator(EvalWithCompoundTypes):
                 seen.append((item, value))
         finally:
             self.nodes[ast.Name] = previous_lookup
+            self._inside -= 1
         if name == "any":
             self.notes.append(f"no {target} of {len(seen)} holds it"
                               + (f", the first: {_show(seen[0][0])}" if seen else ""))

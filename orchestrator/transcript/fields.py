@@ -63,7 +63,7 @@ class Compare(str, Enum):
     volatile = "volatile"    # recorded, never compared: racy counts
 
 
-FieldType = Literal["int", "float", "str", "word", "bool"]
+FieldType = Literal["int", "float", "str", "word", "bool", "floats"]
 
 
 def _shorthand_schema(schema: dict) -> None:
@@ -83,7 +83,10 @@ TYPE_REGEX = {
     "word": r"\S+",
     "str": r".+?",
     "bool": r"yes|no|true|false",
+    # A line of numbers, as many as it holds, apart by blanks or commas: a list of floats.
+    "floats": rf"{_FLOAT}(?:(?:[ \t]*,[ \t]*|[ \t]+){_FLOAT})*",
 }
+_APART = re.compile(r"[ \t]*,[ \t]*|[ \t]+")
 
 
 def _check_bound(value: float | None, info: ValidationInfo) -> float | None:
@@ -132,7 +135,7 @@ class FieldSpec(Strict):
         A refinement under `fields:` that sets no type takes the one its
         template declares (`{gflops:float}`), so the check waits until then.
         """
-        if self.compare is Compare.tolerance and self.type not in ("int", "float"):
+        if self.compare is Compare.tolerance and self.type not in ("int", "float", "floats"):
             where = f"field {name!r}: " if name else ""
             raise ValueError(f"{where}compare 'tolerance' needs a number, not type {self.type!r}")
         return self
@@ -151,6 +154,8 @@ class FieldSpec(Strict):
             return int(text)
         if self.type == "float":
             return float(text)
+        if self.type == "floats":
+            return [float(part) for part in _APART.split(text) if part]
         if self.type == "bool":
             return text in ("yes", "true")
         return text

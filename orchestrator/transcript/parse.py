@@ -14,7 +14,7 @@ from .schema import LineItem, OutputSchema, SectionItem, TableItem, TextItem
 from .patterns import MatchBudget, PatternTimeout
 from .fields import FieldSpec, NumberTooLong
 
-Value = Union[int, float, str, None]
+Value = Union[int, float, str, list[float], None]
 # A separator rule: only these characters, and three dashes in a row somewhere. Said as one regex,
 # `^[\s\-=+|:]*-{3,}[\s\-=+|:]*$`, it backtracked cubically: 4,000 dashes and an `x` took 42 s.
 _RULE_CHARS = re.compile(r"[\s\-=+|:]*")
