@@ -240,8 +240,7 @@ def check_report_paths(manifest: Manifest, paths: dict, *, stdout: str = "") -> 
 @contextlib.contextmanager
 def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, *, quiet: bool, verbosity: int,
               offline: bool = False, shard: Optional[str] = None, strict: bool = False,
-              drift_path: Optional[Path] = None, last_report: Optional[Path] = None, emptied: str = "",
-              selection=None):
+              drift_path: Optional[Path] = None, last_report: Optional[Path] = None, emptied: str = "", selection=None):
     """Run a workflow inside; then print its results and write its reports, also when it was interrupted.
 
     Exits 1 if any lesson failed (with strict: or was not verified); 5 when
@@ -379,9 +378,10 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
         if options.sanitize and any(manifest.sanitizers(l) for l in lessons):
             tc.require_sanitizer()
         workflow = verify_workflow
+    selection = display.selection_of(manifest, lesson_ids, keyword, shard, lessons)
     with _reported(title, manifest, tc, json_path, junit_path, quiet=quiet, verbosity=verbose, offline=offline,
                    shard=shard, strict=strict, drift_path=drift_path, last_report=cache_root(manifest) / LAST_REPORT,
-                   emptied=emptied, selection=display.selection_of(manifest, lesson_ids, keyword, shard, lessons)) as outcome:
+                   emptied=emptied, selection=selection) as outcome:
         with display.Progress(common.console, [l.id for l in lessons], quiet=quiet, stages=verbose >= 1) as progress:
             outcome.results = workflow(manifest, lessons, tc, options, progress) if lessons else []
 
@@ -393,9 +393,7 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
            no_sanitize: bool = typer.Option(False, "--no-sanitize", help="Skip the compute-sanitizer passes; the "
                                             "recorded sanitizer reports are kept."),
            repeat: int = typer.Option(1, "--repeat", min=1, metavar="N",
-                                      help="Run each lesson N times; store the run closest to the medians, "
-                                           "and print the tolerance each moving field's spread suggests "
-                                           "(lessons.yaml is not changed)."),
+                                      help="Run each lesson N times; keep the run nearest the medians; suggest tolerances."),
            dry_run: bool = typer.Option(False, "--dry-run", help="Run, judge and show what would be written "
                                         "and what moved; write nothing."),
            sanitizer_jobs: Optional[int] = SanitizerJobsOpt, start_gap: Optional[float] = StartGapOpt,
