@@ -218,3 +218,23 @@ def test_the_compiler_explorer_link_holds_every_file(tmp_path):
     page = (root / "prog" / "README.md").read_text()
     assert ("[Open in Compiler Explorer][compiler-explorer] (the whole of `main.cpp`, `helper.c` and `helper.h`"
             in page)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edited", ["prog/helper.c", "prog/helper.h"])
+def test_verify_on_a_gpu_rebuilds_and_names_a_file_of_the_program_edited(tmp_path, monkeypatch, fake_gpu, edited):
+    from conftest import coursectl
+    monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "host"
+    for name, text in HOST_ONLY.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    monkeypatch.chdir(root)
+    assert coursectl("record", "--all").exit_code == 0
+    before = coursectl("verify", "--all")
+    assert before.exit_code == 0 and "rebuilt" not in before.stdout, before.stdout
+    with open(root / edited, "a") as file:
+        file.write("/* edited */\n")
+    again = coursectl("verify", "--all")
+    assert again.exit_code == 0, again.stdout + again.stderr
+    assert f"day03-host: note: {edited} changed since the" in again.stdout, again.stdout

@@ -107,6 +107,9 @@ class Scheduler:
         try:
             build = future.result()
             self.builds[lesson.id][key] = build
+            with self.lock:   # verify names the file an edit rebuilt the lesson for, once for its builds
+                notes = self.notes.setdefault(lesson.id, [])
+                notes += [n for n in rebuilt_for(build) if n not in notes]
             self._emit(Event(lesson=lesson.id, stage="built", detail=build_detail(build), build=build))
         except CoursectlError as exc:
             self.errors.setdefault(lesson.id, str(exc))
@@ -268,6 +271,7 @@ def _walk_offline_turn(turn: OfflineTurn, builds: list[BuildResult | CoursectlEr
             result.reasons.append(str(build))
         else:
             result.builds.append(build)
+            result.notes += [n for n in rebuilt_for(build) if n not in result.notes]
     emit(Event(lesson=turn.lesson.id, stage="comparing"))
     try:
         for stage in stages:
@@ -279,6 +283,12 @@ def _walk_offline_turn(turn: OfflineTurn, builds: list[BuildResult | CoursectlEr
     settle(result)
     emit(Event(lesson=turn.lesson.id, stage="done", detail=result.status.value, result=result))
     return result
+
+
+def rebuilt_for(build: BuildResult) -> list[str]:
+    """What a build says changed since the lesson's last build or cached one (`... changed since the last
+    build; rebuilt`), which verify and record name as the lesson's notes."""
+    return [note for note in build.notes if note.endswith("; rebuilt")]
 
 
 def build_many(manifest: Manifest, jobs: list[tuple[Lesson, str]], toolchain: Toolchain, parallel: int,
