@@ -238,3 +238,22 @@ def test_verify_on_a_gpu_rebuilds_and_names_a_file_of_the_program_edited(tmp_pat
     again = coursectl("verify", "--all")
     assert again.exit_code == 0, again.stdout + again.stderr
     assert f"day03-host: note: {edited} changed since the" in again.stdout, again.stdout
+
+
+@pytest.mark.slow
+def test_a_lesson_with_no_output_builds_and_runs_but_is_never_pass(tmp_path, monkeypatch, fake_gpu):
+    from conftest import coursectl
+    monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "host"
+    files = dict(HOST_ONLY)
+    manifest = files["lessons.yaml"]
+    files["lessons.yaml"] = manifest[:manifest.index("    output:")]   # no output, no claims
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    monkeypatch.chdir(root)
+    assert coursectl("build", "--all").exit_code == 0
+    verified = coursectl("verify", "--all")
+    assert verified.exit_code == 1, verified.stdout
+    assert "day03-host: the lesson checks nothing" in verified.stdout, verified.stdout
+    assert "0 passed" in verified.stdout, verified.stdout
