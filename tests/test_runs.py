@@ -106,3 +106,33 @@ def test_record_then_verify_each_run_with_its_own_evidence(runs_course, monkeypa
     verified = coursectl("verify", "--all", "--offline")
     assert verified.exit_code == 0, verified.stdout + verified.stderr
     assert "day01-heat[basic]" in verified.stdout and "day01-heat[shared]" in verified.stdout
+
+
+@pytest.mark.slow
+def test_a_claim_across_runs_gates_every_run(runs_course, monkeypatch, fake_gpu):
+    from conftest import coursectl
+    _host(runs_course)
+    monkeypatch.chdir(runs_course)
+    assert coursectl("record", "--all").exit_code == 0
+    verified = coursectl("verify", "--all", "--offline")
+    assert verified.exit_code == 0, verified.stdout + verified.stderr
+    _edit(runs_course, lambda data: data["lessons"][0]["claims"].append(
+        {"id": "basic-is-faster", "gate": "runs.basic.ms < runs.shared.ms"}))
+    for command in (("verify", "--all", "--offline"), ("verify", "--all")):
+        again = coursectl(*command)
+        assert again.exit_code == 1, again.stdout + again.stderr
+        assert "gate 'basic-is-faster' failed across the runs of day01-heat" in again.stdout, again.stdout
+        assert "runs.basic.ms < runs.shared.ms is false" in again.stdout
+
+
+def test_claims_across_runs_read_each_runs_fields():
+    from orchestrator.manifest.model import Claim
+    from orchestrator.transcript.across import evaluate_across
+    from orchestrator.transcript.parse import parse_transcript
+    from orchestrator.transcript.schema import OutputSchema
+    schema = OutputSchema.model_validate({"items": [{"line": "ms = {ms:float}"}]})
+    transcripts = {"basic": parse_transcript(schema, "ms = 2.0\n", "t"),
+                   "shared": parse_transcript(schema, "ms = 1.0\n", "t")}
+    held, failed = evaluate_across(schema, transcripts, [Claim(id="a", gate="runs.shared.ms < runs.basic.ms"),
+                                                         Claim(id="b", gate="runs.basic.ms < runs.shared.ms")])
+    assert held.held and not failed.held
