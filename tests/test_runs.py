@@ -136,3 +136,18 @@ def test_claims_across_runs_read_each_runs_fields():
     held, failed = evaluate_across(schema, transcripts, [Claim(id="a", gate="runs.shared.ms < runs.basic.ms"),
                                                          Claim(id="b", gate="runs.basic.ms < runs.shared.ms")])
     assert held.held and not failed.held
+
+
+@pytest.mark.slow
+def test_one_page_shows_the_runs_side_by_side(runs_course, monkeypatch, fake_gpu):
+    from conftest import coursectl
+    _host(runs_course)
+    monkeypatch.chdir(runs_course)
+    assert coursectl("record", "--all").exit_code == 0
+    rendered = coursectl("render")
+    assert rendered.exit_code == 0, rendered.stdout + rendered.stderr
+    page = (runs_course / "lessons/day01-heat/README.md").read_text()
+    assert "## The runs side by side" in page
+    assert "| `basic` | `./heat` |" in page and "| `shared` | `./heat shared` |" in page
+    assert "mode = basic" in page and "mode = shared" in page
+    assert coursectl("render", "--check").exit_code == 0
