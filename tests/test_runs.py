@@ -151,3 +151,15 @@ def test_one_page_shows_the_runs_side_by_side(runs_course, monkeypatch, fake_gpu
     assert "| `basic` | `./heat` |" in page and "| `shared` | `./heat shared` |" in page
     assert "mode = basic" in page and "mode = shared" in page
     assert coursectl("render", "--check").exit_code == 0
+
+
+@pytest.mark.slow
+def test_record_exits_1_for_a_failed_gate_across_runs(runs_course, monkeypatch, fake_gpu):
+    from conftest import coursectl
+    _host(runs_course)
+    _edit(runs_course, lambda data: data["lessons"][0]["claims"].append(
+        {"id": "results-differ", "gate": "runs.basic.heat != runs.shared.heat"}))
+    monkeypatch.chdir(runs_course)
+    recorded = coursectl("record", "--all")
+    assert recorded.exit_code == 1, recorded.stdout + recorded.stderr
+    assert "gate 'results-differ' failed across the runs of day01-heat" in recorded.stdout
