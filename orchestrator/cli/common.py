@@ -154,8 +154,8 @@ AllOpt = typer.Option(False, "--all", help="Every lesson in the manifest.")
 KeywordOpt = typer.Option(None, "-k", metavar="EXPRESSION", autocompletion=lesson_ids_to_complete,
                           help="Only lessons matching EXPRESSION, in pytest's grammar: words matched, "
                                "case-insensitively, as substrings of the id or title (or as globs: day1*), with "
-                               "and, or, not and parentheses ('day13 or day14', 'not sync'). Selecting none "
-                               "exits 5.")
+                               "and, or, not and parentheses ('day13 or day14', 'not sync'); a run of a lesson "
+                               "with runs: is id[run] ('day05-heat[shared]'). Selecting none exits 5.")
 
 
 CollectOnlyOpt = typer.Option(False, "--collect-only", help="List the lessons the selection takes, one id a line, "

@@ -21,6 +21,7 @@ from ..transcript.claims import ClaimError, check_claims
 from ..transcript.schema import COUNT_TAGS
 from .model import Lesson, Manifest
 from .page import PageSpecError, check_page
+from .runs import expand_runs, split_claims
 from .shorthand import entry_id, relocate_lines
 from .snippets import lesson_snippets
 from .yamlfile import line_of, load_yaml
@@ -112,7 +113,7 @@ def load_manifest(path: Path) -> Manifest:
         field = f"{_format_loc(rest)}: " if rest else ""
         return ManifestError(f"{lesson}{field}{message}", path=path, line=line_of(lines, loc))
 
-    for reserved in ("root", "path", "lines", "warnings"):
+    for reserved in ("root", "path", "lines", "warnings", "run_claims"):
         if reserved in data:
             raise fail((reserved,), f"unknown key {reserved!r}")
     try:
@@ -129,6 +130,11 @@ def load_manifest(path: Path) -> Manifest:
     manifest.root = root
     manifest.path = path
     manifest.lines = lines
+    for index, entry in enumerate(raw_lessons):
+        for reserved in ("run", "group"):
+            if isinstance(entry, dict) and reserved in entry:
+                raise fail(("lessons", index, reserved), f"unknown key {reserved!r}")
+    split_claims(manifest, fail)
     seen: dict[str, int] = {}
     days: dict[int, Lesson] = {}
     for index, lesson in enumerate(manifest.lessons):
@@ -177,6 +183,7 @@ def load_manifest(path: Path) -> Manifest:
         _check_claim_ids(manifest, lesson, index, fail)
         for at, regex in lesson.output.patterns():
             regex.origin = f"{path}:{line_of(lines, ('lessons', index, 'output', *at))}"
+    expand_runs(manifest)
     return manifest
 
 

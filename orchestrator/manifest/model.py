@@ -6,6 +6,7 @@ manifest/load.py reads lessons.yaml into them.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -156,6 +157,10 @@ class Lesson(Strict):
                                                                         "items": {"minLength": 1}})
     flags: list[str] | None = None
     args: list[str] = []
+    # Variants: one build, several runs of it, each with its own arguments (after `args`), judged as a
+    # lesson of its own named `id[run]` (manifest/runs.py); claims may compare them as `runs.NAME.FIELD`.
+    runs: dict[str, list[str]] | None = Field(default=None, json_schema_extra={
+        "minProperties": 1, "propertyNames": {"pattern": r"^[a-z0-9][a-z0-9_-]*$(?!\n)"}})
     timeout: float | None = Field(default=None, json_schema_extra=_TIMEOUT)
     min_compute_capability: str | None = Field(default=None, json_schema_extra=_pattern(COMPUTE_CAPABILITY))
     sanitizers: dict[str, SanitizerPass] | None = Field(default=None, json_schema_extra=_TOOLS_SCHEMA)
@@ -173,6 +178,9 @@ class Lesson(Strict):
     skip_output: bool = Field(default=False, exclude=True)
     # Snippets by function name or line range, for a source the course must not edit (no markers).
     snippets: dict[str, SnippetSpec] = {}
+    # Set when `runs` is written out (manifest/runs.py), not read from YAML: the run's name, the lesson's id.
+    run: SkipJsonSchema[str | None] = Field(default=None, exclude=True)
+    group: SkipJsonSchema[str | None] = Field(default=None, exclude=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -206,6 +214,16 @@ class Lesson(Strict):
     @classmethod
     def _flags(cls, value: list[str] | None) -> list[str] | None:
         return _check_flags(value)
+
+    @field_validator("runs")
+    @classmethod
+    def _runs(cls, value: dict | None) -> dict | None:
+        if value is not None and not value:
+            raise ValueError("an empty mapping; name each run and its arguments, e.g. {basic: [], shared: [shared]}")
+        for name in value or {}:
+            if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name):
+                raise ValueError(f"run name {name!r} must be lower-case letters, digits, '_' and '-'")
+        return value
 
     @field_validator("sanitizers")
     @classmethod
@@ -329,6 +347,8 @@ class Manifest(Strict):
     lines: SkipJsonSchema[dict] = Field(default_factory=dict, exclude=True)   # key path -> its line in lessons.yaml
     # What is worth saying but not wrong, one `path:line: ...` line each, for the CLI to print.
     warnings: SkipJsonSchema[list[str]] = Field(default=[], exclude=True)
+    # The claims that compare runs, by the id of the lesson whose `runs` they compare (manifest/runs.py).
+    run_claims: SkipJsonSchema[dict[str, list[Claim]]] = Field(default_factory=dict, exclude=True)
 
     def line_of(self, *key: str | int) -> int | None:
         """The line in lessons.yaml of a key path such as ("lessons", 2, "claims", 0)."""

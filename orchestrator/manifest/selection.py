@@ -113,7 +113,8 @@ def _matches(lesson: Lesson, pattern: str) -> bool:
     pattern = pattern.lower()
     texts = (lesson.id.lower(), lesson.title.lower())
     if any(c in pattern for c in "*?["):
-        return any(fnmatch.fnmatchcase(text, pattern) for text in texts)
+        # A run's id holds brackets, `day05-heat[shared]`: the word as it stands matches it too.
+        return any(fnmatch.fnmatchcase(text, pattern) or pattern in text for text in texts)
     return any(pattern in text for text in texts)
 
 
@@ -138,11 +139,13 @@ def select_lessons(manifest: Manifest, ids: list[str], *, all_: bool) -> list[Le
                              hint=f"lessons: {', '.join(l.id for l in manifest.lessons)}")
         return list(manifest.lessons)
     known = {lesson.id for lesson in manifest.lessons}
+    # A lesson with `runs` is named by its id (all its runs) or by a run's, `id[run]`.
+    groups = {lesson.group for lesson in manifest.lessons if lesson.group}
     for ident in ids:
-        if ident not in known:
+        if ident not in known and ident not in groups:
             raise UsageError(f"no lesson {quoted(ident)} in {manifest.path}",
                              hint=f"lessons: {', '.join(sorted(known))}")
-    return [lesson for lesson in manifest.lessons if lesson.id in ids]
+    return [lesson for lesson in manifest.lessons if lesson.id in ids or lesson.group in ids]
 
 
 def keep_failed(lessons: list[Lesson], failed: Optional[list[str]], source: str) -> tuple[list[Lesson], str]:

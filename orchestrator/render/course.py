@@ -176,8 +176,16 @@ def render_all(manifest: Manifest, templates: Path | None = None) -> list[Page]:
     pages: list[Page] = []
     models: list[LessonModel] = []
     for lesson in manifest.lessons:
+        if lesson.group and lesson.run != next(iter(lesson.runs)):
+            continue   # the runs of a lesson share its page, written with its first run
         model = _lesson_model(manifest, lesson, folder)
-        text = render_template(env, folder, root, model.template, _lesson_context(model))
+        context = _lesson_context(model)
+        if lesson.group:   # each run's command, recorded output and claims, side by side
+            runs = [model] + [_lesson_model(manifest, other, folder) for other in manifest.lessons
+                              if other.group == lesson.group and other is not lesson]
+            context["runs"] = [{"name": m.lesson.run, "run": m.run, "gpus": m.gpus, "claims": m.claims,
+                                "tally": _tally(m)} for m in runs]
+        text = render_template(env, folder, root, model.template, context)
         page_path = root / model.page
         pages.append(Page(path=page_path, name=model.page, old=_read(page_path, model.page),
                           new=with_banner(model.banner, text)))

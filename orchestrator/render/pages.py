@@ -35,6 +35,8 @@ def check_page_paths(manifest: Manifest) -> None:
     owners: dict[Path, Lesson] = {}
     prose = {(manifest.root / l.prose).resolve(): l for l in manifest.lessons if l.prose is not None}
     for index, lesson in enumerate(manifest.lessons):
+        if lesson.group and index and manifest.lessons[index - 1].group == lesson.group:
+            continue   # the runs of one lesson share its page
         page = manifest.root / lesson.page_path
         path = page.resolve()
         given = lesson.page is not None and lesson.page.path is not None

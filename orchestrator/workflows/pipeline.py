@@ -19,6 +19,7 @@ from __future__ import annotations
 from ..cuda.build import BuildResult
 from ..cuda.toolchain import Toolchain
 from ..errors import CoursectlError, EvidenceError, TranscriptError
+from ..judge.across import judge_across_runs
 from ..judge.drift import describe_drift
 from ..judge.evidence import recover_evidence
 from ..judge.freshness import judge_currency
@@ -180,7 +181,9 @@ VERIFY_OFFLINE = (judge_the_source, check_the_source_header, judge_the_evidence,
 def verify(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, options: Options,
            emit: Emit = quiet, runner: Runner = run_command) -> list[LessonResult]:
     """Build, run, judge against this GPU's evidence, check the build evidence, sanitize."""
-    return Scheduler(manifest, lessons, toolchain, options, VERIFY, emit, runner, compared=True).run()
+    results = Scheduler(manifest, lessons, toolchain, options, VERIFY, emit, runner, compared=True).run()
+    judge_across_runs(manifest, results)
+    return results
 
 
 def record(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, options: Options,
@@ -193,8 +196,10 @@ def record(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opti
     recovered = {} if options.dry_run else {lesson.id: recover_evidence(manifest.root, lesson.id)
                                             for lesson in lessons}
     options = options.model_copy(update={"all_archs": True, "rerun_sanitizers": True})
-    return Scheduler(manifest, lessons, toolchain, options, RECORD, emit, runner, compared=False,
-                     notes=recovered).run()
+    results = Scheduler(manifest, lessons, toolchain, options, RECORD, emit, runner, compared=False,
+                        notes=recovered).run()
+    judge_across_runs(manifest, results, compared=False)
+    return results
 
 
 def sanitize(manifest: Manifest, lesson: Lesson, toolchain: Toolchain, options: Options,
@@ -219,7 +224,9 @@ def run(manifest: Manifest, lesson: Lesson, toolchain: Toolchain, options: Optio
 def verify_offline(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, options: Options,
                    emit: Emit = quiet, runner: Runner = run_command) -> list[LessonResult]:
     """No GPU: build for every listed architecture, check the build evidence, re-judge the recorded evidence."""
-    return walk_offline(manifest, lessons, toolchain, options, VERIFY_OFFLINE, emit, runner)
+    results = walk_offline(manifest, lessons, toolchain, options, VERIFY_OFFLINE, emit, runner)
+    judge_across_runs(manifest, results)
+    return results
 
 
 def build_many(manifest: Manifest, jobs: list[tuple[Lesson, str]], toolchain: Toolchain, parallel: int,

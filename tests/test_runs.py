@@ -1,0 +1,165 @@
+"""`runs:`: one lesson's program run several ways, each run a lesson of its own, `id[run]`."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.errors import ManifestError
+from orchestrator.manifest.load import load_manifest
+from orchestrator.manifest.model import Manifest
+from orchestrator.manifest.selection import choose_lessons
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "runs"
+
+# The fixture's program in two modes, as a host program that runs without a GPU (the stand-in's
+# nvidia-smi is all the machine has): the same lines, "shared" a little faster.
+HOST = r'''#include <cstdio>
+#include <cstring>
+int main(int argc, char** argv) {
+    bool shared = argc > 1 && std::strcmp(argv[1], "shared") == 0;
+    std::printf("mode = %s\nheat = 204800.000\ncentre = 99.5000\nms = %.4f\n", shared ? "shared" : "basic",
+                shared ? 1.5 : 2.5);
+}
+'''
+
+
+@pytest.fixture
+def runs_course(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "course"
+    shutil.copytree(FIXTURE, root)
+    return root
+
+
+def _edit(root: Path, change) -> None:
+    data = yaml.safe_load((root / "lessons.yaml").read_text())
+    change(data)
+    (root / "lessons.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def _host(root: Path) -> None:
+    """The lesson's program made the host program above, with no sanitizer pass."""
+    (root / "lessons/day01-heat/heat.cpp").write_text(HOST)
+
+    def change(data):
+        data["lessons"][0].update(source="lessons/day01-heat/heat.cpp", sanitizers={})
+    _edit(root, change)
+
+
+def test_runs_are_lessons_of_their_own(runs_course):
+    manifest = load_manifest(runs_course / "lessons.yaml")
+    assert [lesson.id for lesson in manifest.lessons] == ["day01-heat[basic]", "day01-heat[shared]"]
+    basic, shared = manifest.lessons
+    assert (basic.args, shared.args) == ([], ["shared"])
+    assert basic.source == shared.source and basic.group == shared.group == "day01-heat"
+    assert [claim.id for claim in shared.claims] == ["heat-is-kept"]
+    assert [claim.id for claim in manifest.run_claims["day01-heat"]] == ["same-temperatures", "shared-is-faster"]
+    assert manifest.warnings == []   # one lesson, one day: no duplicate-day warning
+    # A key of a run is found at its line in lessons.yaml.
+    assert manifest.line_of("lessons", 1, "claims", 0) == manifest.line_of("lessons", 0, "claims", 0) is not None
+
+
+def test_k_and_ids_name_a_run_or_all_runs(runs_course):
+    manifest = load_manifest(runs_course / "lessons.yaml")
+
+    def chosen(ids=None, keyword=None) -> list[str]:
+        return [lesson.id for lesson in choose_lessons(manifest, ids, all_=False, keyword=keyword)]
+    assert chosen(keyword="day01-heat[shared]") == ["day01-heat[shared]"]
+    assert chosen(keyword="[shared]") == ["day01-heat[shared]"]
+    assert chosen(keyword="not [shared]") == ["day01-heat[basic]"]
+    assert chosen(ids=["day01-heat"]) == ["day01-heat[basic]", "day01-heat[shared]"]
+    assert chosen(ids=["day01-heat[basic]"]) == ["day01-heat[basic]"]
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda lesson: lesson.update(runs={}), "an empty mapping"),
+    (lambda lesson: lesson.update(runs={"Shared!": []}), "run name 'Shared!'"),
+    (lambda lesson: lesson["claims"].append({"id": "x", "gate": "runs.tiled.ms < 1"}), "names run 'tiled'"),
+    (lambda lesson: lesson.pop("runs"), "but the lesson has no 'runs'"),
+    (lambda lesson: lesson.update(run="basic"), "unknown key 'run'"),
+])
+def test_bad_runs_are_named(runs_course, change, words):
+    _edit(runs_course, lambda data: change(data["lessons"][0]))
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(runs_course / "lessons.yaml")
+    assert words in str(caught.value) and "lessons.yaml:" in str(caught.value)
+
+
+def test_manifest_without_runs_is_unchanged():
+    assert Manifest.model_fields["run_claims"].exclude
+
+
+@pytest.mark.slow
+def test_record_then_verify_each_run_with_its_own_evidence(runs_course, monkeypatch, fake_gpu):
+    from conftest import coursectl
+    _host(runs_course)
+    monkeypatch.chdir(runs_course)
+    recorded = coursectl("record", "--all")
+    assert recorded.exit_code == 0, recorded.stdout + recorded.stderr
+    for run, mode in (("basic", "basic"), ("shared", "shared")):
+        folders = list((runs_course / "evidence" / f"day01-heat[{run}]").glob("*/transcript.txt"))
+        assert folders and f"mode = {mode}" in folders[0].read_text()
+    verified = coursectl("verify", "--all", "--offline")
+    assert verified.exit_code == 0, verified.stdout + verified.stderr
+    assert "day01-heat[basic]" in verified.stdout and "day01-heat[shared]" in verified.stdout
+
+
+@pytest.mark.slow
+def test_a_claim_across_runs_gates_every_run(runs_course, monkeypatch, fake_gpu):
+    from conftest import coursectl
+    _host(runs_course)
+    monkeypatch.chdir(runs_course)
+    assert coursectl("record", "--all").exit_code == 0
+    verified = coursectl("verify", "--all", "--offline")
+    assert verified.exit_code == 0, verified.stdout + verified.stderr
+    _edit(runs_course, lambda data: data["lessons"][0]["claims"].append(
+        {"id": "basic-is-faster", "gate": "runs.basic.ms < runs.shared.ms"}))
+    for command in (("verify", "--all", "--offline"), ("verify", "--all")):
+        again = coursectl(*command)
+        assert again.exit_code == 1, again.stdout + again.stderr
+        assert "gate 'basic-is-faster' failed across the runs of day01-heat" in again.stdout, again.stdout
+        assert "runs.basic.ms < runs.shared.ms is false" in again.stdout
+
+
+def test_claims_across_runs_read_each_runs_fields():
+    from orchestrator.manifest.model import Claim
+    from orchestrator.transcript.across import evaluate_across
+    from orchestrator.transcript.parse import parse_transcript
+    from orchestrator.transcript.schema import OutputSchema
+    schema = OutputSchema.model_validate({"items": [{"line": "ms = {ms:float}"}]})
+    transcripts = {"basic": parse_transcript(schema, "ms = 2.0\n", "t"),
+                   "shared": parse_transcript(schema, "ms = 1.0\n", "t")}
+    held, failed = evaluate_across(schema, transcripts, [Claim(id="a", gate="runs.shared.ms < runs.basic.ms"),
+                                                         Claim(id="b", gate="runs.basic.ms < runs.shared.ms")])
+    assert held.held and not failed.held
+
+
+@pytest.mark.slow
+def test_one_page_shows_the_runs_side_by_side(runs_course, monkeypatch, fake_gpu):
+    from conftest import coursectl
+    _host(runs_course)
+    monkeypatch.chdir(runs_course)
+    assert coursectl("record", "--all").exit_code == 0
+    rendered = coursectl("render")
+    assert rendered.exit_code == 0, rendered.stdout + rendered.stderr
+    page = (runs_course / "lessons/day01-heat/README.md").read_text()
+    assert "## The runs side by side" in page
+    assert "| `basic` | `./heat` |" in page and "| `shared` | `./heat shared` |" in page
+    assert "mode = basic" in page and "mode = shared" in page
+    assert coursectl("render", "--check").exit_code == 0
+
+
+@pytest.mark.slow
+def test_record_exits_1_for_a_failed_gate_across_runs(runs_course, monkeypatch, fake_gpu):
+    from conftest import coursectl
+    _host(runs_course)
+    _edit(runs_course, lambda data: data["lessons"][0]["claims"].append(
+        {"id": "results-differ", "gate": "runs.basic.heat != runs.shared.heat"}))
+    monkeypatch.chdir(runs_course)
+    recorded = coursectl("record", "--all")
+    assert recorded.exit_code == 1, recorded.stdout + recorded.stderr
+    assert "gate 'results-differ' failed across the runs of day01-heat" in recorded.stdout
