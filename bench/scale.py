@@ -58,8 +58,9 @@ ENTRY = re.compile(r"^  - (day(\d+)-([a-z0-9-]+)):", re.MULTILINE)
 ANCHOR = re.compile(r"&([A-Za-z0-9_]+)")
 
 
-def write_course(root: Path, count: int) -> list[str]:
-    """A course of `count` lessons cycling through the real ones, each source distinct; the new ids."""
+def write_course(root: Path, count: int, *, distinct: bool = True) -> list[str]:
+    """A course of `count` lessons cycling through the real ones, each source distinct (unless not
+    `distinct`: then each is its original's, and so is its evidence, copied); the new ids."""
     text = (ROOT / "lessons.yaml").read_text(encoding="utf-8")
     starts = [m.start() for m in ENTRY.finditer(text)]
     head, blocks = text[:starts[0]], [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)])]
@@ -74,7 +75,9 @@ def write_course(root: Path, count: int) -> list[str]:
         new = f"day{day:04d}-{name}"
         ids.append(new)
         shutil.copytree(ROOT / "lessons" / old, root / "lessons" / new)
-        for source in (root / "lessons" / new).rglob("*"):
+        if not distinct:
+            copy_evidence(root, old, new)
+        for source in (root / "lessons" / new).rglob("*") if distinct else ():
             if source.suffix in (".cu", ".cuh"):   # its own build key and sanitizer key
                 with source.open("a", encoding="utf-8") as f:
                     f.write(f"\n// scale copy {day} of {count}, from {old}\n")
@@ -90,6 +93,20 @@ def write_course(root: Path, count: int) -> list[str]:
     (root / "README.md").write_text(f"# A course of {count} lessons\n\n## Lessons\n\n<!-- lessons:begin -->\n"
                                     "<!-- lessons:end -->\n", encoding="utf-8")
     return ids
+
+
+def copy_evidence(root: Path, old: str, new: str) -> None:
+    """The real lesson's evidence as the copy's (for a copy whose source is its original's): its files
+    JSON re-keyed, the lesson's id and folder the copy's wherever it names them (the files meta.json
+    hashes kept as they are)."""
+    source = ROOT / "evidence" / old
+    if not source.is_dir():
+        return
+    shutil.copytree(source, root / "evidence" / new)
+    for path in (root / "evidence" / new).rglob("*.json"):
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="surrogateescape")
+            path.write_text(text.replace(old, new), encoding="utf-8", errors="surrogateescape")
 
 
 def run(coursectl: list[str], args: list[str], course: Path, cache: Path, trace: Path | None) -> dict:
