@@ -58,14 +58,15 @@ ENTRY = re.compile(r"^  - (day(\d+)-([a-z0-9-]+)):", re.MULTILINE)
 ANCHOR = re.compile(r"&([A-Za-z0-9_]+)")
 
 
-def write_course(root: Path, count: int, *, distinct: bool = True) -> list[str]:
+def write_course(root: Path, count: int, *, distinct: bool = True, source: Path = ROOT) -> list[str]:
     """A course of `count` lessons cycling through the real ones, each source distinct (unless not
-    `distinct`: then each is its original's, and so is its evidence, copied); the new ids."""
-    text = (ROOT / "lessons.yaml").read_text(encoding="utf-8")
+    `distinct`: then each is its original's, and so is its evidence, copied); the new ids. `source` is
+    the course copied (this one)."""
+    text = (source / "lessons.yaml").read_text(encoding="utf-8")
     starts = [m.start() for m in ENTRY.finditer(text)]
     head, blocks = text[:starts[0]], [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)])]
     out, ids = [head], []
-    templates = ROOT / "templates"
+    templates = source / "templates"
     if templates.is_dir():
         shutil.copytree(templates, root / "templates", ignore=shutil.ignore_patterns("lessons"))
     for day in range(1, count + 1):
@@ -74,12 +75,12 @@ def write_course(root: Path, count: int, *, distinct: bool = True) -> list[str]:
         old, name = match.group(1), match.group(3)
         new = f"day{day:04d}-{name}"
         ids.append(new)
-        shutil.copytree(ROOT / "lessons" / old, root / "lessons" / new)
+        shutil.copytree(source / "lessons" / old, root / "lessons" / new)
         if not distinct:
-            copy_evidence(root, old, new)
-        for source in (root / "lessons" / new).rglob("*") if distinct else ():
-            if source.suffix in (".cu", ".cuh"):   # its own build key and sanitizer key
-                with source.open("a", encoding="utf-8") as f:
+            copy_evidence(source, root, old, new)
+        for path in (root / "lessons" / new).rglob("*") if distinct else ():
+            if path.suffix in (".cu", ".cuh"):   # its own build key and sanitizer key
+                with path.open("a", encoding="utf-8") as f:
                     f.write(f"\n// scale copy {day} of {count}, from {old}\n")
         page = templates / "lessons" / f"{old}.md.j2"
         if page.is_file():
@@ -95,14 +96,14 @@ def write_course(root: Path, count: int, *, distinct: bool = True) -> list[str]:
     return ids
 
 
-def copy_evidence(root: Path, old: str, new: str) -> None:
+def copy_evidence(source: Path, root: Path, old: str, new: str) -> None:
     """The real lesson's evidence as the copy's (for a copy whose source is its original's): its files
     JSON re-keyed, the lesson's id and folder the copy's wherever it names them (the files meta.json
     hashes kept as they are)."""
-    source = ROOT / "evidence" / old
-    if not source.is_dir():
+    recorded = source / "evidence" / old
+    if not recorded.is_dir():
         return
-    shutil.copytree(source, root / "evidence" / new)
+    shutil.copytree(recorded, root / "evidence" / new)
     for path in (root / "evidence" / new).rglob("*.json"):
         if path.is_file():
             text = path.read_text(encoding="utf-8", errors="surrogateescape")
