@@ -14,8 +14,7 @@ from typing import NamedTuple
 
 from ..cuda.build import display_command
 from ..files import TEXT_LIMIT, decode_text, read_file, relative, source_lines
-from ..judge.evidence import HEADER_LINE, EvidenceMeta, list_gpus
-from ..judge.judging import parse_evidence
+from ..judge.evidence import HEADER_LINE, EvidenceMeta, list_gpus, load_evidence
 from ..manifest.model import Lesson, Manifest
 from ..words import one_line
 
@@ -182,9 +181,11 @@ def stale_source_header(manifest: Manifest, lesson: Lesson) -> str | None:
     if not lesson.source_header or not any(HEADER_LINE.match(line) for line in source_lines(looked_into)):
         return None
     old = decode_text(data, lesson.source.as_posix())   # read once: its lines are rewritten only as UTF-8 text
-    recorded = [item for item in (parse_evidence(manifest, lesson, slug) for slug in list_gpus(manifest.root, lesson.id))
-                if item is not None]
-    if rewrite_header(old, source_header(manifest, lesson, [item.evidence for item in recorded]).lines) == old:
+    # The lines name each GPU's evidence (its meta.json and folder): its transcript is not parsed here, as
+    # judge_evidence parses it, once.
+    recorded = [item for item in (load_evidence(manifest.root, lesson.id, slug)
+                                  for slug in list_gpus(manifest.root, lesson.id)) if item is not None]
+    if rewrite_header(old, source_header(manifest, lesson, recorded).lines) == old:
         return None
     return (f"{lesson.source.as_posix()}: its Build/Run/Verified lines are not the ones render writes from "
             f"lessons.yaml and the evidence; run `coursectl render`")

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Time warm `coursectl verify --all --offline` on courses of N lessons, on a machine without a GPU.
+
+For each N of --lessons, bench/scale.py's write_course makes a course of N
+lessons cycling through this course's own, each source and evidence its
+original's (the evidence re-keyed to the copy's id), so that every lesson is
+judged as the real ones are. `coursectl render` writes the sources' header
+lines, one `verify --all --offline` fills the build cache, then --runs warm
+ones are timed, the sizes taking turns; prints each size's median and fastest
+wall time and the lessons' tally, and writes the JSON with --out.
+
+    python3 bench/offline_scale.py [--lessons 100 400] [--runs 3] [--out bench/results/offline-scale.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scale import run, write_course  # noqa: E402  (bench/scale.py, beside this script)
+from output import emit, now  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lessons", type=int, nargs="+", default=[100, 400])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--coursectl", default=None, help="the coursectl command (default: coursectl on PATH)")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    found = args.coursectl or shutil.which("coursectl")
+    if not found:
+        sys.exit("bench/offline_scale.py: coursectl is not on PATH (or give --coursectl)")
+    coursectl = found.split()
+    result: dict = {"format": 1, "date": now(), "machine": {"cpu_cores": os.cpu_count(), "python": platform.python_version(),
+                                                            "host": platform.node()}, "sizes": {}}
+    with tempfile.TemporaryDirectory(prefix="coursectl-offline-scale-") as name:
+        tmp = Path(name)
+        setup = {}
+        for count in args.lessons:
+            course, cache = tmp / f"course-{count}", tmp / f"cache-{count}"
+            course.mkdir()
+            write_course(course, count, distinct=False)
+            rendered = run(coursectl, ["render"], course, cache, None)
+            cold = run(coursectl, ["verify", "--all", "--offline"], course, cache, None)
+            setup[count] = {"render_s": rendered["wall_s"], "cold_s": cold["wall_s"], "cold_exit": cold["exit"]}
+        walls: dict[int, list[float]] = {count: [] for count in args.lessons}
+        cpus: dict[int, list[float]] = {count: [] for count in args.lessons}
+        last: dict[int, dict] = {}
+        for _ in range(args.runs):
+            for count in args.lessons:
+                done = run(coursectl, ["verify", "--all", "--offline"], tmp / f"course-{count}", tmp / f"cache-{count}",
+                           None)
+                walls[count].append(done["wall_s"])
+                cpus[count].append(done["cpu_s"])
+                last[count] = done
+        for count in args.lessons:
+            result["sizes"][str(count)] = {**setup[count], "warm_median_s": statistics.median(walls[count]),
+                                           "warm_fastest_s": min(walls[count]), "warm_s": walls[count],
+                                           "warm_cpu_median_s": statistics.median(cpus[count]),
+                                           "exit": last[count]["exit"], "tally": last[count]["tally"]}
+            print(f"verify --all --offline, warm, {count} lessons: median {statistics.median(walls[count]):.2f} s, "
+                  f"fastest {min(walls[count]):.2f} s over {args.runs} runs; {last[count]['tally']}",
+                  file=sys.stderr, flush=True)
+    emit(result, args.out)
+
+
+if __name__ == "__main__":
+    main()
