@@ -39,7 +39,12 @@ class Gpu(BaseModel):
 
     @property
     def arch(self) -> str:
-        return "sm_" + self.compute_capability.replace(".", "")
+        return arch_of(self.compute_capability)
+
+
+def arch_of(compute_capability: str) -> str:
+    """The architecture nvcc builds for a compute capability: '9.0' -> 'sm_90'."""
+    return "sm_" + compute_capability.replace(".", "")
 
 
 def gpu_slug(name: str) -> str:

@@ -11,7 +11,7 @@ Either way meta.json is checked against the transcript and the manifest
 
 from __future__ import annotations
 
-from ..cuda.toolchain import gpu_slug
+from ..cuda.toolchain import arch_of, gpu_slug
 from ..errors import EvidenceError, TranscriptError
 from ..manifest.model import Lesson, Manifest
 from .evidence import describe_source_change, lesson_digest, list_gpus, source_changes
@@ -25,8 +25,8 @@ def meta_problems(manifest: Manifest, lesson: Lesson, parsed: ParsedEvidence) ->
     meta, problems = parsed.evidence.meta, []
     if meta.exit_status != 0:
         problems.append(f"meta.json exit_status is {meta.exit_status}; record keeps only a run that exited 0")
-    digits = meta.compute_capability.replace(".", "")
-    if not (meta.arch.startswith(f"sm_{digits}") and meta.arch[3 + len(digits):] in ("", "a", "f")):
+    arch = arch_of(meta.compute_capability)
+    if not (meta.arch.startswith(arch) and meta.arch[len(arch):] in ("", "a", "f")):
         problems.append(f"meta.json arch {meta.arch} is not the architecture of compute capability "
                         f"{meta.compute_capability}")
     if gpu_slug(meta.gpu_name) != meta.gpu_slug:

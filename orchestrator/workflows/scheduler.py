@@ -109,7 +109,7 @@ class Scheduler:
             self.builds[lesson.id][key] = build
             with self.lock:   # verify names the file an edit rebuilt the lesson for, once for its builds
                 notes = self.notes.setdefault(lesson.id, [])
-                notes += [n for n in rebuilt_for(build) if n not in notes]
+                notes += rebuilt_for(build, notes)
             self._emit(Event(lesson=lesson.id, stage="built", detail=build_detail(build), build=build))
         except CoursectlError as exc:
             self.errors.setdefault(lesson.id, str(exc))
@@ -271,7 +271,7 @@ def _walk_offline_turn(turn: OfflineTurn, builds: list[BuildResult | CoursectlEr
             result.reasons.append(str(build))
         else:
             result.builds.append(build)
-            result.notes += [n for n in rebuilt_for(build) if n not in result.notes]
+            result.notes += rebuilt_for(build, result.notes)
     emit(Event(lesson=turn.lesson.id, stage="comparing"))
     try:
         for stage in stages:
@@ -285,10 +285,10 @@ def _walk_offline_turn(turn: OfflineTurn, builds: list[BuildResult | CoursectlEr
     return result
 
 
-def rebuilt_for(build: BuildResult) -> list[str]:
+def rebuilt_for(build: BuildResult, known: list[str]) -> list[str]:
     """What a build says changed since the lesson's last build or cached one (`... changed since the last
-    build; rebuilt`), which verify and record name as the lesson's notes."""
-    return [note for note in build.notes if note.endswith("; rebuilt")]
+    build; rebuilt`) and is not among the lesson's notes (`known`) yet: verify and record name it once."""
+    return [note for note in build.notes if note.endswith("; rebuilt") and note not in known]
 
 
 def build_many(manifest: Manifest, jobs: list[tuple[Lesson, str]], toolchain: Toolchain, parallel: int,
