@@ -57,8 +57,11 @@ def test_round_trip(tmp_path):
     assert json.loads((directory / "meta.json").read_text()) == expected.model_dump(mode="json")
 
     loaded = load_evidence(tmp_path, LESSON, SLUG)
-    assert loaded == Evidence(meta=expected, transcript=TRANSCRIPT, directory=directory, root=tmp_path)
+    assert loaded == Evidence(meta=expected, transcript=TRANSCRIPT, directory=directory, root=tmp_path,
+                              checked={"racecheck.log": RACECHECK_LOG})
     assert loaded.extra("racecheck.log") == RACECHECK_LOG.decode()
+    (directory / "racecheck.log").write_bytes(b"changed after it was loaded and checked")
+    assert loaded.extra("racecheck.log") == RACECHECK_LOG.decode(), "the bytes checked against meta.json"
     assert list_gpus(tmp_path, LESSON) == [SLUG]
 
 

@@ -20,7 +20,7 @@ to the nvcc version.
 
 from __future__ import annotations
 
-import errno
+import functools
 import json
 import os
 import re
@@ -40,11 +40,9 @@ from ..manifest.model import Lesson, Manifest
 from ..names import check_arch
 from ..process import CommandResult, Runner, run_command
 from .resources import KernelResources, parse_resources
+from .stamp import STAMP, STAMP_LIMIT, dumped, publish, stamped_resources, trusted_stamp
 from ..trace import span
 
-STAMP = "build.json"
-# The most a stamp may hold: nvcc's diagnostics, captured up to 16 MiB, and the command and digests.
-STAMP_LIMIT = 64 * 2**20
 
 
 class BuildResult(BaseModel):
@@ -81,9 +79,15 @@ def cache_root(manifest: Manifest) -> Path:
     env = os.environ.get("COURSECTL_CACHE")
     if not env:
         return manifest.root / ".coursectl" / "cache"
-    root = Path(os.path.abspath(env))
+    return _checked_cache(env, os.path.abspath(env), manifest.root)
+
+
+@functools.lru_cache(maxsize=64)
+def _checked_cache(env: str, absolute: str, course: Path) -> Path:
+    """cache_root's $COURSECTL_CACHE, checked once a process for each course (every build asks)."""
+    root = Path(absolute)
     for name in COURSE_FOLDERS:
-        folder = (manifest.root / name).resolve()
+        folder = (course / name).resolve()
         if root.resolve().is_relative_to(folder):
             raise UsageError(f"COURSECTL_CACHE={env} lies inside the course's {name}/ ({folder}), which its "
                              f"build folders would fill",
@@ -242,7 +246,7 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
         stderr = info["diagnostics"]
         return BuildResult(lesson=lesson.id, arch=arch, variant=variant, binary=binary, cached=True,
                            command=nvcc_command(nvcc, manifest, lesson, arch, binary, variant),
-                           diagnostics=_without_ptxas(stderr), resources=parse_resources(stderr),
+                           diagnostics=_without_ptxas(stderr), resources=stamped_resources(entry, info),
                            sources=_sources(manifest, digests, folder, info["headers"], named))
     group.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{key}.", suffix=".build", dir=group))
@@ -273,11 +277,13 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
             unit_list.unlink(missing_ok=True)
         for leftover in work.glob(f"{lesson.binary_name}.*.o"):
             leftover.unlink()
+        resources = parse_resources(diagnostics)
         atomic_write(work / STAMP, json.dumps({"command": display, "diagnostics": diagnostics,
                                                "seconds": result.seconds,
                                                "binary_sha256": sha256_file(output),
-                                               "headers": headers, "absent": absent}, indent=1))
-        _publish(work, entry, lesson.binary_name)
+                                               "headers": headers, "absent": absent,
+                                               "resources": dumped(resources)}, indent=1))
+        publish(work, entry, lesson.binary_name)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if not misses:
@@ -285,7 +291,7 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
     _remember(last, material, previous)
     return BuildResult(lesson=lesson.id, arch=arch, variant=variant, binary=binary, cached=False,
                        seconds=result.seconds, command=display, diagnostics=_without_ptxas(diagnostics),
-                       resources=parse_resources(diagnostics), notes=misses,
+                       resources=resources, notes=misses,
                        sources=_sources(manifest, digests, folder, headers, named))
 
 
@@ -377,7 +383,7 @@ def _lookup(group: Path, binary_name: str, folder: Path, root: Path) -> tuple[Pa
     newest: tuple[float, list[str], list[str]] | None = None
     untrusted: list[str] = []
     for entry in candidates:
-        info, miss = _cached(entry, binary_name)
+        info, miss = trusted_stamp(entry, binary_name)
         if info is None:
             if miss:
                 untrusted.append(miss)
@@ -440,52 +446,6 @@ class SharedBuilds:
                 "notes": [f"the same build as lesson {first_id!r}: one source, flags and architecture"]}))
         first.add_done_callback(share)
         return mine
-
-
-def _cached(entry: Path, binary_name: str) -> tuple[dict | None, str | None]:
-    """(the stamp of a cache entry that can be trusted, None) or (None, why it cannot be, if it is there).
-
-    A stamp that is not what build_lesson writes, or a binary whose sha256 is
-    not the one in its stamp, is a cache miss, never an error: the entry is
-    rebuilt and the build says so.
-    """
-    stamp, binary = entry / STAMP, entry / binary_name
-    if not stamp.is_file() or not binary.is_file():
-        return None, None
-    try:
-        info = parse_json((read_file(stamp, STAMP_LIMIT, "a cache stamp") or b"").decode("utf-8"))
-        if not (isinstance(info, dict) and isinstance(info.get("diagnostics"), str)
-                and isinstance(info.get("binary_sha256"), str) and isinstance(info.get("headers"), dict)
-                and all(isinstance(k, str) and isinstance(v, str) for k, v in info["headers"].items())
-                and isinstance(info.get("absent", []), list)
-                and all(isinstance(name, str) for name in info.get("absent", []))):
-            raise ValueError("not the stamp a build writes")
-    except (CoursectlError, ValueError) as exc:   # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        return None, f"cache entry {entry} had an unreadable stamp ({_first_line(exc)}); rebuilt"
-    digest = sha256_file(binary)
-    if digest is None:
-        return None, f"cache entry {entry} had an unreadable binary; rebuilt"
-    if digest != info["binary_sha256"]:
-        return None, f"cache entry {entry} held a binary that no longer matches its stamp; rebuilt"
-    return info, None
-
-
-def _publish(work: Path, entry: Path, binary_name: str) -> None:
-    """Make a finished build folder the cache entry, binary and stamp at once."""
-    try:
-        os.rename(work, entry)
-        return
-    except OSError as exc:
-        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-            raise
-    if _cached(entry, binary_name)[0] is not None:
-        return   # a build of the same entry, running beside this one, got there first: as good as this one
-    shutil.rmtree(entry, ignore_errors=True)   # an entry that cannot be trusted
-    os.rename(work, entry)
-
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _without_ptxas(stderr: str) -> str:

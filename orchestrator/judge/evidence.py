@@ -8,14 +8,15 @@ import shutil
 from contextlib import contextmanager
 from datetime import date, datetime
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable, TypeVar
 
-from pydantic import BaseModel, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from ..errors import CoursectlError, EvidenceError
+from ..errors import CoursectlError, EvidenceError, TranscriptError
 from ..files import TEXT_LIMIT, atomic_write, check_inside, read_file, relative, sha256_bytes, sha256_file, source_lines
 from ..cuda.resources import BuildEvidence
 
+T = TypeVar("T")
 EVIDENCE = "evidence"   # the store's folder, in the course root
 TRANSCRIPT = "transcript.txt"
 META = "meta.json"
@@ -109,6 +110,9 @@ class Evidence(BaseModel):
     transcript: str
     directory: Path
     root: Path | None = None   # the course's root, which errors name its files from
+    # The files of meta.json's `files` as load_evidence read them and checked them against their sha256:
+    # what read_bytes gives, unread again.
+    checked: dict[str, bytes] = Field(default={}, repr=False, exclude=True)
 
     def extra(self, name: str) -> str | None:
         """An extra file of this evidence (a sanitizer log or XML) as text; None if there is none.
@@ -125,6 +129,8 @@ class Evidence(BaseModel):
         """
         if not is_plain_name(name):
             return None
+        if name in self.checked:
+            return self.checked[name]
         with named_from(self.root):
             return read_evidence_file(self.directory / name)
 
@@ -313,12 +319,68 @@ def _load_evidence(course_root: Path, lesson_id: str, slug: str) -> Evidence | N
     if meta.lesson != lesson_id or meta.gpu_slug != slug:
         raise EvidenceError(f"meta.json says lesson {meta.lesson!r} on {meta.gpu_slug!r} but lies "
                             f"in {lesson_id}/{slug}", path=meta_path)
+    checked = {}
     for name, digest in meta.files.items():
         path = directory / name
         extra = read_evidence_file(path)
         if extra is None or sha256_bytes(extra) != digest:
             raise EvidenceError(f"{name} is missing or does not match its sha256 in meta.json", path=path)
-    return Evidence(meta=meta, transcript=data.decode("utf-8", errors="replace"), directory=directory, root=course_root)
+        checked[name] = extra
+    return Evidence(meta=meta, transcript=data.decode("utf-8", errors="replace"), directory=directory, root=course_root,
+                    checked=checked)
+
+
+class Recorded:
+    """One lesson's evidence as the stages of verify --offline read it: its GPUs listed once, each GPU's set
+    loaded once (load_evidence), its build evidence read once an architecture, and what judging made of
+    each set (`parse`: judging.parse_evidence's) kept, so that no stage reads or parses a file again.
+
+    A set that cannot be read (or parsed) raises the same error each time it is asked for.
+    """
+
+    def __init__(self, course_root: Path, lesson_id: str):
+        self.root, self.lesson_id = Path(course_root), lesson_id
+        self._slugs: list[str] | None = None
+        self._loaded: dict[str, Evidence | None | EvidenceError] = {}
+        self._builds: dict[str, BuildEvidence | None | EvidenceError] = {}
+        self._parsed: dict[str, object] = {}
+
+    def slugs(self) -> list[str]:
+        if self._slugs is None:
+            self._slugs = list_gpus(self.root, self.lesson_id)
+        return list(self._slugs)
+
+    def load(self, slug: str) -> Evidence | None:
+        if slug not in self._loaded:
+            try:
+                self._loaded[slug] = load_evidence(self.root, self.lesson_id, slug)
+            except EvidenceError as exc:
+                self._loaded[slug] = exc
+        return _given(self._loaded[slug])
+
+    def parse(self, slug: str, parse: Callable[[Evidence | None], T]) -> T:
+        """`parse` of the set of `slug` (loaded once), made once: its result, or the EvidenceError or
+        TranscriptError it raised, kept."""
+        if slug not in self._parsed:
+            try:
+                self._parsed[slug] = parse(self.load(slug))
+            except (EvidenceError, TranscriptError) as exc:
+                self._parsed[slug] = exc
+        return _given(self._parsed[slug])
+
+    def build(self, arch: str) -> BuildEvidence | None:
+        if arch not in self._builds:
+            try:
+                self._builds[arch] = load_build_evidence(self.root, self.lesson_id, arch)
+            except EvidenceError as exc:
+                self._builds[arch] = exc
+        return _given(self._builds[arch])
+
+
+def _given(kept):
+    if isinstance(kept, Exception):
+        raise kept
+    return kept
 
 
 def recover_evidence(course_root: Path, lesson_id: str) -> list[str]:

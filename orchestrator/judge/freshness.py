@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..cuda.toolchain import arch_of, gpu_slug
 from ..errors import EvidenceError, TranscriptError
 from ..manifest.model import Lesson, Manifest
-from .evidence import describe_source_change, lesson_digest, list_gpus, source_changes
+from .evidence import Recorded, describe_source_change, lesson_digest, list_gpus, source_changes
 from .judging import ParsedEvidence, parse_evidence, sources_now
 from .results import LessonResult
 from .rules import check_rules
@@ -58,12 +58,18 @@ def _changes(manifest: Manifest, lesson: Lesson, parsed: ParsedEvidence, out: Le
     return changes
 
 
-def judge_currency(manifest: Manifest, lesson: Lesson, out: LessonResult, *, offline: bool) -> None:
-    """Each GPU's evidence (on a GPU: that GPU's) against the course today: stale, refused, or rules unknown."""
-    slugs = list_gpus(manifest.root, lesson.id) if offline else [out.gpu] if out.gpu else []
+def judge_currency(manifest: Manifest, lesson: Lesson, out: LessonResult, *, offline: bool,
+                   recorded: Recorded | None = None) -> None:
+    """Each GPU's evidence (on a GPU: that GPU's) against the course today: stale, refused, or rules unknown.
+
+    With `recorded` (verify --offline's), the evidence judging already parsed is not read again."""
+    if not offline:
+        slugs = [out.gpu] if out.gpu else []
+    else:
+        slugs = recorded.slugs() if recorded is not None else list_gpus(manifest.root, lesson.id)
     for slug in slugs:
         try:
-            parsed = parse_evidence(manifest, lesson, slug)
+            parsed = parse_evidence(manifest, lesson, slug, recorded=recorded)
         except (EvidenceError, TranscriptError):
             continue   # judging says why it cannot be read, once
         if parsed is None:

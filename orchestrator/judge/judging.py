@@ -28,8 +28,7 @@ from .comparison import check_plausibility, compare_fields, spread_of_runs
 from .tolerances import suggest_tolerances
 from ..errors import CoursectlError, EvidenceError, TranscriptError
 from ..files import relative
-from .evidence import (Evidence, list_gpus, load_build_evidence,
-                       load_evidence, source_digests)
+from .evidence import Evidence, Recorded, list_gpus, load_build_evidence, load_evidence, source_digests
 from ..manifest.model import Lesson, Manifest, SanitizerPass
 from ..process import CommandResult, tail_lines
 from ..cuda.resources import BuildEvidence, compare_resources
@@ -77,16 +76,23 @@ class ParsedEvidence(BaseModel):
         return self.evidence.meta.gpu_slug
 
 
-def parse_evidence(manifest: Manifest, lesson: Lesson, slug: str, root: Path | None = None) -> ParsedEvidence | None:
+def parse_evidence(manifest: Manifest, lesson: Lesson, slug: str, root: Path | None = None,
+                   recorded: Recorded | None = None) -> ParsedEvidence | None:
     """Load, check and parse one GPU's evidence; None if there is none.
 
     `root` holds the evidence/ folder when it is not the course's own (compare
-    reads a git revision's evidence into a temporary folder). Raises
-    EvidenceError (untrustworthy files) or TranscriptError (the transcript no
-    longer matches the schema).
+    reads a git revision's evidence into a temporary folder). With `recorded`
+    (the lesson's Recorded) each set is loaded and parsed once, however often
+    it is asked for. Raises EvidenceError (untrustworthy files) or
+    TranscriptError (the transcript no longer matches the schema).
     """
+    if recorded is not None:
+        return recorded.parse(slug, lambda evidence: _parsed(lesson, evidence, recorded.root))
     root = manifest.root if root is None else root
-    evidence = load_evidence(root, lesson.id, slug)
+    return _parsed(lesson, load_evidence(root, lesson.id, slug), root)
+
+
+def _parsed(lesson: Lesson, evidence: Evidence | None, root: Path) -> ParsedEvidence | None:
     if evidence is None:
         return None
     path = relative(evidence.directory / "transcript.txt", root)
@@ -95,8 +101,8 @@ def parse_evidence(manifest: Manifest, lesson: Lesson, slug: str, root: Path | N
                           flats=list(flatten(lesson.output.items, transcript.scope)))
 
 
-def claims_on_evidence(manifest: Manifest, lesson: Lesson, parsed: ParsedEvidence,
-                       builds: list[BuildResult] = ()) -> tuple[list[ClaimResult], EvidenceError | None]:
+def claims_on_evidence(manifest: Manifest, lesson: Lesson, parsed: ParsedEvidence, builds: list[BuildResult] = (),
+                       recorded: Recorded | None = None) -> tuple[list[ClaimResult], EvidenceError | None]:
     """A lesson's claims on one GPU's recorded evidence, and what kept its build evidence from being read.
 
     The transcript is judged with ptxas' report of the build it describes:
@@ -108,9 +114,9 @@ def claims_on_evidence(manifest: Manifest, lesson: Lesson, parsed: ParsedEvidenc
     """
     arch, resources, unreadable = parsed.evidence.meta.arch, None, None
     try:
-        recorded = load_build_evidence(manifest.root, lesson.id, arch)
+        kept = recorded.build(arch) if recorded is not None else load_build_evidence(manifest.root, lesson.id, arch)
         today = [b.resources for b in builds if b.arch == arch and b.variant == "plain"]
-        resources = recorded.kernels if recorded is not None else (today[0] if today else None)
+        resources = kept.kernels if kept is not None else (today[0] if today else None)
     except EvidenceError as exc:
         unreadable = exc
     return evaluate_claims(lesson.output, parsed.transcript, lesson.claims, resources), unreadable
@@ -279,10 +285,11 @@ def build_evidence_of(manifest: Manifest, lesson: Lesson, build: BuildResult, nv
 
 
 def compare_build_evidence(manifest: Manifest, lesson: Lesson, build: BuildResult, nvcc_version: str | None,
-                           out: LessonResult) -> None:
+                           out: LessonResult, recorded: Recorded | None = None) -> None:
     """A kernel that now spills, or whose shared memory moved, fails before any GPU is involved."""
     try:
-        old = load_build_evidence(manifest.root, lesson.id, build.arch)
+        old = recorded.build(build.arch) if recorded is not None else \
+            load_build_evidence(manifest.root, lesson.id, build.arch)
     except EvidenceError as exc:
         if str(exc) not in out.reasons:   # judge_evidence may have said it, judging the evidence's claims
             out.reasons.append(str(exc))
@@ -387,23 +394,23 @@ def judge_recorded_pass(manifest: Manifest, lesson: Lesson, evidence: Evidence, 
 
 
 # -- offline: the evidence on its own ---------------------------------------------------------------
-def judge_evidence(manifest: Manifest, lesson: Lesson, out: LessonResult) -> None:
+def judge_evidence(manifest: Manifest, lesson: Lesson, out: LessonResult, recorded: Recorded | None = None) -> None:
     """Parse each GPU's evidence, check its gates and recorded passes, and that exact fields agree across GPUs.
 
     Its claims are judged as the page shows them (`claims_on_evidence`); the
     claims over ptxas' report of today's builds (out.builds) on its transcript beside them.
     """
     parsed: dict[str, list[Flat]] = {}
-    for slug in list_gpus(manifest.root, lesson.id):
+    for slug in recorded.slugs() if recorded is not None else list_gpus(manifest.root, lesson.id):
         try:
-            item = parse_evidence(manifest, lesson, slug)
+            item = parse_evidence(manifest, lesson, slug, recorded=recorded)
             assert item is not None
         except (EvidenceError, TranscriptError) as exc:
             out.reasons.append(f"evidence for {slug}: {exc}")
             continue
         out.evidence = out.evidence or slug
         meta = item.evidence.meta
-        claims, unreadable = claims_on_evidence(manifest, lesson, item, out.builds)
+        claims, unreadable = claims_on_evidence(manifest, lesson, item, out.builds, recorded)
         if unreadable is not None and str(unreadable) not in out.reasons:
             out.reasons.append(str(unreadable))
         claims = _beside_today(claims, build_claims(lesson, out.builds, item.transcript), meta.arch)

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from ..cuda.build import display_command
 from ..files import TEXT_LIMIT, decode_text, read_file, relative, source_lines
-from ..judge.evidence import HEADER_LINE, EvidenceMeta, list_gpus, load_evidence
+from ..judge.evidence import HEADER_LINE, EvidenceMeta, Recorded
 from ..manifest.model import Lesson, Manifest
 from ..words import one_line
 
@@ -169,11 +169,12 @@ def source_header(manifest: Manifest, lesson: Lesson, evidence: list) -> SourceH
                         lines=[f"// Build: {build}", f"// Run:   {run}", *(verified or [NO_EVIDENCE_LINE])])
 
 
-def stale_source_header(manifest: Manifest, lesson: Lesson) -> str | None:
+def stale_source_header(manifest: Manifest, lesson: Lesson, recorded: Recorded | None = None) -> str | None:
     """Why the Build/Run/Verified lines in a lesson's source are not the ones render writes now, or None.
 
     A source without such lines (never rendered, or `source_header: false`) has none to be stale.
-    Only those lines are computed, not the page: verify --offline asks this of every lesson.
+    Only those lines are computed, not the page: verify --offline asks this of every lesson, with the
+    lesson's Recorded, from which its stages after this one take the same sets.
     """
     data = read_file(manifest.source_path(lesson), TEXT_LIMIT, "a lesson's source", shown=lesson.source.as_posix(),
                      root=manifest.root)
@@ -183,9 +184,9 @@ def stale_source_header(manifest: Manifest, lesson: Lesson) -> str | None:
     old = decode_text(data, lesson.source.as_posix())   # read once: its lines are rewritten only as UTF-8 text
     # The lines name each GPU's evidence (its meta.json and folder): its transcript is not parsed here, as
     # judge_evidence parses it, once.
-    recorded = [item for item in (load_evidence(manifest.root, lesson.id, slug)
-                                  for slug in list_gpus(manifest.root, lesson.id)) if item is not None]
-    if rewrite_header(old, source_header(manifest, lesson, recorded).lines) == old:
+    recorded = recorded if recorded is not None else Recorded(manifest.root, lesson.id)
+    sets = [item for item in map(recorded.load, recorded.slugs()) if item is not None]
+    if rewrite_header(old, source_header(manifest, lesson, sets).lines) == old:
         return None
     return (f"{lesson.source.as_posix()}: its Build/Run/Verified lines are not the ones render writes from "
             f"lessons.yaml and the evidence; run `coursectl render`")

@@ -144,7 +144,7 @@ def judge_the_source(turn: OfflineTurn, result: LessonResult) -> LessonResult:
 def check_the_source_header(turn: OfflineTurn, result: LessonResult) -> LessonResult:
     """A source header that says other than the evidence: a reason, once."""
     try:
-        stale = stale_source_header(turn.manifest, turn.lesson)
+        stale = stale_source_header(turn.manifest, turn.lesson, turn.recorded)
     except (EvidenceError, TranscriptError):
         stale = None   # evidence that cannot be read: judge_evidence says why, once
     except CoursectlError as exc:
@@ -156,20 +156,20 @@ def check_the_source_header(turn: OfflineTurn, result: LessonResult) -> LessonRe
 
 def judge_the_evidence(turn: OfflineTurn, result: LessonResult) -> LessonResult:
     """The recorded evidence re-judged (judging.judge_evidence)."""
-    judge_evidence(turn.manifest, turn.lesson, result)
+    judge_evidence(turn.manifest, turn.lesson, result, turn.recorded)
     return result
 
 
 def check_the_evidence_is_current(turn: OfflineTurn, result: LessonResult) -> LessonResult:
     """Evidence whose sources, flags or rules changed since it was recorded: STALE (freshness.judge_currency)."""
-    judge_currency(turn.manifest, turn.lesson, result, offline=True)
+    judge_currency(turn.manifest, turn.lesson, result, offline=True, recorded=turn.recorded)
     return result
 
 
 def compare_each_build_evidence(turn: OfflineTurn, result: LessonResult) -> LessonResult:
     """ptxas' report of each architecture's build against its build evidence."""
     for build in result.builds:
-        compare_build_evidence(turn.manifest, turn.lesson, build, turn.toolchain.nvcc_version, result)
+        compare_build_evidence(turn.manifest, turn.lesson, build, turn.toolchain.nvcc_version, result, turn.recorded)
     return result
 
 

@@ -15,14 +15,14 @@ import datetime as dt
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
 from ..cuda.build import BuildResult, cache_root
 from ..errors import EvidenceError, describe_os_error
 from ..files import relative
-from ..judge.evidence import (EvidenceMeta, build_evidence_path, evidence_dir, lesson_digest, load_evidence,
+from ..judge.evidence import (EvidenceMeta, Recorded, build_evidence_path, evidence_dir, lesson_digest, load_evidence,
                        read_evidence_file, source_changes, write_build_evidence, write_evidence)
 from ..judge.judging import build_evidence_of, compare_with_previous, describe_environment, judge_sanitizer_run, sources_now
 from ..manifest.model import Lesson, Manifest, SanitizerPass
@@ -265,11 +265,17 @@ class Turn:
 
 @dataclass
 class OfflineTurn:
-    """One lesson of verify --offline, its builds done: what its stages judge. No GPU, nothing run."""
+    """One lesson of verify --offline, its builds done: what its stages judge. No GPU, nothing run.
+
+    `recorded` is the lesson's evidence, each GPU's set read and parsed once for all its stages."""
 
     manifest: Manifest
     toolchain: Toolchain
     lesson: Lesson
+    recorded: Recorded = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.recorded = Recorded(self.manifest.root, self.lesson.id)
 
 
 def _would_fail(result: LessonResult) -> bool:
