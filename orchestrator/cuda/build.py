@@ -40,7 +40,7 @@ from ..manifest.model import Lesson, Manifest
 from ..names import check_arch
 from ..process import CommandResult, Runner, run_command
 from .resources import KernelResources, parse_resources
-from .stamp import STAMP, STAMP_LIMIT, dumped, publish, stamped_resources, trusted_stamp
+from .stamp import STAMP, STAMP_LIMIT, new_stamp, publish, stamped_resources, trusted_stamp
 from ..trace import span
 
 
@@ -278,11 +278,7 @@ def build_lesson(manifest: Manifest, lesson: Lesson, arch: str, nvcc: str, nvcc_
         for leftover in work.glob(f"{lesson.binary_name}.*.o"):
             leftover.unlink()
         resources = parse_resources(diagnostics)
-        atomic_write(work / STAMP, json.dumps({"command": display, "diagnostics": diagnostics,
-                                               "seconds": result.seconds,
-                                               "binary_sha256": sha256_file(output),
-                                               "headers": headers, "absent": absent,
-                                               "resources": dumped(resources)}, indent=1))
+        atomic_write(work / STAMP, new_stamp(display, diagnostics, result.seconds, output, headers, absent, resources))
         publish(work, entry, lesson.binary_name)
     finally:
         shutil.rmtree(work, ignore_errors=True)

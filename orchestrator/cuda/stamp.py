@@ -1,10 +1,12 @@
 """A build cache entry's stamp (build.json): what build_lesson writes beside the binary, and whether an entry
 can be trusted.
 
-The stamp holds the command, nvcc's diagnostics, the binary's sha256, the
-local files the build read (`headers`, `absent`) and ptxas' report of each
-kernel (`resources`), so that a cache hit runs no program. cuda/build.py
-makes and looks up the entries.
+The stamp holds the command, nvcc's diagnostics, the binary's sha256 and
+its stat (`binary_stat`), the local files the build read (`headers`,
+`absent`) and ptxas' report of each kernel (`resources`), so that a cache
+hit runs no program and reads the binary only when it is no longer the file
+that was hashed. A stamp written before either was kept gets them at its
+first hit. cuda/build.py makes and looks up the entries.
 """
 
 from __future__ import annotations
@@ -41,10 +43,7 @@ def stamped_resources(entry: Path, info: dict) -> dict[str, KernelResources]:
         except ValidationError:
             pass
     resources = parse_resources(info["diagnostics"])
-    try:
-        atomic_write(entry / STAMP, json.dumps({**info, "resources": dumped(resources)}, indent=1))
-    except (OSError, CoursectlError):
-        pass   # a stamp that cannot be written only costs the next hit c++filt again
+    _rewrite(entry, {**info, "resources": dumped(resources)})
     return resources
 
 
@@ -68,31 +67,46 @@ def trusted_stamp(entry: Path, binary_name: str) -> tuple[dict | None, str | Non
             raise ValueError("not the stamp a build writes")
     except (CoursectlError, ValueError) as exc:   # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return None, f"cache entry {entry} had an unreadable stamp ({_first_line(exc)}); rebuilt"
-    digest = binary_digest(binary)
+    seen = binary_stat(binary)
+    if seen is not None and info.get("binary_stat") == seen:
+        return info, None   # the very file whose sha256 the stamp holds, untouched since
+    digest = sha256_file(binary)
     if digest is None:
         return None, f"cache entry {entry} had an unreadable binary; rebuilt"
     if digest != info["binary_sha256"]:
         return None, f"cache entry {entry} held a binary that no longer matches its stamp; rebuilt"
+    if seen is not None:
+        info = {**info, "binary_stat": seen}
+        _rewrite(entry, info)
     return info, None
 
 
-_DIGESTS: dict[tuple, str] = {}
-
-
-def binary_digest(binary: Path) -> str | None:
-    """The sha256 of a cached binary, read once a process while the file stays the one it was (its device,
-    inode, size and modification and change times): lessons that share an entry read it once."""
+def binary_stat(binary: Path) -> list[int] | None:
+    """What tells one file from another and a file from itself rewritten: its device, inode, size and
+    modification and change times (the change time no program can set back). A stamp keeps the binary's
+    beside its sha256, so that a hit reads the binary again only once it is another file or was written to."""
     try:
         status = os.stat(binary)
     except OSError:
         return None
-    seen = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
-    if seen not in _DIGESTS:
-        digest = sha256_file(binary)
-        if digest is None:
-            return None
-        _DIGESTS[seen] = digest
-    return _DIGESTS[seen]
+    return [status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns]
+
+
+def new_stamp(command: list[str], diagnostics: str, seconds: float, binary: Path, headers: dict[str, str],
+              absent: list[str], resources: dict[str, KernelResources]) -> str:
+    """The stamp of a build just made, its binary at `binary` (moving its folder leaves its stat as it is)."""
+    return json.dumps({"command": command, "diagnostics": diagnostics, "seconds": seconds,
+                       "binary_sha256": sha256_file(binary), "headers": headers, "absent": absent,
+                       "resources": dumped(resources), "binary_stat": binary_stat(binary)}, indent=1)
+
+
+def _rewrite(entry: Path, info: dict) -> None:
+    """The stamp of a trusted entry written again with what a lookup learnt (a failure costs only the next
+    lookup the same work)."""
+    try:
+        atomic_write(entry / STAMP, json.dumps(info, indent=1))
+    except (OSError, CoursectlError):
+        pass
 
 
 def publish(work: Path, entry: Path, binary_name: str) -> None:
