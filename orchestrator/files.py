@@ -74,10 +74,12 @@ def relative(path: Path, root: Path) -> str:
     """
     path = Path(path)
     named = Path(os.path.normpath(path.absolute()))
+    lexical_root = Path(os.path.normpath(Path(root).absolute()))
+    if named.is_relative_to(lexical_root):   # the common case: where the root leads need not be looked up
+        return named.relative_to(lexical_root).as_posix()
     resolved_root = Path(root).resolve()
-    for base in (Path(os.path.normpath(Path(root).absolute())), resolved_root):
-        if named.is_relative_to(base):
-            return named.relative_to(base).as_posix()
+    if named.is_relative_to(resolved_root):
+        return named.relative_to(resolved_root).as_posix()
     try:
         return path.resolve().relative_to(resolved_root).as_posix()
     except ValueError:
@@ -365,9 +367,12 @@ def parse_json(data: bytes | str) -> Any:
 # newlines end them. str.splitlines() also ends one at \f, \v, \x1c-\x1e, \x85, \u2028 and \u2029, which would
 # put a snippet's or a header's line number off by one for each of them above it.
 _SOURCE_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+_OTHER_BREAKS = re.compile("[\f\v\x1c-\x1e\x85\u2028\u2029]")
 
 
 def source_lines(text: str, *, keepends: bool = False) -> list[str]:
     """The lines of a source's text, numbered as its compiler and its page on GitHub number them."""
+    if not _OTHER_BREAKS.search(text):   # then str.splitlines() ends lines where they end, and is quicker
+        return text.splitlines(keepends=keepends)
     rows = _SOURCE_LINE.findall(text)
     return rows if keepends else [row.rstrip("\r\n") for row in rows]

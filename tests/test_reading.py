@@ -245,3 +245,15 @@ def test_report_merge_of_json_nested_100000_deep_is_a_usage_error(tmp_path):
     assert (result.exit_code, result.stdout, result.stderr) == (
         2, "", f"coursectl: error: {report}: not a coursectl JSON report: nested too deeply for Python's JSON "
                "parser\n")
+
+
+def test_source_lines_end_where_a_compiler_ends_them():
+    """\\n, \\r\\n and \\r end a line; \\f, \\v, \\x1c-\\x1e, \\x85, \\u2028 and \\u2029 (str.splitlines' other breaks) do not."""
+    from orchestrator.files import source_lines
+
+    assert source_lines("a\nb\r\nc\rd") == ["a", "b", "c", "d"]
+    assert source_lines("a\r\r\nb\n\n", keepends=True) == ["a\r", "\r\n", "b\n", "\n"]
+    assert source_lines("") == [] and source_lines("\n") == [""]
+    for other in "\f\v\x1c\x1d\x1e\x85\u2028\u2029":
+        assert source_lines(f"int a;{other}int b;\nint c;") == [f"int a;{other}int b;", "int c;"]
+        assert source_lines(f"x\r\n{other}\r\n", keepends=True) == ["x\r\n", f"{other}\r\n"]

@@ -394,11 +394,13 @@ def judge_recorded_pass(manifest: Manifest, lesson: Lesson, evidence: Evidence, 
 
 
 # -- offline: the evidence on its own ---------------------------------------------------------------
-def judge_evidence(manifest: Manifest, lesson: Lesson, out: LessonResult, recorded: Recorded | None = None) -> None:
+def judge_evidence(manifest: Manifest, lesson: Lesson, out: LessonResult, recorded: Recorded | None = None,
+                   snippets: dict[str, Snippet] | None = None) -> None:
     """Parse each GPU's evidence, check its gates and recorded passes, and that exact fields agree across GPUs.
 
     Its claims are judged as the page shows them (`claims_on_evidence`); the
     claims over ptxas' report of today's builds (out.builds) on its transcript beside them.
+    `snippets`: the source's, where judge_source read them.
     """
     parsed: dict[str, list[Flat]] = {}
     for slug in recorded.slugs() if recorded is not None else list_gpus(manifest.root, lesson.id):
@@ -417,7 +419,7 @@ def judge_evidence(manifest: Manifest, lesson: Lesson, out: LessonResult, record
         out.claims = out.claims or claims
         _file_claims(claims, out, f"{slug}: ")
         parsed[slug] = item.flats
-        _judge_recorded_passes(manifest, lesson, item.evidence, out)
+        _judge_recorded_passes(manifest, lesson, item.evidence, out, snippets)
         out.reasons += [f"{slug}: {problem}" for problem in check_plausibility(
             item.flats, item.evidence.meta.peak_gbps, item.evidence.meta.peak_fp32_gflops)]
     if out.evidence is None:
@@ -446,10 +448,11 @@ def _beside_today(claims: list[ClaimResult], today: list[ClaimResult], arch: str
     return [claim for claim in claims if not repeated(claim)] + today
 
 
-def _judge_recorded_passes(manifest: Manifest, lesson: Lesson, evidence: Evidence, out: LessonResult) -> None:
+def _judge_recorded_passes(manifest: Manifest, lesson: Lesson, evidence: Evidence, out: LessonResult,
+                           snippets: dict[str, Snippet] | None) -> None:
     slug = evidence.meta.gpu_slug
     for tool, spec in manifest.sanitizers(lesson).items():
-        judged = judge_recorded_pass(manifest, lesson, evidence, tool, spec)
+        judged = judge_recorded_pass(manifest, lesson, evidence, tool, spec, snippets)
         if judged is None:
             out.sanitizers.append(PassResult(tool=tool, not_run=f"no GPU here and no {tool} report recorded on "
                                                                 f"{slug}; record it on a GPU"))
@@ -487,9 +490,11 @@ def judge_build_claims(lesson: Lesson, out: LessonResult) -> None:
     _file_claims(claims, out)
 
 
-def judge_source(manifest: Manifest, lesson: Lesson, out: LessonResult) -> None:
-    """What the source alone can show: its snippet markers are well formed."""
+def judge_source(manifest: Manifest, lesson: Lesson, out: LessonResult) -> dict[str, Snippet] | None:
+    """What the source alone can show: its snippet markers are well formed. Returns its snippets (None: they
+    cannot be read), which the recorded passes' expectations then take instead of reading them again."""
     try:
-        lesson_snippets(manifest.source_paths(lesson), lesson.source_files)
+        return lesson_snippets(manifest.source_paths(lesson), lesson.source_files)
     except CoursectlError as exc:
         out.reasons.append(str(exc))
+        return None

@@ -137,7 +137,7 @@ RUN = (run_program, judge_the_first_run)
 # -- the stages without a GPU --------------------------------------------------------------------------
 def judge_the_source(turn: OfflineTurn, result: LessonResult) -> LessonResult:
     """What needs no run: the source and what it declares (judging.judge_source)."""
-    judge_source(turn.manifest, turn.lesson, result)
+    turn.snippets = judge_source(turn.manifest, turn.lesson, result)
     return result
 
 
@@ -156,7 +156,7 @@ def check_the_source_header(turn: OfflineTurn, result: LessonResult) -> LessonRe
 
 def judge_the_evidence(turn: OfflineTurn, result: LessonResult) -> LessonResult:
     """The recorded evidence re-judged (judging.judge_evidence)."""
-    judge_evidence(turn.manifest, turn.lesson, result, turn.recorded)
+    judge_evidence(turn.manifest, turn.lesson, result, turn.recorded, turn.snippets)
     return result
 
 

@@ -31,6 +31,7 @@ from ..judge.rules import rules_of
 from ..judge.results import Emit, Event, LessonResult, Options, PassResult, RunEnvironment, status_of
 from ..cuda.sanitizer import sanitizer_command
 from ..manifest.passes import Tool
+from ..manifest.snippets import Snippet
 from ..cuda.sanitizer_cache import expected_seconds, is_cacheable, load_pass, pass_key, store_pass
 from .sharing import Claim, Ticket
 from ..cuda.toolchain import Gpu, Toolchain, gpu_state
@@ -267,12 +268,14 @@ class Turn:
 class OfflineTurn:
     """One lesson of verify --offline, its builds done: what its stages judge. No GPU, nothing run.
 
-    `recorded` is the lesson's evidence, each GPU's set read and parsed once for all its stages."""
+    `recorded` is the lesson's evidence, each GPU's set read and parsed once for all its stages; `snippets` its
+    source's snippets, once judge_source has read them."""
 
     manifest: Manifest
     toolchain: Toolchain
     lesson: Lesson
     recorded: Recorded = field(init=False)
+    snippets: dict[str, Snippet] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.recorded = Recorded(self.manifest.root, self.lesson.id)
