@@ -189,7 +189,7 @@ def lesson_digest(source: Path) -> str:
     # Bytes that are not UTF-8 are kept as they are (surrogateescape): the digest is of the file, which a
     # source that is not UTF-8 still is; the commands that read it as text say what is wrong with it.
     lines = source_lines(data.decode("utf-8", errors="surrogateescape"), keepends=True)
-    kept = "".join(line for line in lines if not HEADER_LINE.match(line))
+    kept = "".join(line for line in lines if not (line.startswith("//") and HEADER_LINE.match(line)))
     return sha256_bytes(kept.encode("utf-8", errors="surrogateescape"))
 
 

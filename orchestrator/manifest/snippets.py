@@ -53,6 +53,8 @@ def extract_snippets(path: Path, display: str | None = None, text: str | None = 
     open_: list[tuple[str, int]] = []
     found: dict[str, Snippet] = {}
     for number, line in enumerate(lines, 1):
+        if "snippet" not in line:   # no marker: each of them names a snippet
+            continue
         opened = _OPEN.match(line)
         closed = _CLOSE.match(line)
         if opened:

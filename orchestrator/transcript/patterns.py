@@ -7,6 +7,7 @@ through `BoundedRegex` and one `MatchBudget` per transcript.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 
@@ -73,7 +74,7 @@ class BoundedRegex:
     def __init__(self, source: str, text: str, *, written: bool):
         self.source = source      # as written in lessons.yaml
         self.written = written    # a regex as written (regex: true, row_regex, ignore), not a template
-        self.compiled = timed_re.compile(text)
+        self.compiled = _compiled(text)
         self.at: tuple = ()
         self.origin = ""
 
@@ -89,6 +90,13 @@ class BoundedRegex:
 
     def _match(self, method, text: str, budget: MatchBudget | None):
         return (budget or MatchBudget()).match(self, method, text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(text: str):
+    """`regex`'s compiled pattern of `text`, made once a process: a course's lessons repeat their lines'
+    templates (`GPU: {gpu}`), and `regex`'s own cache of compiled patterns does not spare the work."""
+    return timed_re.compile(text)
 
 
 def compile_regex(source: str, what: str = "regex") -> BoundedRegex:
