@@ -9,12 +9,20 @@ lines, one `verify --all --offline` fills the build cache, then --runs warm
 ones are timed, the sizes taking turns; prints each size's median and fastest
 wall time and the lessons' tally, and writes the JSON with --out.
 
+With --workdir DIR the courses and their caches are kept in DIR
+(course-N, cache-N) instead of a temporary folder: a size whose course is
+already there is not made, rendered or filled again, and its JSON says so
+(`"reused": true`, the fill a warm run then), so that a change can be timed
+again without the cold builds (800 nvcc runs at 400 lessons).
+
     python3 bench/offline_scale.py [--lessons 100 400] [--runs 3] [--out bench/results/offline-scale.json]
+                                   [--workdir DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import shutil
@@ -34,6 +42,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--coursectl", default=None, help="the coursectl command (default: coursectl on PATH)")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--workdir", type=Path, default=None,
+                        help="keep the courses and caches here, and reuse those already there")
     args = parser.parse_args()
     found = args.coursectl or shutil.which("coursectl")
     if not found:
@@ -41,11 +51,21 @@ def main() -> None:
     coursectl = found.split()
     result: dict = {"format": 1, "date": now(), "machine": {"cpu_cores": os.cpu_count(), "python": platform.python_version(),
                                                             "host": platform.node()}, "sizes": {}}
-    with tempfile.TemporaryDirectory(prefix="coursectl-offline-scale-") as name:
-        tmp = Path(name)
+    with contextlib.ExitStack() as stack:
+        if args.workdir is not None:
+            args.workdir.mkdir(parents=True, exist_ok=True)
+            tmp = args.workdir.resolve()
+        else:
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="coursectl-offline-scale-")))
         setup = {}
         for count in args.lessons:
             course, cache = tmp / f"course-{count}", tmp / f"cache-{count}"
+            if (course / "lessons.yaml").is_file() and cache.is_dir():
+                fill = run(coursectl, ["verify", "--all", "--offline"], course, cache, None)
+                setup[count] = {"reused": True, "fill_s": fill["wall_s"], "fill_exit": fill["exit"]}
+                continue
+            shutil.rmtree(course, ignore_errors=True)
+            shutil.rmtree(cache, ignore_errors=True)
             course.mkdir()
             write_course(course, count, distinct=False)
             rendered = run(coursectl, ["render"], course, cache, None)
