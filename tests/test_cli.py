@@ -654,14 +654,18 @@ def test_record_keeps_the_sanitizer_logs_with_the_evidence(course, fake_sanitize
     result = coursectl("record", "--all", "-q")
     assert result.exit_code == 0
     evidence = made.evidence("day14-syncthreads")
-    assert sorted(p.name for p in evidence.iterdir()) == ["memcheck.log", "meta.json", "racecheck.log",
-                                                           "transcript.txt"]
+    assert sorted(p.name for p in evidence.iterdir()) == ["memcheck.log", "memcheck.stdout.txt", "meta.json",
+                                                           "racecheck.log", "racecheck.stdout.txt", "transcript.txt"]
     clean = b"========= ERROR SUMMARY: 0 errors\n"
     assert (evidence / "racecheck.log").read_bytes() == recording.read_bytes()
     assert (evidence / "memcheck.log").read_bytes() == clean
+    program = made.transcript("day14-syncthreads").read_bytes()   # what the stand-in printed under each tool
+    assert (evidence / "racecheck.stdout.txt").read_bytes() == program
     assert json.loads((evidence / "meta.json").read_text())["files"] == {
         "memcheck.log": hashlib.sha256(clean).hexdigest(),
-        "racecheck.log": hashlib.sha256(recording.read_bytes()).hexdigest()}
+        "memcheck.stdout.txt": hashlib.sha256(program).hexdigest(),
+        "racecheck.log": hashlib.sha256(recording.read_bytes()).hexdigest(),
+        "racecheck.stdout.txt": hashlib.sha256(program).hexdigest()}
 
     verified = coursectl("verify", "--all", "-q")
     assert verified.exit_code == 0
@@ -821,13 +825,14 @@ def test_record_without_sanitizers_keeps_the_recorded_reports(course, fake_sanit
     monkeypatch.setenv("FAKE_SANITIZER_RACECHECK_LOG", str(SANITIZER_DATA / "syncthreads.racecheck.txt"))
     assert coursectl("record", "--all", "-q").exit_code == 0
     evidence = made.evidence("day14-syncthreads")
-    reports = {name: (evidence / name).read_bytes() for name in ("memcheck.log", "racecheck.log")}
+    kept = ("memcheck.log", "memcheck.stdout.txt", "racecheck.log", "racecheck.stdout.txt")
+    reports = {name: (evidence / name).read_bytes() for name in kept}
 
     again = coursectl("record", "--all", "--no-sanitize", "-q")
     assert again.exit_code == 0
     assert {name: (evidence / name).read_bytes() for name in reports} == reports
     meta = json.loads((evidence / "meta.json").read_text())
-    assert (sorted(meta["files"]), meta["stale_passes"]) == (["memcheck.log", "racecheck.log"], [])
+    assert (sorted(meta["files"]), meta["stale_passes"]) == (list(kept), [])
     assert statuses(coursectl("verify", "--all", "-q").stdout) == {"day14-syncthreads": "PASS"}
 
     source = made.root / "standins" / "replay.cpp"

@@ -416,7 +416,7 @@ SectionItem.model_rebuild()
 class OutputSchema(Strict):
     """A lesson's whole transcript."""
 
-    ignore: list[str] = [r"^========= "]
+    ignore: list[str] = []
     items: list[Item]
 
     _ignore: list[BoundedRegex] = []
