@@ -770,7 +770,7 @@ def test_merge_refuses_a_missing_shard_unless_allowed(course, fake_gpu, prebuilt
     first, _ = _shard_reports(tmp_path)
     refused = coursectl("report", "merge", first)
     assert (refused.exit_code, refused.stdout) == (2, "")   # a file the command needs is missing: a usage error
-    assert refused.stderr == "coursectl: error: shard 2 of 2 missing; merge every shard, or pass --allow-partial\n"
+    assert refused.stderr == "coursectl: error: nvidia-h200: shard 2 of 2 missing; merge every shard, or pass --allow-partial\n"
     merged = tmp_path / "merged.json"
     allowed = coursectl("report", "merge", first, "--allow-partial", "--json", merged)
     assert allowed.exit_code == 0
@@ -797,13 +797,13 @@ def test_a_strict_partial_merge_says_why_it_fails_in_a_red_tally(course, fake_gp
     assert statuses and set(statuses) == {"PASS"}
     passed = len(statuses)
     assert tally_line(ANSI.sub("", strict.stdout)) == (
-        f"{passed} passed, 0 failed in T s; --strict: a partial merge (shard 2 of 2 missing), counted as failed")
+        f"{passed} passed, 0 failed in T s; --strict: a partial merge (nvidia-h200: shard 2 of 2 missing), counted as failed")
     assert tally.startswith("\x1b[1;31m"), repr(tally)   # bold red, as every run that exits 1
     suite = ET.parse(junit).getroot()
     assert (suite.get("tests"), suite.get("failures")) == (str(passed + 1), "1")
     [case] = [c for c in suite.findall("testcase") if c.find("failure") is not None]
     assert (case.get("name"), case.find("failure").get("type"), case.find("failure").get("message")) == (
-        "--strict", "STRICT", "a partial merge (shard 2 of 2 missing), counted as failed")
+        "--strict", "STRICT", "a partial merge (nvidia-h200: shard 2 of 2 missing), counted as failed")
 
     lenient = coursectl("--color", "always", "report", "merge", first, "--allow-partial")
     assert lenient.exit_code == 0
