@@ -206,3 +206,21 @@ def test_stage_of_a_recorded_lesson_without_its_folder_is_an_error(tmp_path):
     result = run(EVIDENCE, "stage", path, tmp_path / "out", cwd=tmp_path)
     assert (result.returncode, result.stderr) == (1, "evidence.py: error: evidence/day13-shared-memory/nvidia-h200: "
                                                      "the report says it was recorded, but there is no such folder\n")
+
+
+def test_stage_refuses_a_lesson_recorded_on_another_gpu_than_the_models(course, fake_gpu, prebuilt, tmp_path,
+                                                                       monkeypatch):
+    """A runner labelled for one model whose GPU is another: its evidence would be that other model's."""
+    made = course(["day13-shared-memory"])
+    monkeypatch.setenv("FAKE_GPU_NAME", "NVIDIA H100 80GB HBM3")
+    report = tmp_path / "record.json"
+    assert coursectl("record", "--all", "-q", "--json", report).exit_code == 0
+    refused = run(EVIDENCE, "stage", report, tmp_path / "out", "--gpu", GPU_SLUG, cwd=made.root)
+    assert (refused.returncode, refused.stderr) == (1, (
+        f"evidence.py: error: {report}: results[0]: lesson 'day13-shared-memory' was recorded on "
+        "nvidia-h100-80gb-hbm3, not on nvidia-h200, the GPU of this job's model: a runner of another model has "
+        "its label\n"))
+    assert not (tmp_path / "out").exists()
+    staged = run(EVIDENCE, "stage", report, tmp_path / "out", "--gpu", "nvidia-h100-80gb-hbm3", cwd=made.root)
+    assert (staged.returncode, staged.stderr) == (0, "")
+    assert (tmp_path / "out" / "evidence" / "day13-shared-memory" / "nvidia-h100-80gb-hbm3" / "meta.json").is_file()

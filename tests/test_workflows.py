@@ -238,7 +238,8 @@ def test_record_runs_by_hand_on_the_lessons_and_models_asked_for():
     [recording] = [r for r in runs if "coursectl record" in r]
     assert 'selection=(-k "$LESSONS")' in recording and "selection=(--all)" in recording
     assert '--shard "$SHARD"' in recording and "--json" in recording
-    assert any(r.startswith("python3 tools/ci/evidence.py stage ") for r in runs)
+    assert any(r.startswith("python3 tools/ci/evidence.py stage ") and '--gpu "$GPU_SLUG"' in r for r in runs)
+    assert record["env"]["GPU_SLUG"] == "${{ matrix.gpu }}"
     [upload] = [s for s in record["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
     assert upload["with"]["name"] == "evidence-${{ matrix.model }}-${{ strategy.job-index }}"
     # Every model recorded, whether gpu.yml verifies on it yet or not.

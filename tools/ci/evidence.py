@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """The evidence record.yml's jobs write, staged for an artifact and collected into one tree.
 
-    python3 tools/ci/evidence.py stage REPORT.json OUT      # in a record job, in the course's checkout
-    python3 tools/ci/evidence.py collect ARTIFACTS          # in the collect job, in the course's checkout
+    python3 tools/ci/evidence.py stage REPORT.json OUT [--gpu SLUG]   # in a record job, in the checkout
+    python3 tools/ci/evidence.py collect ARTIFACTS                    # in the collect job, in the checkout
 
 `stage` reads the JSON report of `coursectl record --json REPORT.json` and copies, for each lesson it
 recorded, evidence/<lesson>/<gpu>/ and evidence/<lesson>/build/ into OUT (as they are after the record: the
-whole folder), with the report beside them as OUT/record-report.json.
+whole folder), with the report beside them as OUT/record-report.json; with --gpu, a lesson recorded on
+another GPU is refused (exit 1).
 
 `collect` takes ARTIFACTS, a folder holding one folder per downloaded artifact, each as `stage` wrote it, and
 puts every folder they hold into evidence/, each replacing the checkout's. Two artifacts writing one file with
@@ -42,8 +43,9 @@ def _part(value: object, what: str, where: str) -> str:
     return value
 
 
-def recorded_folders(report_path: Path) -> list[Path]:
-    """evidence/<lesson>/<gpu> and evidence/<lesson>/build of every lesson the report says it recorded."""
+def recorded_folders(report_path: Path, gpu: str | None = None) -> list[Path]:
+    """evidence/<lesson>/<gpu> and evidence/<lesson>/build of every lesson the report says it recorded; with
+    `gpu`, a lesson recorded on another GPU is refused (a runner of another model that has the model's label)."""
     try:
         report = json.loads(report_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -58,14 +60,17 @@ def recorded_folders(report_path: Path) -> list[Path]:
             continue
         where = f"{report_path}: results[{index}]"
         lesson = _part(result.get("lesson"), "lesson", where)
-        gpu = _part(result.get("gpu"), "gpu", where)
-        folders += [Path(EVIDENCE, lesson, gpu), Path(EVIDENCE, lesson, "build")]
+        slug = _part(result.get("gpu"), "gpu", where)
+        if gpu is not None and slug != gpu:
+            raise Refused(f"{where}: lesson {lesson!r} was recorded on {slug}, not on {gpu}, the GPU of this job's "
+                          "model: a runner of another model has its label", status=1)
+        folders += [Path(EVIDENCE, lesson, slug), Path(EVIDENCE, lesson, "build")]
     return folders
 
 
-def stage(report_path: Path, out: Path, root: Path = Path(".")) -> list[Path]:
+def stage(report_path: Path, out: Path, root: Path = Path("."), gpu: str | None = None) -> list[Path]:
     """Copy what the report's record wrote into `out`; the folders copied, course-relative."""
-    folders = recorded_folders(report_path)
+    folders = recorded_folders(report_path, gpu)
     if out.exists():
         raise Refused(f"{out}: already there; stage into a new folder")
     out.mkdir(parents=True)
@@ -133,12 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     staged = commands.add_parser("stage", help="copy what a record job wrote, for its artifact")
     staged.add_argument("report", type=Path)
     staged.add_argument("out", type=Path)
+    staged.add_argument("--gpu", metavar="SLUG", help="the GPU every lesson must have been recorded on")
     collected = commands.add_parser("collect", help="every artifact's evidence into evidence/")
     collected.add_argument("artifacts", type=Path)
     args = parser.parse_args(argv)
     try:
         if args.command == "stage":
-            folders = stage(args.report, args.out)
+            folders = stage(args.report, args.out, gpu=args.gpu)
             print(f"staged {len(folders)} folders into {args.out}" + "".join(f"\n  {f}" for f in folders))
         else:
             folders, count = collect(args.artifacts)
