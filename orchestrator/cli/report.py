@@ -84,7 +84,7 @@ class VerifyReport(BaseModel):
     strict: bool = False
     manifest_sha256: str | None = None   # lessons.yaml's bytes: shards of one run share it
     shard: Shard | None = None           # K/N of a sharded verify
-    shards: list[Shard] = []             # a merged report: the shards it holds
+    shards: list[Shard] = []             # a merged report: the shards it holds, of every model (models: whose)
     partial: bool = False                # merged with --allow-partial while shards were missing
     toolchain: Toolchain | None = None   # a merged report: only when every report ran on one GPU model
     models: dict[str, ModelRun] = {}     # a merged report: each GPU model's shards and toolchain, by its slug
