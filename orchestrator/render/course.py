@@ -42,6 +42,7 @@ from .source_header import (NO_EVIDENCE_LINE, provenance, rewrite_header, source
                             without_verified)
 from .navigation import INDEX_FILE, Navigation, link_days, link_to, navigation, rebase_links
 from .pages import check_page_paths
+from .program import ProgramFile, file_links, program_files
 from ..markdown import code, fence, md
 from .markup import TEMPLATES, Problem, banner, environment, render_template, with_banner
 from .sandbox import template_method
@@ -133,6 +134,7 @@ class LessonModel(BaseModel):
     source_name: str
     source_link: str                  # relative to the page
     units: dict[str, str] = {}        # a program of several files: each file (its name) -> its link from the page
+    files: list[ProgramFile] = []     # a program of several files: each file whole, as its section shows it
     source_folder: SourceFolder | None  # None: the page lies beside the source
     template: str                     # the template's name under templates/
     banner: str
@@ -294,6 +296,7 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
         lesson=lesson, page=page_rel, source_name=source_path.name,
         source_link=link_to(source_path, page_dir), source_folder=source_folder, template=template,
         units={relative(unit, root): link_to(unit, page_dir) for unit in units} if len(units) > 1 else {},
+        files=program_files(manifest, lesson, units, headers, source_new, page_dir),
         banner=banner(inputs, "this file"), prose=prose,
         arch=arch, arch_from=gpus[0].name if gpus else None, build=build, run=run,
         sanitizer_build=sanitizer_build, sanitizer_runs=sanitizer_runs,
@@ -302,8 +305,8 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
         figure_tables=tables, peak_notes=[md(note) for note in peak_notes],
         charts=build_charts(lesson.output, lesson.page, parsed, figures, gpus),
         nav=navigation(manifest, lesson, page_dir),
-        claims=claims, sanitizers=_sanitizer_rows(manifest, lesson, passes, evidence, snippets,
-                                                   source_path.name, link_to(source_path, page_dir)),
+        claims=claims, sanitizers=_sanitizer_rows(manifest, lesson, passes, evidence, snippets, source_path.name,
+                                                   file_links(units, page_dir)),
         source_new=source_new, source_old=source_old)
 
 
@@ -332,7 +335,7 @@ def _gpu(root: Path, page_dir: Path, evidence: Evidence) -> GpuEvidence:
 # -- sanitizers --------------------------------------------------------------------------
 def _sanitizer_rows(manifest: Manifest, lesson: Lesson, passes: dict[str, SanitizerPass],
                     evidence: list[Evidence], snippets: dict[str, Snippet], source_name: str,
-                    source_link: str) -> list[SanitizerRow]:
+                    links: dict[str, str]) -> list[SanitizerRow]:
     rows: list[SanitizerRow] = []
     for tool, spec in passes.items():
         expected = resolve_snippets(spec.findings, snippets, source_name, by_file=len(lesson.source_files) > 1)
@@ -353,7 +356,7 @@ def _sanitizer_rows(manifest: Manifest, lesson: Lesson, passes: dict[str, Saniti
             rows.append(SanitizerRow(
                 tool=tool, expects=expects, gpu=item.meta.gpu_name, recorded=True,
                 findings=_count_findings(report), kernels=outcome.kernels,
-                places=_places(report.findings, source_name, source_link),
+                places=_places(report.findings, links),
                 verdict="; ".join(p.removeprefix(f"{tool}: ") for p in outcome.problems) or "as expected"))
     return rows
 
@@ -368,29 +371,30 @@ def _count_findings(report: Report) -> str:
     return f"{plural(len(report.findings), 'finding')} ({counts})"
 
 
-def _places(findings: list[Finding], source_name: str, source_link: str) -> list[str]:
+def _places(findings: list[Finding], links: dict[str, str]) -> list[str]:
     """Where each distinct finding lies, races as write -> read, with how many reports it stands for."""
     seen: dict[str, int] = {}
     for finding in findings:
         if finding.is_race and finding.source is not None and finding.destination is not None:
             ends = [finding.source, finding.destination]
-            text = " → ".join(f"{end.direction.lower()} at {_place(end.file, end.line, source_name, source_link)}"
+            text = " → ".join(f"{end.direction.lower()} at {_place(end.file, end.line, links)}"
                               for end in ends)
             if finding.hazards is not None:
                 text += f" ({finding.hazards:,} hazard{'' if finding.hazards == 1 else 's'})"
         elif finding.file or finding.line:
-            text = _place(finding.file, finding.line, source_name, source_link)
+            text = _place(finding.file, finding.line, links)
         else:
             text = md(finding.text)
         seen[text] = seen.get(text, 0) + 1
     return [text + (f", reported {count} times" if count > 1 else "") for text, count in seen.items()]
 
 
-def _place(file: str | None, line: int | None, source_name: str, source_link: str) -> str:
+def _place(file: str | None, line: int | None, links: dict[str, str]) -> str:
+    """`file:line`, linked to that line of the program's file of that name (any of its files)."""
     name = Path(file.replace("\\", "/")).name if file else "?"
     shown = f"{name}:{line}" if line is not None else name
-    if name == source_name and line is not None:
-        return f"[{shown}]({source_link}#L{line})"
+    if name in links and line is not None:
+        return f"[{shown}]({links[name]}#L{line})"
     return md(shown)
 
 
@@ -443,7 +447,7 @@ def _lesson_context(model: LessonModel) -> dict[str, Any]:
     ordered = sorted(model.snippets.values(), key=lambda s: s.first_line)
     return {
         "lesson": model.lesson, "prose": model.prose, "arch": model.arch, "arch_from": model.arch_from,
-        "source_folder": model.source_folder, "units": model.units,
+        "source_folder": model.source_folder, "units": model.units, "files": model.files,
         "build": model.build, "run": model.run, "sanitizer_build": model.sanitizer_build,
         "sanitizer_runs": model.sanitizer_runs, "godbolt": model.godbolt,
         "godbolt_options": model.godbolt_options, "godbolt_files": model.godbolt_files,
