@@ -163,3 +163,87 @@ def test_record_exits_1_for_a_failed_gate_across_runs(runs_course, monkeypatch, 
     recorded = coursectl("record", "--all")
     assert recorded.exit_code == 1, recorded.stdout + recorded.stderr
     assert "gate 'results-differ' failed across the runs of day01-heat" in recorded.stdout
+
+
+def _evidence_bytes(root: Path, lesson_id: str) -> dict[str, bytes]:
+    folder = root / "evidence" / lesson_id
+    return {path.relative_to(folder).as_posix(): path.read_bytes() for path in sorted(folder.rglob("*"))
+            if path.is_file()}
+
+
+def _with_a_lesson_of_one_run(root: Path) -> None:
+    """A second lesson beside day01-heat: the same program, run once, with no claim across runs."""
+    def change(data):
+        other = {key: value for key, value in data["lessons"][0].items() if key not in ("runs", "claims")}
+        other.update(id="day02-once", title="The same program, run once", day=2,
+                     claims=[{"id": "heat-is-kept", "gate": "abs(heat - 204800) < 1"}])
+        data["lessons"].append(other)
+    _edit(root, change)
+
+
+def test_record_stores_no_run_of_a_lesson_whose_gate_across_runs_fails(runs_course, monkeypatch, fake_gpu):
+    from conftest import coursectl
+    _host(runs_course)
+    _with_a_lesson_of_one_run(runs_course)
+    monkeypatch.chdir(runs_course)
+    assert coursectl("record", "--all").exit_code == 0
+    runs = ["day01-heat[basic]", "day01-heat[shared]"]
+    before = {run: _evidence_bytes(runs_course, run) for run in runs}
+    assert all(before.values())
+    once = _evidence_bytes(runs_course, "day02-once")
+    # The program changed (a record would write another transcript), and a gate across the runs now fails.
+    heat = runs_course / "lessons/day01-heat/heat.cpp"
+    heat.write_text(heat.read_text().replace("shared ? 1.5 : 2.5", "shared ? 1.4 : 2.6"))
+    _edit(runs_course, lambda data: data["lessons"][0]["claims"].append(
+        {"id": "results-differ", "gate": "runs.basic.heat != runs.shared.heat"}))
+    recorded = coursectl("record", "--all")
+    assert recorded.exit_code == 1, recorded.stdout + recorded.stderr
+    for run in runs:
+        assert (f"{run}: not recorded: gate 'results-differ' failed across the runs of day01-heat, so no run of "
+                f"day01-heat was recorded; the previous evidence is untouched") in recorded.stdout, recorded.stdout
+        assert _evidence_bytes(runs_course, run) == before[run], run
+    assert _evidence_bytes(runs_course, "day02-once") != once   # another lesson is recorded all the same
+    assert "mode = basic" in next((runs_course / "evidence/day02-once").glob("*/transcript.txt")).read_text()
+
+
+def _counted(monkeypatch) -> tuple[dict[str, int], list[int]]:
+    """How many times each lesson's result is settled, and how many transcripts are parsed."""
+    from orchestrator.judge import results
+    from orchestrator.transcript import parse
+    settled: dict[str, int] = {}
+    parsed: list[int] = []
+    coverage = results.coverage
+
+    def counting_coverage(result):   # settle's last step, once a call whoever imported settle
+        settled[result.lesson] = settled.get(result.lesson, 0) + 1
+        return coverage(result)
+
+    class Counted(parse.Transcript):
+        def __init__(self, **data):
+            parsed.append(1)
+            super().__init__(**data)
+    monkeypatch.setattr(results, "coverage", counting_coverage)
+    monkeypatch.setattr(parse, "Transcript", Counted)
+    return settled, parsed
+
+
+@pytest.mark.parametrize("offline", [False, True])
+def test_claims_across_runs_are_judged_before_each_run_settles_once(runs_course, monkeypatch, fake_gpu, offline):
+    import json
+    from conftest import coursectl
+    _host(runs_course)
+    monkeypatch.chdir(runs_course)
+    settled, parsed = _counted(monkeypatch)
+    assert coursectl("record", "--all").exit_code == 0
+    assert settled == {"day01-heat[basic]": 1, "day01-heat[shared]": 1}
+    assert len(parsed) == 2, "each run's transcript parsed once, claims across runs included"
+    settled.clear()
+    verified = coursectl("verify", "--all", *(["--offline"] if offline else []), "--json", "report.json")
+    assert verified.exit_code == 0, verified.stdout + verified.stderr
+    assert settled == {"day01-heat[basic]": 1, "day01-heat[shared]": 1}
+    report = json.loads((runs_course / "report.json").read_text())
+    assert [lesson["lesson"] for lesson in report["results"]] == ["day01-heat[basic]", "day01-heat[shared]"]
+    for lesson in report["results"]:
+        assert lesson["status"] == "PASS"
+        held = {claim["id"]: claim["held"] for claim in lesson["claims"]}
+        assert held["same-temperatures"] is True and held["shared-is-faster"] is True, held

@@ -24,7 +24,7 @@ from .evidence import describe_source_change
 from .tolerances import Suggestion
 from ..cuda.sanitizer import Report
 from ..cuda.toolchain import GpuState
-from ..transcript.parse import Flat
+from ..transcript.parse import Flat, Transcript
 
 
 class Status(str, Enum):
@@ -164,6 +164,9 @@ class LessonResult(BaseModel):
     claim_changes: list[ClaimChange] = []    # claims whose outcome differs from the evidence's
     finding_changes: list[FindingChange] = []  # sanitizer findings that appeared or went away
     flats: list[Flat] | None = Field(default=None, exclude=True)  # the parsed fields; None: no parse
+    # The parsed transcript it was judged on, by GPU slug (a run: this GPU's; verify --offline: each GPU's
+    # evidence); claims across runs read them (judge/across.py)
+    transcripts: SkipJsonSchema[dict[str, Transcript]] = Field(default={}, exclude=True)
     runs: int = 1
     seconds: float = 0.0
     retried: list[str] = []          # --retries: each attempt before the one judged, that crashed or timed out: why
