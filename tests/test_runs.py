@@ -247,3 +247,55 @@ def test_claims_across_runs_are_judged_before_each_run_settles_once(runs_course,
         assert lesson["status"] == "PASS"
         held = {claim["id"]: claim["held"] for claim in lesson["claims"]}
         assert held["same-temperatures"] is True and held["shared-is-faster"] is True, held
+
+
+def _results_with(manifest, text: dict[str, str]):
+    from orchestrator.judge.results import LessonResult
+    from orchestrator.transcript.parse import parse_transcript
+    return {run.id: LessonResult(lesson=run.id, transcripts={"nvidia-h200": parse_transcript(
+        run.output, text[run.run], run.id)}) for run in manifest.lessons}
+
+
+BASIC = "mode = basic\nheat = 204800.0\ncentre = 99.5\nms = 2.5\n"
+
+
+def test_a_gathering_judges_once_when_the_last_run_arrives(runs_course):
+    import threading
+    from orchestrator.workflows.gathering import gatherings
+    manifest = load_manifest(runs_course / "lessons.yaml")
+    [gathering] = gatherings(manifest, manifest.lessons, threading.Event()).values()
+    results = _results_with(manifest, {"basic": BASIC, "shared": BASIC.replace("99.5", "99.0")})
+    first = threading.Thread(target=gathering.arrive, args=("day01-heat[basic]", results["day01-heat[basic]"]))
+    first.start()
+    first.join(0.3)
+    assert first.is_alive() and results["day01-heat[basic]"].claims == []   # waits for the other run
+    gathering.arrive("day01-heat[shared]", results["day01-heat[shared]"])
+    first.join(5)
+    assert not first.is_alive()
+    assert gathering.failed == ["same-temperatures"]
+    for result in results.values():
+        assert [(c.id, c.held) for c in result.claims] == [("same-temperatures", False), ("shared-is-faster", False)]
+        assert result.reasons[0].startswith("gate 'same-temperatures' failed across the runs of day01-heat")
+        assert result.notes[0].startswith("expect 'shared-is-faster' failed across the runs of day01-heat")
+
+
+def test_a_gathering_lets_its_runs_go_when_one_never_arrives(runs_course):
+    import threading
+    from orchestrator.workflows.gathering import gatherings
+    manifest = load_manifest(runs_course / "lessons.yaml")
+    assert gatherings(manifest, manifest.lessons[:1], threading.Event()) == {}   # one run chosen: none
+    stopping = threading.Event()
+    for ends in ("leaves", "stopped"):
+        [gathering] = gatherings(manifest, manifest.lessons, stopping).values()
+        results = _results_with(manifest, {"basic": BASIC, "shared": BASIC})
+        waiting = threading.Thread(target=gathering.arrive,
+                                   args=("day01-heat[basic]", results["day01-heat[basic]"]))
+        waiting.start()
+        if ends == "leaves":   # skipped, unsupported, failed to build, crashed: its turn ends without arriving
+            gathering.leave("day01-heat[shared]")
+        else:
+            stopping.set()     # Ctrl-C
+        waiting.join(5)
+        assert not waiting.is_alive(), ends
+        assert results["day01-heat[basic]"].claims == [] and gathering.failed == []
+        gathering.leave("day01-heat[basic]")   # a run that arrived: leaving changes nothing
