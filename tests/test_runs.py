@@ -150,6 +150,8 @@ def test_one_page_shows_the_runs_side_by_side(runs_course, monkeypatch, fake_gpu
     assert "## The runs side by side" in page
     assert "| `basic` | `./heat` |" in page and "| `shared` | `./heat shared` |" in page
     assert "mode = basic" in page and "mode = shared" in page
+    index = (runs_course / "README.md").read_text()
+    assert "runs `basic`, `shared` | `basic`: NVIDIA H200, " in index and "<br>`shared`: NVIDIA H200, " in index
     assert coursectl("render", "--check").exit_code == 0
 
 
@@ -299,3 +301,31 @@ def test_a_gathering_lets_its_runs_go_when_one_never_arrives(runs_course):
         assert not waiting.is_alive(), ends
         assert results["day01-heat[basic]"].claims == [] and gathering.failed == []
         gathering.leave("day01-heat[basic]")   # a run that arrived: leaving changes nothing
+
+
+def test_the_index_and_the_page_name_the_lesson_and_list_its_runs(runs_course):
+    from orchestrator.render.course import render_all
+    _host(runs_course)
+    _with_a_lesson_of_one_run(runs_course)
+    (runs_course / "lessons/day02-once").mkdir()
+    _edit(runs_course, lambda data: data["lessons"][1].update(page={"path": "lessons/day02-once/README.md"}))
+
+    def rendered() -> dict[str, str]:
+        return {page.name: page.new for page in render_all(load_manifest(runs_course / "lessons.yaml"))}
+    pages = rendered()
+    index = pages["README.md"]
+    assert ("| 1 | [One heat-diffusion step, from global and from shared memory](lessons/day01-heat/README.md), "
+            "runs `basic`, `shared` | `basic`: no evidence yet<br>`shared`: no evidence yet |\n") in index
+    assert "| 2 | [The same program, run once](lessons/day02-once/README.md) | no evidence yet |\n" in index
+    assert index.count("lessons/day01-heat/README.md") == 1
+    page = pages["lessons/day01-heat/README.md"]
+    assert "`coursectl record day01-heat` on a GPU records it" in page   # the lesson, every run of it
+    assert "evidence/day01-heat[basic]/ and evidence/day01-heat[shared]/: edit those" in page.splitlines()[0]
+    # The page's neighbours are the other lessons, never its own second run.
+    assert page.splitlines()[3] == ("[All lessons](../../README.md#lessons) · Next: [Day 2: The same program, "
+                                    "run once](../day02-once/README.md)")
+    assert "Previous: [Day 1: One heat-diffusion step, from global and from shared memory](../day01-heat/README.md)" \
+        in pages["lessons/day02-once/README.md"]
+    (runs_course / "templates/index.md.j2").write_text(
+        "{% for row in lessons %}{{ row.lesson.id }}:{% for r in row.runs %} {{ r.id }}{% endfor %}; {% endfor %}")
+    assert "day01-heat: day01-heat[basic] day01-heat[shared]; day02-once:; " in rendered()["README.md"]
