@@ -345,3 +345,42 @@ def test_a_lesson_with_no_output_builds_and_runs_but_is_never_pass(tmp_path, mon
     assert verified.exit_code == 1, verified.stdout
     assert "day03-host: the lesson checks nothing" in verified.stdout, verified.stdout
     assert "0 passed" in verified.stdout, verified.stdout
+
+
+def test_a_github_annotation_points_at_the_file_of_the_program_that_holds_the_finding(course, monkeypatch):
+    from orchestrator.cli.annotations import workflow_commands
+    from orchestrator.cuda.sanitizer import Finding, Report, Summary
+    from orchestrator.judge.results import LessonResult, PassResult, Status
+    from orchestrator.manifest.passes import Tool
+    monkeypatch.delenv("GITHUB_WORKSPACE", raising=False)
+    manifest = load_manifest(course / "lessons.yaml")
+    where = {"lessons/day01-split/main.cu": 12, "lessons/day01-split/scale.cu": 7, "lessons/day01-split/scale.cuh": 3,
+             "elsewhere/other.cu": 5}
+    findings = [Finding(tool=Tool.RACECHECK, kind="Race", severity="error", text=f"race in {name}", kernel="scale",
+                        file=f"/build/{name}", line=line) for name, line in where.items()]
+    report = Report(tool=Tool.RACECHECK, exit_status=86, summary=Summary(tool=Tool.RACECHECK, errors=4),
+                    findings=findings)
+    result = LessonResult(lesson="day01-split", status=Status.FAIL, gpu="nvidia-h200",
+                          sanitizers=[PassResult(tool="racecheck", problems=["racecheck: unexpected"], report=report)])
+    commands = [line for line in workflow_commands(manifest, [result]) if "racecheck" in line]
+    title = "title=day01-split%3A racecheck%3A unexpected Race in scale"
+    assert commands == [f"::error file={name},line={line},{title}::race in {name}"
+                        for name, line in list(where.items())[:3]] + [f"::error {title}::race in elsewhere/other.cu"]
+
+
+def test_no_report_may_replace_any_file_of_the_program(tmp_path, monkeypatch):
+    """A unit of the program outside lessons/ (prog/helper.c) is a file of the course no report may replace."""
+    from orchestrator.cli.report import check_report_paths
+    from orchestrator.errors import UsageError
+    root = tmp_path / "host"
+    for name, text in HOST_ONLY.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    manifest = load_manifest(root / "lessons.yaml")
+    monkeypatch.chdir(root)
+    for name, what in (("prog/main.cpp", "the source"), ("prog/helper.c", "the source"), ("prog/helper.h", "a header")):
+        with pytest.raises(UsageError) as caught:
+            check_report_paths(manifest, {"--junit": Path(name)})
+        assert str(caught.value).startswith(f"--junit {name}: ") and f"{what} of lesson 'day03-host'" in str(
+            caught.value), str(caught.value)
+    check_report_paths(manifest, {"--junit": Path("prog/junit.xml")})   # a file of its own is fine

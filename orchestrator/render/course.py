@@ -308,7 +308,7 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
         charts=build_charts(lesson.output, lesson.page, parsed, figures, gpus),
         nav=navigation(manifest, lesson, page_dir),
         claims=claims, sanitizers=_sanitizer_rows(manifest, lesson, passes, evidence, snippets, source_path.name,
-                                                   file_links(units, page_dir)),
+                                                   file_links([*units, *headers], page_dir)),
         source_new=source_new, source_old=source_old)
 
 
