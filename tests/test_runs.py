@@ -327,5 +327,21 @@ def test_the_index_and_the_page_name_the_lesson_and_list_its_runs(runs_course):
     assert "Previous: [Day 1: One heat-diffusion step, from global and from shared memory](../day01-heat/README.md)" \
         in pages["lessons/day02-once/README.md"]
     (runs_course / "templates/index.md.j2").write_text(
-        "{% for row in lessons %}{{ row.lesson.id }}:{% for r in row.runs %} {{ r.id }}{% endfor %}; {% endfor %}")
-    assert "day01-heat: day01-heat[basic] day01-heat[shared]; day02-once:; " in rendered()["README.md"]
+        "{% for row in lessons %}{{ row.lesson.id }}:{% for r in row.runs %} {{ r.id | shell }}{% endfor %}; "
+        "{% endfor %}")
+    assert "day01-heat: 'day01-heat[basic]' 'day01-heat[shared]'; day02-once:; " in rendered()["README.md"]
+
+
+def test_a_command_printed_for_a_run_quotes_its_id_for_the_shell(runs_course, monkeypatch):
+    """`coursectl record day01-heat[basic]` pasted into a shell is a glob: the hint quotes the id."""
+    import shlex
+    from conftest import coursectl
+    from orchestrator.words import command_line
+    assert command_line("coursectl", "record", "day01-heat[basic]") == "coursectl record 'day01-heat[basic]'"
+    assert shlex.split(command_line("coursectl", "check", "a b", "it's")) == ["coursectl", "check", "a b", "it's"]
+    _host(runs_course)
+    monkeypatch.chdir(runs_course)
+    verified = coursectl("verify", "--all", "--offline")
+    for run in ("basic", "shared"):
+        assert f"run `coursectl record 'day01-heat[{run}]'` on a GPU" in verified.stdout, verified.stdout
+    assert "coursectl record day01-heat[" not in verified.stdout

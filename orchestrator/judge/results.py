@@ -25,6 +25,7 @@ from .tolerances import Suggestion
 from ..cuda.sanitizer import Report
 from ..cuda.toolchain import GpuState
 from ..transcript.parse import Flat, Transcript
+from ..words import command_line
 
 
 class Status(str, Enum):
@@ -265,9 +266,9 @@ def why(result: LessonResult) -> str:
 def _unverified(result: LessonResult) -> str:
     if result.gpu is None:
         return (f"never recorded on a GPU: the build and what needs no transcript were checked, the output was not; "
-                f"run `coursectl record {result.lesson}` on a GPU")
+                f"run `{command_line('coursectl', 'record', result.lesson)}` on a GPU")
     return (f"no evidence for {result.gpu} yet: its output was parsed and its claims checked, but there was "
-            f"nothing to compare it with; run `coursectl record {result.lesson}` on this GPU")
+            f"nothing to compare it with; run `{command_line('coursectl', 'record', result.lesson)}` on this GPU")
 
 
 def stopped(lesson: str, status: Status, reason: str, gpu: str | None = None,
