@@ -267,11 +267,15 @@ def test_a_gathering_judges_once_when_the_last_run_arrives(runs_course):
     manifest = load_manifest(runs_course / "lessons.yaml")
     [gathering] = gatherings(manifest, manifest.lessons, threading.Event()).values()
     results = _results_with(manifest, {"basic": BASIC, "shared": BASIC.replace("99.5", "99.0")})
-    first = threading.Thread(target=gathering.arrive, args=("day01-heat[basic]", results["day01-heat[basic]"]))
+    said: list[str] = []
+    first = threading.Thread(target=gathering.arrive, args=("day01-heat[basic]", results["day01-heat[basic]"],
+                                                            said.append))
     first.start()
     first.join(0.3)
     assert first.is_alive() and results["day01-heat[basic]"].claims == []   # waits for the other run
-    gathering.arrive("day01-heat[shared]", results["day01-heat[shared]"])
+    assert said == ["for day01-heat[shared]: claims across the runs of day01-heat"]
+    assert gathering.arrive("day01-heat[shared]", results["day01-heat[shared]"], said.append) < 0.3   # the last
+    assert len(said) == 1
     first.join(5)
     assert not first.is_alive()
     assert gathering.failed == ["same-temperatures"]

@@ -15,6 +15,8 @@ waiting turn go on too, to be stopped.
 from __future__ import annotations
 
 import threading
+import time
+from typing import Callable
 
 from ..judge.across import gathered, judge_across_runs
 from ..judge.results import LessonResult
@@ -32,8 +34,10 @@ class Gathering:
         self.done = False
         self.failed: list[str] = []
 
-    def arrive(self, lesson_id: str, result: LessonResult) -> None:
-        """This run is judged: wait for the others; the last to arrive judges the claims across the runs."""
+    def arrive(self, lesson_id: str, result: LessonResult, on_wait: Callable[[str], None] = lambda _: None) -> float:
+        """This run is judged: wait for the others (`on_wait` says so first); the last to arrive judges the claims
+        across the runs. Returns the seconds it waited."""
+        started = time.monotonic()
         with self.cond:
             self.results[lesson_id] = result
             self.missing.discard(lesson_id)
@@ -44,8 +48,12 @@ class Gathering:
                 finally:
                     self.done = True
                     self.cond.notify_all()
+            if not self.done:
+                on_wait(f"for {', '.join(run_id for run_id in self.ids if run_id in self.missing)}: "
+                        f"claims across the runs of {self.group}")
             while not self.done and not self.stopping.is_set():
                 self.cond.wait(timeout=0.1)   # wakes for Ctrl-C, which sets `stopping` and notifies no one
+        return time.monotonic() - started
 
     def leave(self, lesson_id: str) -> None:
         """This run's turn ended; if it never arrived, the others judge nothing across the runs and go on."""

@@ -125,7 +125,8 @@ def judge_the_claims_across_runs(turn: Turn, result: LessonResult) -> LessonResu
     """A run of a lesson with claims across runs: they are judged once every run of it is judged, before any
     settles or is stored (gathering.Gathering); a failed gate across runs is a reason of each run."""
     if turn.gathering is not None:
-        turn.gathering.arrive(turn.lesson.id, result)
+        turn.waited += turn.gathering.arrive(turn.lesson.id, result, lambda said: turn.emit(
+            Event(lesson=turn.lesson.id, stage="waiting", detail=said)))
     return result
 
 

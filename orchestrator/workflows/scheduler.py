@@ -176,7 +176,7 @@ class Scheduler:
             turn.gathering = self.gatherings.get(lesson.group or "")
             result = self._walk(turn)
         result.builds = list(builds.values())
-        result.seconds = time.monotonic() - started
+        result.seconds = time.monotonic() - started - turn.waited   # its own time, not its other runs'
         return result
 
     def _walk(self, turn: Turn) -> LessonResult:

@@ -61,6 +61,7 @@ class Turn:
         self.chosen = 0                                # the run judged as the lesson's (judging.judge_runs)
         self.files: dict[str, bytes] = {}              # the passes' logs and XML reports, named as stored
         self.gathering: Gathering | None = None          # a run of a lesson with claims across runs: where they meet
+        self.waited = 0.0                                # seconds it waited there for the other runs
 
     @property
     def build(self) -> BuildResult:
