@@ -6,14 +6,18 @@ lesson's turn and its result so far that returns its result from then on.
 (through build.SharedBuilds, so lessons with the same build share it); once
 a lesson's builds are done its turn starts in a thread of its own, claims a
 GPU from `GpuShare`, runs the stages in order on a `Turn`, and the result
-of the last stage is settled (results.settle), once. Each turn's result is
+of the last stage is settled (results.settle), once. The runs of a lesson
+with claims across runs meet in a `Gathering` (gathering.py) on the way, so
+that those claims are judged before any of them is stored or settled. Each turn's result is
 a future, which the main thread joins in order. A turn that raises ends
 that lesson as CRASH (or FAIL, for an error coursectl reports) and the
 others stand; Ctrl-C stops every child and raises Interrupted carrying the
 lessons that had finished, the others SKIPPED.
 
 `walk_offline` does the same without a GPU: every build first
-(`build_many`), then each lesson's stages, one lesson after the other.
+(`build_many`), then each lesson's stages, one lesson after the other, each
+settled after its stages (the runs of a lesson with claims across runs
+after the last of them, once those claims are judged).
 """
 
 from __future__ import annotations
