@@ -28,7 +28,8 @@ from rich.table import Table
 from . import annotations, common, display
 from .common import (LAST_REPORT, AllOpt, ArchOpt, CollectOnlyOpt, Command, DriftOpt, ExitFirstOpt, FailedFromOpt,
                      GpusOpt, JobsOpt, JsonOpt, JunitOpt, KeywordOpt, LastFailedOpt, LessonsArg, ManifestOpt, QuietOpt,
-                     RepeatOpt, RetriesOpt, SanitizerJobsOpt, ShardOpt, StartGapOpt, StrictOpt, VerboseOpt, _jobs, app,
+                     RepeatOpt, RetriesOpt, SanitizerJobsOpt, ShardOpt, StartGapOpt, StrictOpt, VerboseOpt, jobs_or_cores,
+                     app,
                      handle_errors, json_to_stdout, lesson_ids_to_complete, load, write_reports)
 from ..names import check_arch
 from ..cuda.build import cache_root
@@ -194,7 +195,7 @@ def build(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt, 
         if emptied:
             raise NothingSelected(emptied)
         return
-    built = build_many(manifest, [(l, a) for l in lessons for a in archs], tc, _jobs(jobs), emit=show)
+    built = build_many(manifest, [(l, a) for l in lessons for a in archs], tc, jobs_or_cores(jobs), emit=show)
     failed = [result for _, _, result in built if isinstance(result, CoursectlError)]
     for error in failed:
         common.err_console.print(f"coursectl: error: {error}", markup=False, soft_wrap=True)
@@ -361,7 +362,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
     if collect_only:
         return _collect(manifest, lessons, emptied)
     tc = _discover()
-    options = Options(jobs=_jobs(jobs), arch=arch, gpus=gpus, sanitize=not no_sanitize and not offline,
+    options = Options(jobs=jobs_or_cores(jobs), arch=arch, gpus=gpus, sanitize=not no_sanitize and not offline,
                       repeat=repeat, exitfirst=exitfirst, rerun_sanitizers=rerun_sanitizers,
                       sanitizer_jobs=sanitizer_jobs, start_gap=start_gap, retries=retries)
     title = "verify --offline" if offline else "verify"
@@ -413,7 +414,7 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
     tc = _discover()
     tc.require_nvcc()
     tc.require_gpu()
-    options = Options(jobs=_jobs(jobs), gpus=gpus, sanitize=not no_sanitize, repeat=repeat, dry_run=dry_run,
+    options = Options(jobs=jobs_or_cores(jobs), gpus=gpus, sanitize=not no_sanitize, repeat=repeat, dry_run=dry_run,
                       sanitizer_jobs=sanitizer_jobs, start_gap=start_gap)
     if options.sanitize and any(manifest.sanitizers(l) for l in lessons):
         tc.require_sanitizer()

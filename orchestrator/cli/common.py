@@ -309,7 +309,8 @@ def load(manifest_path: Path) -> Manifest:
     return manifest
 
 
-def _jobs(jobs: Optional[int]) -> int:
+def jobs_or_cores(jobs: Optional[int]) -> int:
+    """--jobs as given, or where it is left out (or not positive) the CPU cores."""
     return jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
 
 

@@ -18,7 +18,7 @@ from .common import (lesson_ids_to_complete, Command, JsonOpt, JunitOpt, Manifes
 from ..errors import RunFailed, UsageError
 from ..manifest.jsonschema import schema_text
 from ..manifest.selection import choose_lessons, select_lessons
-from ..words import plural
+from ..words import command_line, plural
 
 
 @app.command(cls=Command)
@@ -84,9 +84,9 @@ def new(lesson_id: str = typer.Argument(..., metavar="dayNN-name", help="The new
     for name in made.files:
         common.console.print(f"wrote {name}" + (f" (the entry at line {made.line})" if name.endswith(".yaml") else ""),
                       markup=False, highlight=False, soft_wrap=True)   # a path whole on its line, never broken
-    common.console.print(f"next: write the lesson, `coursectl build {made.lesson}`, `coursectl check {made.lesson} "
-                  f"TRANSCRIPT`, `coursectl render`; docs/authoring.md walks through it", markup=False, highlight=False,
-                  soft_wrap=True)
+    common.console.print(f"next: write the lesson, `{command_line('coursectl', 'build', made.lesson)}`, "
+                  f"`{command_line('coursectl', 'check', made.lesson, 'TRANSCRIPT')}`, `coursectl render`; "
+                  "docs/authoring.md walks through it", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command(cls=Command)

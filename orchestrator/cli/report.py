@@ -380,12 +380,13 @@ def course_files(root: Path, manifest: Manifest | None = None) -> list[tuple[Pat
         owned.insert(0, (manifest.path, f"{manifest.path.name}, the course's manifest"))
         owned.append((cache_root(manifest), "in the build cache"))
         for lesson in manifest.lessons:
-            owned.append((manifest.source_path(lesson), f"the source of lesson {lesson.id!r}"))
+            units = manifest.source_paths(lesson)   # every file of a program of several (sources:)
+            owned += [(unit, f"the source of lesson {lesson.id!r}") for unit in units]
             if lesson.prose is not None:
                 owned.append((root / lesson.prose, f"the prose of lesson {lesson.id!r}"))
             owned.append((root / lesson.page_path, f"the page of lesson {lesson.id!r}"))
             try:
-                headers = local_headers(manifest.source_path(lesson), manifest.flags(lesson), root)
+                headers = [header for unit in units for header in local_headers(unit, manifest.flags(lesson), root)]
             except CoursectlError:   # the build says what is wrong with them
                 headers = []
             owned += [(header, f"a header of lesson {lesson.id!r}") for header in headers]

@@ -139,6 +139,7 @@ def judge_run(manifest: Manifest, lesson: Lesson, result: CommandResult, gpu_slu
         transcript = None
         out.reasons.append(str(exc))
     if transcript is not None:
+        out.transcripts = {gpu_slug or "": transcript}
         out.claims = evaluate_claims(lesson.output, transcript, lesson.claims, resources)
         _file_claims(out.claims, out)
     if result.returncode != 0:
@@ -306,6 +307,7 @@ def judge_evidence(manifest: Manifest, lesson: Lesson, out: LessonResult) -> Non
             out.reasons.append(f"evidence for {slug}: {exc}")
             continue
         out.evidence = out.evidence or slug
+        out.transcripts[slug] = item.transcript
         meta = item.evidence.meta
         claims, unreadable = claims_on_evidence(manifest, lesson, item, out.builds)
         if unreadable is not None and str(unreadable) not in out.reasons:

@@ -32,6 +32,7 @@ from ..judge.results import Emit, Event, LessonResult, Options, PassResult, RunE
 from ..cuda.sanitizer import program_output_name, sanitizer_command
 from ..manifest.passes import Tool
 from ..cuda.sanitizer_cache import expected_seconds, is_cacheable, load_pass, pass_key, store_pass
+from .gathering import Gathering
 from .sharing import Claim, Ticket
 from ..cuda.toolchain import Gpu, Toolchain, gpu_state
 from ..trace import span
@@ -59,6 +60,8 @@ class Turn:
         self.runs: list[CommandResult] = []            # the timed runs, once run_program is done
         self.chosen = 0                                # the run judged as the lesson's (judging.judge_runs)
         self.files: dict[str, bytes] = {}              # the passes' logs and XML reports, named as stored
+        self.gathering: Gathering | None = None          # a run of a lesson with claims across runs: where they meet
+        self.waited = 0.0                                # seconds it waited there for the other runs
 
     @property
     def build(self) -> BuildResult:
@@ -195,7 +198,7 @@ class Turn:
         A dry run writes nothing and says in a note what it would have written.
         """
         if _would_fail(result) or self.stopping.is_set():
-            result.reasons.insert(0, "not recorded: the previous evidence is untouched")
+            result.reasons.insert(0, self._not_recorded())
             return result
         manifest, lesson, gpu, toolchain = self.manifest, self.lesson, self.gpu, self.toolchain
         command = self.runs[self.chosen]
@@ -229,6 +232,15 @@ class Turn:
         result.evidence = gpu.slug
         return result
 
+
+    def _not_recorded(self) -> str:
+        """Why nothing was written; for a run whose lesson's gate across runs failed, that no run of it was."""
+        if self.gathering is not None and self.gathering.failed:
+            group = self.gathering.group
+            gates = ", ".join(repr(gate) for gate in self.gathering.failed)
+            return (f"not recorded: gate {gates} failed across the runs of {group}, so no run of {group} was "
+                    f"recorded; the previous evidence is untouched")
+        return "not recorded: the previous evidence is untouched"
 
     def _kept_reports(self, result: LessonResult, files: dict[str, bytes]) -> tuple[dict[str, bytes], list[str]]:
         """The new files, plus the recorded reports of declared passes that did not run this time.
