@@ -29,8 +29,7 @@ from . import annotations, common, display
 from .common import (LAST_REPORT, AllOpt, ArchOpt, CollectOnlyOpt, Command, DriftOpt, ExitFirstOpt, FailedFromOpt,
                      GpusOpt, JobsOpt, JsonOpt, JunitOpt, KeywordOpt, LastFailedOpt, LessonsArg, ManifestOpt, QuietOpt,
                      RepeatOpt, RetriesOpt, SanitizerJobsOpt, ShardOpt, StartGapOpt, StrictOpt, VerboseOpt, jobs_or_cores,
-                     app,
-                     handle_errors, json_to_stdout, lesson_ids_to_complete, load, write_reports)
+                     app, handle_errors, json_to_stdout, lesson_ids_to_complete, load, write_reports)
 from ..names import check_arch
 from ..cuda.build import cache_root
 from ..cuda.buildkey import describe_host_compiler
