@@ -125,15 +125,21 @@ def run(coursectl: list[str], args: list[str], course: Path, cache: Path, trace:
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     tally: dict[str, int] = {}
+    failed: dict[str, list[str]] = {}   # each lesson that did not pass: its status and first reasons
     try:
         for lesson in json.loads(report.read_text()).get("results", []):
             status = str(lesson.get("status"))
             tally[status] = tally.get(status, 0) + 1
+            if not status.startswith("PASS"):
+                why = [*lesson.get("reasons", []), *lesson.get("stale", []), lesson.get("unverified") or ""]
+                failed[str(lesson.get("lesson"))] = [status, *[str(r)[:500] for r in why if r][:3]]
     except (OSError, ValueError):
         pass
     out = {"command": " ".join(["coursectl", *args]), "wall_s": round(wall, 2),
            "cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2),
            "exit": done.returncode, "tally": tally}
+    if failed:
+        out["not_passed"] = failed
     if done.returncode not in (0, 1):
         out["output_tail"] = done.stdout[-2000:]
     if trace and trace.is_file():

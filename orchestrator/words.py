@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 
 def plural(count: int, noun: str, many: str | None = None) -> str:
     """`1 hazard`, `2 hazards`; `many` for nouns whose plural is not noun + s."""
@@ -19,6 +21,12 @@ def format_value(value) -> str:
             return str(int(value))
         return repr(value)   # the shortest text that reads back as the same number
     return str(value)
+
+
+def command_line(*words: str) -> str:
+    """A command line as a message or a page prints it for the user to paste into a shell: each word quoted
+    for it (`coursectl record 'day01-heat[basic]'`: a run's id holds [], a shell glob)."""
+    return shlex.join(str(word) for word in words)
 
 
 _SHORT_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}

@@ -335,6 +335,13 @@ def first_lessons_only(text: str) -> str:
     return "".join(kept)
 
 
+def interleaved(schema):
+    """`schema` ignoring compute-sanitizer's lines, for the seeds' runs under the tool, which interleave its
+    lines with the program's (coursectl's passes log to a file; by default every line is the program's)."""
+    from orchestrator.transcript.schema import OutputSchema
+    return OutputSchema.model_validate({**schema.model_dump(exclude_unset=True), "ignore": ["^========= "]})
+
+
 def named(path: Path, root: Path) -> str:
     """A file as coursectl's messages and reports name it: relative to the course's root."""
     return Path(path).relative_to(root).as_posix()

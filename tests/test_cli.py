@@ -539,6 +539,30 @@ def test_shards_partition_the_lessons_and_merge(course, fake_gpu, prebuilt, tmp_
         "report merge", ["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul"])
 
 
+def test_record_takes_a_shard_and_a_keyword_as_verify_does(course, fake_gpu, prebuilt, tmp_path):
+    """`record --shard K/N` records the share `verify --shard K/N` takes, and says so in its report; the shards'
+    reports merge; -k narrows it first. Without --shard the option was refused and each shard recorded all."""
+    made = course(["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul"])
+    first, second = tmp_path / "1.json", tmp_path / "2.json"
+    result = coursectl("record", "--all", "-q", "--shard", "2/2", "--json", second)
+    assert (result.exit_code, result.stderr) == (0, "")
+    recorded = sorted(p.parent.parent.name for p in (made.root / "evidence").glob(f"*/{GPU_SLUG}/meta.json"))
+    assert recorded == ["day14-syncthreads"]
+    report = json.loads(second.read_text())
+    assert (report["shard"], report["shards"], report["selection"]["lessons"]) == ("2/2", ["2/2"],
+                                                                                 ["day14-syncthreads"])
+    assert coursectl("record", "--all", "-q", "--shard", "1/2", "--json", first).exit_code == 0
+    recorded = sorted(p.parent.parent.name for p in (made.root / "evidence").glob(f"*/{GPU_SLUG}/meta.json"))
+    assert recorded == ["day13-shared-memory", "day14-syncthreads", "day16-tiled-matmul"]
+    merged = coursectl("report", "merge", first, second)
+    assert (merged.exit_code, merged.stderr) == (0, "")
+
+    keyword = coursectl("record", "-k", "tiled or shared", "--shard", "2/2", "--collect-only")
+    assert (keyword.exit_code, lines(keyword.stdout)[0]) == (0, "day16-tiled-matmul")
+    bad = coursectl("record", "--all", "--shard", "3/2")
+    assert (bad.exit_code, bad.stderr) == (2, "coursectl: error: --shard '3/2': K must be between 1 and N\n")
+
+
 def test_merging_a_report_with_itself_is_an_error(course, fake_gpu, prebuilt, tmp_path):
     course(["day13-shared-memory"])
     report = tmp_path / "1.json"
@@ -654,14 +678,18 @@ def test_record_keeps_the_sanitizer_logs_with_the_evidence(course, fake_sanitize
     result = coursectl("record", "--all", "-q")
     assert result.exit_code == 0
     evidence = made.evidence("day14-syncthreads")
-    assert sorted(p.name for p in evidence.iterdir()) == ["memcheck.log", "meta.json", "racecheck.log",
-                                                           "transcript.txt"]
+    assert sorted(p.name for p in evidence.iterdir()) == ["memcheck.log", "memcheck.stdout.txt", "meta.json",
+                                                           "racecheck.log", "racecheck.stdout.txt", "transcript.txt"]
     clean = b"========= ERROR SUMMARY: 0 errors\n"
     assert (evidence / "racecheck.log").read_bytes() == recording.read_bytes()
     assert (evidence / "memcheck.log").read_bytes() == clean
+    program = made.transcript("day14-syncthreads").read_bytes()   # what the stand-in printed under each tool
+    assert (evidence / "racecheck.stdout.txt").read_bytes() == program
     assert json.loads((evidence / "meta.json").read_text())["files"] == {
         "memcheck.log": hashlib.sha256(clean).hexdigest(),
-        "racecheck.log": hashlib.sha256(recording.read_bytes()).hexdigest()}
+        "memcheck.stdout.txt": hashlib.sha256(program).hexdigest(),
+        "racecheck.log": hashlib.sha256(recording.read_bytes()).hexdigest(),
+        "racecheck.stdout.txt": hashlib.sha256(program).hexdigest()}
 
     verified = coursectl("verify", "--all", "-q")
     assert verified.exit_code == 0
@@ -746,7 +774,7 @@ def test_merge_refuses_a_missing_shard_unless_allowed(course, fake_gpu, prebuilt
     first, _ = _shard_reports(tmp_path)
     refused = coursectl("report", "merge", first)
     assert (refused.exit_code, refused.stdout) == (2, "")   # a file the command needs is missing: a usage error
-    assert refused.stderr == "coursectl: error: shard 2 of 2 missing; merge every shard, or pass --allow-partial\n"
+    assert refused.stderr == "coursectl: error: nvidia-h200: shard 2 of 2 missing; merge every shard, or pass --allow-partial\n"
     merged = tmp_path / "merged.json"
     allowed = coursectl("report", "merge", first, "--allow-partial", "--json", merged)
     assert allowed.exit_code == 0
@@ -773,13 +801,13 @@ def test_a_strict_partial_merge_says_why_it_fails_in_a_red_tally(course, fake_gp
     assert statuses and set(statuses) == {"PASS"}
     passed = len(statuses)
     assert tally_line(ANSI.sub("", strict.stdout)) == (
-        f"{passed} passed, 0 failed in T s; --strict: a partial merge (shard 2 of 2 missing), counted as failed")
+        f"{passed} passed, 0 failed in T s; --strict: a partial merge (nvidia-h200: shard 2 of 2 missing), counted as failed")
     assert tally.startswith("\x1b[1;31m"), repr(tally)   # bold red, as every run that exits 1
     suite = ET.parse(junit).getroot()
     assert (suite.get("tests"), suite.get("failures")) == (str(passed + 1), "1")
     [case] = [c for c in suite.findall("testcase") if c.find("failure") is not None]
     assert (case.get("name"), case.find("failure").get("type"), case.find("failure").get("message")) == (
-        "--strict", "STRICT", "a partial merge (shard 2 of 2 missing), counted as failed")
+        "--strict", "STRICT", "a partial merge (nvidia-h200: shard 2 of 2 missing), counted as failed")
 
     lenient = coursectl("--color", "always", "report", "merge", first, "--allow-partial")
     assert lenient.exit_code == 0
@@ -821,13 +849,14 @@ def test_record_without_sanitizers_keeps_the_recorded_reports(course, fake_sanit
     monkeypatch.setenv("FAKE_SANITIZER_RACECHECK_LOG", str(SANITIZER_DATA / "syncthreads.racecheck.txt"))
     assert coursectl("record", "--all", "-q").exit_code == 0
     evidence = made.evidence("day14-syncthreads")
-    reports = {name: (evidence / name).read_bytes() for name in ("memcheck.log", "racecheck.log")}
+    kept = ("memcheck.log", "memcheck.stdout.txt", "racecheck.log", "racecheck.stdout.txt")
+    reports = {name: (evidence / name).read_bytes() for name in kept}
 
     again = coursectl("record", "--all", "--no-sanitize", "-q")
     assert again.exit_code == 0
     assert {name: (evidence / name).read_bytes() for name in reports} == reports
     meta = json.loads((evidence / "meta.json").read_text())
-    assert (sorted(meta["files"]), meta["stale_passes"]) == (["memcheck.log", "racecheck.log"], [])
+    assert (sorted(meta["files"]), meta["stale_passes"]) == (list(kept), [])
     assert statuses(coursectl("verify", "--all", "-q").stdout) == {"day14-syncthreads": "PASS"}
 
     source = made.root / "standins" / "replay.cpp"

@@ -225,7 +225,7 @@ def test_record_dry_run_without_evidence_creates_nothing(course, fake_sanitizer,
     assert not (made.root / "evidence").exists()
     assert after(result.stdout, "record --dry-run") == [
         "day14-syncthreads: note: dry run: would write evidence/day14-syncthreads/nvidia-h200/ (transcript.txt, "
-        "meta.json, racecheck.log) and evidence/day14-syncthreads/build/sm_90.json, "
+        "meta.json, racecheck.log, racecheck.stdout.txt) and evidence/day14-syncthreads/build/sm_90.json, "
         "evidence/day14-syncthreads/build/sm_75.json; nothing was written"]
 
 

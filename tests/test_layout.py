@@ -99,6 +99,28 @@ def test_no_import_cycle():
     assert cycles == []
 
 
+def private_imports(path: Path) -> list[str]:
+    """The names beginning with `_` (not dunders) that a module imports from a module of the package."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("orchestrator")):
+            found += [f"{'.' * node.level}{node.module or ''} import {alias.name}" for alias in node.names
+                      if alias.name.startswith("_") and not alias.name.startswith("__")]
+    return found
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """What one module needs of another has a public name: a private one may change without a caller knowing."""
+    private = [f"{name}: from {target}" for name, path in modules().items() for target in private_imports(path)]
+    assert private == []
+
+
+def test_the_layout_test_sees_a_private_import(tmp_path):
+    (tmp_path / "m.py").write_text("from .claims import BlockView, _names\nfrom urllib.parse import quote as _q\n"
+                                   "from . import __version__\n")
+    assert private_imports(tmp_path / "m.py") == [".claims import _names"]
+
+
 @pytest.mark.parametrize("name", sorted(modules()))
 def test_no_module_is_over_500_lines(name):
     lines = modules()[name].read_text(encoding="utf-8").count("\n")

@@ -150,6 +150,8 @@ def test_one_page_shows_the_runs_side_by_side(runs_course, monkeypatch, fake_gpu
     assert "## The runs side by side" in page
     assert "| `basic` | `./heat` |" in page and "| `shared` | `./heat shared` |" in page
     assert "mode = basic" in page and "mode = shared" in page
+    index = (runs_course / "README.md").read_text()
+    assert "runs `basic`, `shared` | `basic`: NVIDIA H200, " in index and "<br>`shared`: NVIDIA H200, " in index
     assert coursectl("render", "--check").exit_code == 0
 
 
@@ -163,3 +165,187 @@ def test_record_exits_1_for_a_failed_gate_across_runs(runs_course, monkeypatch, 
     recorded = coursectl("record", "--all")
     assert recorded.exit_code == 1, recorded.stdout + recorded.stderr
     assert "gate 'results-differ' failed across the runs of day01-heat" in recorded.stdout
+
+
+def _evidence_bytes(root: Path, lesson_id: str) -> dict[str, bytes]:
+    folder = root / "evidence" / lesson_id
+    return {path.relative_to(folder).as_posix(): path.read_bytes() for path in sorted(folder.rglob("*"))
+            if path.is_file()}
+
+
+def _with_a_lesson_of_one_run(root: Path) -> None:
+    """A second lesson beside day01-heat: the same program, run once, with no claim across runs."""
+    def change(data):
+        other = {key: value for key, value in data["lessons"][0].items() if key not in ("runs", "claims")}
+        other.update(id="day02-once", title="The same program, run once", day=2,
+                     claims=[{"id": "heat-is-kept", "gate": "abs(heat - 204800) < 1"}])
+        data["lessons"].append(other)
+    _edit(root, change)
+
+
+def test_record_stores_no_run_of_a_lesson_whose_gate_across_runs_fails(runs_course, monkeypatch, fake_gpu):
+    from conftest import coursectl
+    _host(runs_course)
+    _with_a_lesson_of_one_run(runs_course)
+    monkeypatch.chdir(runs_course)
+    assert coursectl("record", "--all").exit_code == 0
+    runs = ["day01-heat[basic]", "day01-heat[shared]"]
+    before = {run: _evidence_bytes(runs_course, run) for run in runs}
+    assert all(before.values())
+    once = _evidence_bytes(runs_course, "day02-once")
+    # The program changed (a record would write another transcript), and a gate across the runs now fails.
+    heat = runs_course / "lessons/day01-heat/heat.cpp"
+    heat.write_text(heat.read_text().replace("shared ? 1.5 : 2.5", "shared ? 1.4 : 2.6"))
+    _edit(runs_course, lambda data: data["lessons"][0]["claims"].append(
+        {"id": "results-differ", "gate": "runs.basic.heat != runs.shared.heat"}))
+    recorded = coursectl("record", "--all")
+    assert recorded.exit_code == 1, recorded.stdout + recorded.stderr
+    for run in runs:
+        assert (f"{run}: not recorded: gate 'results-differ' failed across the runs of day01-heat, so no run of "
+                f"day01-heat was recorded; the previous evidence is untouched") in recorded.stdout, recorded.stdout
+        assert _evidence_bytes(runs_course, run) == before[run], run
+    assert _evidence_bytes(runs_course, "day02-once") != once   # another lesson is recorded all the same
+    assert "mode = basic" in next((runs_course / "evidence/day02-once").glob("*/transcript.txt")).read_text()
+
+
+def _counted(monkeypatch) -> tuple[dict[str, int], list[int]]:
+    """How many times each lesson's result is settled, and how many transcripts are parsed."""
+    from orchestrator.judge import results
+    from orchestrator.transcript import parse
+    settled: dict[str, int] = {}
+    parsed: list[int] = []
+    coverage = results.coverage
+
+    def counting_coverage(result):   # settle's last step, once a call whoever imported settle
+        settled[result.lesson] = settled.get(result.lesson, 0) + 1
+        return coverage(result)
+
+    class Counted(parse.Transcript):
+        def __init__(self, **data):
+            parsed.append(1)
+            super().__init__(**data)
+    monkeypatch.setattr(results, "coverage", counting_coverage)
+    monkeypatch.setattr(parse, "Transcript", Counted)
+    return settled, parsed
+
+
+@pytest.mark.parametrize("offline", [False, True])
+def test_claims_across_runs_are_judged_before_each_run_settles_once(runs_course, monkeypatch, fake_gpu, offline):
+    import json
+    from conftest import coursectl
+    _host(runs_course)
+    monkeypatch.chdir(runs_course)
+    settled, parsed = _counted(monkeypatch)
+    assert coursectl("record", "--all").exit_code == 0
+    assert settled == {"day01-heat[basic]": 1, "day01-heat[shared]": 1}
+    assert len(parsed) == 2, "each run's transcript parsed once, claims across runs included"
+    settled.clear()
+    verified = coursectl("verify", "--all", *(["--offline"] if offline else []), "--json", "report.json")
+    assert verified.exit_code == 0, verified.stdout + verified.stderr
+    assert settled == {"day01-heat[basic]": 1, "day01-heat[shared]": 1}
+    report = json.loads((runs_course / "report.json").read_text())
+    assert [lesson["lesson"] for lesson in report["results"]] == ["day01-heat[basic]", "day01-heat[shared]"]
+    for lesson in report["results"]:
+        assert lesson["status"] == "PASS"
+        held = {claim["id"]: claim["held"] for claim in lesson["claims"]}
+        assert held["same-temperatures"] is True and held["shared-is-faster"] is True, held
+
+
+def _results_with(manifest, text: dict[str, str]):
+    from orchestrator.judge.results import LessonResult
+    from orchestrator.transcript.parse import parse_transcript
+    return {run.id: LessonResult(lesson=run.id, transcripts={"nvidia-h200": parse_transcript(
+        run.output, text[run.run], run.id)}) for run in manifest.lessons}
+
+
+BASIC = "mode = basic\nheat = 204800.0\ncentre = 99.5\nms = 2.5\n"
+
+
+def test_a_gathering_judges_once_when_the_last_run_arrives(runs_course):
+    import threading
+    from orchestrator.workflows.gathering import gatherings
+    manifest = load_manifest(runs_course / "lessons.yaml")
+    [gathering] = gatherings(manifest, manifest.lessons, threading.Event()).values()
+    results = _results_with(manifest, {"basic": BASIC, "shared": BASIC.replace("99.5", "99.0")})
+    said: list[str] = []
+    first = threading.Thread(target=gathering.arrive, args=("day01-heat[basic]", results["day01-heat[basic]"],
+                                                            said.append))
+    first.start()
+    first.join(0.3)
+    assert first.is_alive() and results["day01-heat[basic]"].claims == []   # waits for the other run
+    assert said == ["for day01-heat[shared]: claims across the runs of day01-heat"]
+    assert gathering.arrive("day01-heat[shared]", results["day01-heat[shared]"], said.append) < 0.3   # the last
+    assert len(said) == 1
+    first.join(5)
+    assert not first.is_alive()
+    assert gathering.failed == ["same-temperatures"]
+    for result in results.values():
+        assert [(c.id, c.held) for c in result.claims] == [("same-temperatures", False), ("shared-is-faster", False)]
+        assert result.reasons[0].startswith("gate 'same-temperatures' failed across the runs of day01-heat")
+        assert result.notes[0].startswith("expect 'shared-is-faster' failed across the runs of day01-heat")
+
+
+def test_a_gathering_lets_its_runs_go_when_one_never_arrives(runs_course):
+    import threading
+    from orchestrator.workflows.gathering import gatherings
+    manifest = load_manifest(runs_course / "lessons.yaml")
+    assert gatherings(manifest, manifest.lessons[:1], threading.Event()) == {}   # one run chosen: none
+    stopping = threading.Event()
+    for ends in ("leaves", "stopped"):
+        [gathering] = gatherings(manifest, manifest.lessons, stopping).values()
+        results = _results_with(manifest, {"basic": BASIC, "shared": BASIC})
+        waiting = threading.Thread(target=gathering.arrive,
+                                   args=("day01-heat[basic]", results["day01-heat[basic]"]))
+        waiting.start()
+        if ends == "leaves":   # skipped, unsupported, failed to build, crashed: its turn ends without arriving
+            gathering.leave("day01-heat[shared]")
+        else:
+            stopping.set()     # Ctrl-C
+        waiting.join(5)
+        assert not waiting.is_alive(), ends
+        assert results["day01-heat[basic]"].claims == [] and gathering.failed == []
+        gathering.leave("day01-heat[basic]")   # a run that arrived: leaving changes nothing
+
+
+def test_the_index_and_the_page_name_the_lesson_and_list_its_runs(runs_course):
+    from orchestrator.render.course import render_all
+    _host(runs_course)
+    _with_a_lesson_of_one_run(runs_course)
+    (runs_course / "lessons/day02-once").mkdir()
+    _edit(runs_course, lambda data: data["lessons"][1].update(page={"path": "lessons/day02-once/README.md"}))
+
+    def rendered() -> dict[str, str]:
+        return {page.name: page.new for page in render_all(load_manifest(runs_course / "lessons.yaml"))}
+    pages = rendered()
+    index = pages["README.md"]
+    assert ("| 1 | [One heat-diffusion step, from global and from shared memory](lessons/day01-heat/README.md), "
+            "runs `basic`, `shared` | `basic`: no evidence yet<br>`shared`: no evidence yet |\n") in index
+    assert "| 2 | [The same program, run once](lessons/day02-once/README.md) | no evidence yet |\n" in index
+    assert index.count("lessons/day01-heat/README.md") == 1
+    page = pages["lessons/day01-heat/README.md"]
+    assert "`coursectl record day01-heat` on a GPU records it" in page   # the lesson, every run of it
+    assert "evidence/day01-heat[basic]/ and evidence/day01-heat[shared]/: edit those" in page.splitlines()[0]
+    # The page's neighbours are the other lessons, never its own second run.
+    assert page.splitlines()[3] == ("[All lessons](../../README.md#lessons) · Next: [Day 2: The same program, "
+                                    "run once](../day02-once/README.md)")
+    assert "Previous: [Day 1: One heat-diffusion step, from global and from shared memory](../day01-heat/README.md)" \
+        in pages["lessons/day02-once/README.md"]
+    (runs_course / "templates/index.md.j2").write_text(
+        "{% for row in lessons %}{{ row.lesson.id }}:{% for r in row.runs %} {{ r.id | shell }}{% endfor %}; "
+        "{% endfor %}")
+    assert "day01-heat: 'day01-heat[basic]' 'day01-heat[shared]'; day02-once:; " in rendered()["README.md"]
+
+
+def test_a_command_printed_for_a_run_quotes_its_id_for_the_shell(runs_course, monkeypatch):
+    """`coursectl record day01-heat[basic]` pasted into a shell is a glob: the hint quotes the id."""
+    import shlex
+    from conftest import coursectl
+    from orchestrator.words import command_line
+    assert command_line("coursectl", "record", "day01-heat[basic]") == "coursectl record 'day01-heat[basic]'"
+    assert shlex.split(command_line("coursectl", "check", "a b", "it's")) == ["coursectl", "check", "a b", "it's"]
+    _host(runs_course)
+    monkeypatch.chdir(runs_course)
+    verified = coursectl("verify", "--all", "--offline")
+    for run in ("basic", "shared"):
+        assert f"run `coursectl record 'day01-heat[{run}]'` on a GPU" in verified.stdout, verified.stdout
+    assert "coursectl record day01-heat[" not in verified.stdout

@@ -150,6 +150,94 @@ def test_the_page_shows_every_file_and_finds_snippets_in_any(course):
     assert "lessons/day01-split/scale.cuh" in page.splitlines()[0]   # every file is an input of the page
 
 
+def _rendered(root: Path) -> dict[str, str]:
+    from orchestrator.render.course import render_all
+    return {page.name: page.new for page in render_all(load_manifest(root / "lessons.yaml"))}
+
+
+def _section(page: str, name: str, link: str, language: str, text: str) -> str:
+    return f"### [`{name}`]({link})\n\n```{language}\n{text}```\n"
+
+
+@pytest.mark.parametrize("lesson_id, files", [
+    ("day01-split", [("lessons/day01-split/main.cu", "main.cu", "cuda"),
+                     ("lessons/day01-split/scale.cu", "scale.cu", "cuda"),
+                     ("lessons/day01-split/scale.cuh", "scale.cuh", "cuda"),
+                     ("common/check.cuh", "../../common/check.cuh", "cuda")]),
+    ("day02-mixed", [("lessons/day02-mixed/atomics.cu", "atomics.cu", "cuda"),
+                     ("lessons/day02-mixed/reference.cpp", "reference.cpp", "cpp"),
+                     ("common/check.cuh", "../../common/check.cuh", "cuda"),
+                     ("lessons/day02-mixed/reference.h", "reference.h", "cpp")]),
+])
+def test_the_page_shows_each_file_whole_in_its_own_section(course, lesson_id, files):
+    pages = _rendered(course)
+    page = pages[f"lessons/{lesson_id}/README.md"]
+    at = []
+    for index, (name, link, language) in enumerate(files):
+        # The first unit as render writes it, its Build/Run/Verified lines included; the others as they are.
+        text = pages[name] if index == 0 else (course / name).read_text()
+        section = _section(page, name, link, language, text)
+        assert section in page, name
+        at.append(page.index(section))
+    assert at == sorted(at), "in the order sources: gives, then the headers"
+    assert page.index("## The program's files") < page.index("## Expected output")
+
+
+def test_a_page_of_one_file_has_no_section_of_files(tmp_path):
+    root = tmp_path / "host"
+    for name, text in HOST_ONLY.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    shutil.copytree(FIXTURE / "templates", root / "templates")
+    shutil.copy(FIXTURE / "README.md", root / "README.md")
+    page = _rendered(root)["prog/README.md"]
+    assert "### [`prog/helper.c`](helper.c)\n\n```c\nint helper(void) { return 42; }\n```\n" in page
+    assert "### [`prog/helper.h`](helper.h)\n\n```cpp\n" in page
+    _edit(root, lambda data: (data["lessons"][0].pop("sources"), data["lessons"][0].update(source="prog/main.cpp")))
+    (root / "prog/main.cpp").write_text('#include <cstdio>\nint main() { std::printf("value = %d\\n", 42); }\n')
+    single = _rendered(root)["prog/README.md"]
+    assert "## The program's files" not in single and "```cpp\n#include" not in single
+
+
+def test_files_past_what_a_page_holds_are_named(course, monkeypatch):
+    from orchestrator.errors import TemplateError
+    from orchestrator.render import program
+    monkeypatch.setattr(program, "MAX_CHARACTERS", 1000)
+    with open(course / "lessons/day01-split/scale.cu", "a") as file:
+        file.write("// " + "x" * 1000 + "\n")
+    with pytest.raises(TemplateError) as caught:
+        _rendered(course)
+    message = str(caught.value)
+    assert message.startswith("lessons.yaml:9: lesson 'day01-split': its page shows every file of its program")
+    assert "more than the 1,000 a page may hold" in message and "lessons/day01-split/scale.cu 1," in message
+
+
+def test_a_sanitizer_finding_in_any_file_is_judged_and_linked_there(course):
+    """A racecheck finding in scale.cu, expected inside its snippet: judged there, and linked to scale.cu."""
+    from orchestrator.judge.evidence import EvidenceMeta, write_evidence
+    _edit(course, lambda data: data["lessons"][0].update(
+        sanitizers={"racecheck": {"findings": [{"kernel": "scale", "snippet": "scale-kernel"}]}}))
+    where = "<where><func>scale</func><path>/gpu/course/lessons/day01-split/scale.cu</path><line>{}</line></where>"
+    xml = ('<?xml version="1.0" encoding="utf-8"?>\n<ComputeSanitizerOutput>\n<record><kind>Analysis</kind>'
+           '<level>Error</level><what><text>Race condition</text>'
+           f'<source><direction>Write</direction>{where.format(7)}</source>'
+           f'<destination><direction>Read</direction>{where.format(6)}<count>3</count></destination>'
+           '</what></record>\n</ComputeSanitizerOutput>\n')
+    log = "========= COMPUTE-SANITIZER\n========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n"
+    meta = EvidenceMeta(lesson="day01-split", date="2026-11-29T14:30:58+00:00", gpu_name="NVIDIA H200",
+                        gpu_slug="nvidia-h200", compute_capability="9.0", driver_version="580.159.04",
+                        cuda_version="13.0", nvcc_version="13.0.88", arch="sm_90",
+                        flags=["-std=c++17", "-O3", "-I../../common"], source_sha256="0" * 64,
+                        transcript_sha256="", wall_seconds=0.3, exit_status=0, coursectl_version="0.1.0",
+                        sanitizer_version="2025.3.1.0")
+    write_evidence(course, meta, "n = 1048576\nsum = 3145728.0\n",
+                   {"racecheck.log": log.encode(), "racecheck.xml": xml.encode()})
+    page = _rendered(course)["lessons/day01-split/README.md"]
+    assert "- must find: a finding in scale inside snippet 'scale-kernel' (lines 5-8), and nothing else" in page
+    assert "<summary>racecheck: <b>as expected</b>, 1 finding (1 error)</summary>" in page
+    assert "- where: write at [scale.cu:7](scale.cu#L7) → read at [scale.cu:6](scale.cu#L6) (3 hazards)" in page
+
+
 def test_a_snippet_name_in_two_files_is_refused(tmp_path):
     from orchestrator.errors import TemplateError
     from orchestrator.manifest.snippets import lesson_snippets
@@ -257,3 +345,42 @@ def test_a_lesson_with_no_output_builds_and_runs_but_is_never_pass(tmp_path, mon
     assert verified.exit_code == 1, verified.stdout
     assert "day03-host: the lesson checks nothing" in verified.stdout, verified.stdout
     assert "0 passed" in verified.stdout, verified.stdout
+
+
+def test_a_github_annotation_points_at_the_file_of_the_program_that_holds_the_finding(course, monkeypatch):
+    from orchestrator.cli.annotations import workflow_commands
+    from orchestrator.cuda.sanitizer import Finding, Report, Summary
+    from orchestrator.judge.results import LessonResult, PassResult, Status
+    from orchestrator.manifest.passes import Tool
+    monkeypatch.delenv("GITHUB_WORKSPACE", raising=False)
+    manifest = load_manifest(course / "lessons.yaml")
+    where = {"lessons/day01-split/main.cu": 12, "lessons/day01-split/scale.cu": 7, "lessons/day01-split/scale.cuh": 3,
+             "elsewhere/other.cu": 5}
+    findings = [Finding(tool=Tool.RACECHECK, kind="Race", severity="error", text=f"race in {name}", kernel="scale",
+                        file=f"/build/{name}", line=line) for name, line in where.items()]
+    report = Report(tool=Tool.RACECHECK, exit_status=86, summary=Summary(tool=Tool.RACECHECK, errors=4),
+                    findings=findings)
+    result = LessonResult(lesson="day01-split", status=Status.FAIL, gpu="nvidia-h200",
+                          sanitizers=[PassResult(tool="racecheck", problems=["racecheck: unexpected"], report=report)])
+    commands = [line for line in workflow_commands(manifest, [result]) if "racecheck" in line]
+    title = "title=day01-split%3A racecheck%3A unexpected Race in scale"
+    assert commands == [f"::error file={name},line={line},{title}::race in {name}"
+                        for name, line in list(where.items())[:3]] + [f"::error {title}::race in elsewhere/other.cu"]
+
+
+def test_no_report_may_replace_any_file_of_the_program(tmp_path, monkeypatch):
+    """A unit of the program outside lessons/ (prog/helper.c) is a file of the course no report may replace."""
+    from orchestrator.cli.report import check_report_paths
+    from orchestrator.errors import UsageError
+    root = tmp_path / "host"
+    for name, text in HOST_ONLY.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    manifest = load_manifest(root / "lessons.yaml")
+    monkeypatch.chdir(root)
+    for name, what in (("prog/main.cpp", "the source"), ("prog/helper.c", "the source"), ("prog/helper.h", "a header")):
+        with pytest.raises(UsageError) as caught:
+            check_report_paths(manifest, {"--junit": Path(name)})
+        assert str(caught.value).startswith(f"--junit {name}: ") and f"{what} of lesson 'day03-host'" in str(
+            caught.value), str(caught.value)
+    check_report_paths(manifest, {"--junit": Path("prog/junit.xml")})   # a file of its own is fine

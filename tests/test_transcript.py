@@ -143,10 +143,17 @@ def test_day14_syncthreads(schemas):
     ]
 
 
-def test_day14_racecheck_run_parses_because_sanitizer_lines_are_ignored(schemas):
+def test_day14_racecheck_run_interleaved_with_the_tool_parses_where_the_schema_ignores_its_lines(schemas):
+    # A run under compute-sanitizer without --log-file interleaves the tool's lines with the program's.
+    # coursectl's passes log to a file, so by default every line of stdout is the program's own.
     text = seed("syncthreads.racecheck.txt")
     assert text.splitlines()[0] == "========= COMPUTE-SANITIZER"
-    transcript = parse(schemas, DAY14, "syncthreads.racecheck.txt", text)
+    with pytest.raises(TranscriptError) as info:
+        parse(schemas, DAY14, "syncthreads.racecheck.txt", text)
+    assert "syncthreads.racecheck.txt:1:" in str(info.value) and "found '========= COMPUTE-SANITIZER'" in str(info.value)
+    ignoring = schemas[DAY14].model_copy(update={"ignore": ["^========= "]})
+    ignoring = OutputSchema.model_validate(ignoring.model_dump(exclude_unset=True))
+    transcript = parse_transcript(ignoring, text, "syncthreads.racecheck.txt")
     assert transcript.line_count == 33
     assert transcript.scope.lines["gpu"] == 14
     assert transcript.scope.lines["all_gated_matched"] == 32
@@ -163,14 +170,17 @@ def test_day14_racecheck_run_parses_because_sanitizer_lines_are_ignored(schemas)
     ]
 
 
-def test_sanitizer_lines_are_only_ignored_because_the_schema_says_so():
+def test_lines_that_look_like_the_sanitizers_are_the_programs_unless_the_schema_ignores_them():
     text = "========= COMPUTE-SANITIZER\nn = 3\n========= ERROR SUMMARY: 0 errors\n"
     default = OutputSchema.model_validate({"items": [{"line": "n = {n:int}"}]})
-    assert parse_transcript(default, text).scope.values == {"n": 3}
-    strict = OutputSchema.model_validate({"ignore": [], "items": [{"line": "n = {n:int}"}]})
     with pytest.raises(TranscriptError) as info:
-        parse_transcript(strict, text, "run.txt")
+        parse_transcript(default, text, "run.txt")
     assert str(info.value) == "run.txt:1: expected a line matching 'n = {n:int}'; found '========= COMPUTE-SANITIZER'"
+    ignoring = OutputSchema.model_validate({"ignore": ["^========= "], "items": [{"line": "n = {n:int}"}]})
+    assert parse_transcript(ignoring, text).scope.values == {"n": 3}
+    # A program line the tool's prefix starts is judged as any other: a table row it hid is seen.
+    rows = OutputSchema.model_validate({"items": [{"table": "t", "header": "k v", "row": "{k:word} {v:int}"}]})
+    assert [row.values["v"] for row in parse_transcript(rows, "k v\n=========x 5\n").scope.tables["t"]] == [5]
 
 
 def test_day14_sm75_build(schemas):
@@ -216,8 +226,9 @@ def test_day16_tiled_matmul(schemas):
     ]
 
 
-def test_day16_memcheck_run(schemas):
-    transcript = parse(schemas, DAY16, "tiled_matmul.memcheck.txt")
+def test_day16_memcheck_run_with_the_tools_lines_ignored(schemas):
+    ignoring = OutputSchema.model_validate({**schemas[DAY16].model_dump(exclude_unset=True), "ignore": ["^========= "]})
+    transcript = parse_transcript(ignoring, seed("tiled_matmul.memcheck.txt"), "tiled_matmul.memcheck.txt")
     assert transcript.line_count == 18
     assert transcript.scope.lines["gpu"] == 2
     assert transcript.scope.values["cases_matched"] == 3
@@ -647,7 +658,7 @@ def test_a_regex_that_backtracks_without_end_is_stopped_naming_it_and_the_line(t
     started = time.monotonic()
     with pytest.raises(TranscriptError) as info:
         parse_transcript(schema, SLOW_TEXT, "slow.txt")
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 5   # stopped by its bound (0.2 s a line), not years later; room for a loaded machine
     found = SLOW_TEXT.splitlines()[line - 1]
     assert str(info.value) == (
         f"slow.txt:{line}: the pattern of {path}:{item} ({where} {BACKTRACKING[slow]!r}) took longer than 0.2 s on "
@@ -679,7 +690,7 @@ def test_the_matches_of_one_transcript_are_bounded_in_all(tmp_path, monkeypatch)
     started = time.monotonic()
     with pytest.raises(TranscriptError) as info:
         parse_transcript(schema, SLOW_TEXT + f"{line}\n" * 1000, "slow.txt")
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 5   # stopped by the bound of 0.5 s in all; room for a loaded machine
     assert re.fullmatch(
         r"slow\.txt:(\d+): matching the transcript took longer than 0\.5 s in all, so it was not parsed past this "
         + re.escape(f"line; the pattern of {path}:18 (output.items[3].row '{{a}}, {{b}}, {{c}}, {{d}}!') took ")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -52,9 +53,22 @@ def test_zizmor_finds_nothing():
     assert result.returncode == 0 and result.stdout.startswith("No findings to report."), result.stdout
 
 
+GPU_MODELS = ROOT / ".github" / "gpu-models.json"
+PLANNED = "${{ fromJSON(needs.plan.outputs.matrix) }}"
+
+
+def plan(purpose: str, *extra: str) -> list[dict]:
+    """The matrix the plan job hands its matrix job: tools/ci/gpu_matrix.py on the checked-in models."""
+    result = subprocess.run([sys.executable, "tools/ci/gpu_matrix.py", "--for", purpose, *extra], cwd=ROOT,
+                            capture_output=True, text=True)
+    assert (result.returncode, result.stderr) == (0, "")
+    return json.loads(result.stdout)["include"]
+
+
 def test_actionlint_knows_every_self_hosted_label():
     config = yaml.safe_load((ROOT / ".github" / "actionlint.yaml").read_text())
     known = set(config["self-hosted-runner"]["labels"])
+    models = json.loads(GPU_MODELS.read_text())
     for path in WORKFLOWS:
         for job in yaml.safe_load(path.read_text())["jobs"].values():
             labels = job["runs-on"] if isinstance(job["runs-on"], list) else [job["runs-on"]]
@@ -62,7 +76,9 @@ def test_actionlint_knows_every_self_hosted_label():
                 continue
             matrix = job.get("strategy", {}).get("matrix", {})
             for label in labels:
-                if label.startswith("${{ matrix."):
+                if label == "${{ matrix.label }}" and matrix == PLANNED:   # the models' runner labels
+                    assert {m["label"] for m in models.values()} <= known, path.name
+                elif label.startswith("${{ matrix."):
                     assert set(matrix[label[len("${{ matrix."):-len(" }}")]]) <= known, path.name
                 else:
                     assert label in known | {"self-hosted", "linux"}, path.name
@@ -76,6 +92,10 @@ def test_every_run_is_bounded_and_least_privileged(path):
     for name, job in workflow["jobs"].items():
         assert 0 < job["timeout-minutes"] <= 60, name
         publishes = any(step.get("uses", "").startswith(REPORT_ACTION) for step in job["steps"])
+        if (path.name, name) == ("record.yml", "pull-request"):   # the one job that writes: a branch and its PR
+            assert job["permissions"] == {"contents": "write", "pull-requests": "write"}
+            assert not any("coursectl" in step.get("run", "") for step in job["steps"])   # runs no course code
+            continue
         assert job["permissions"] == (
             {"contents": "read", "checks": "write"} if publishes else {"contents": "read"}), name
 
@@ -141,7 +161,8 @@ def test_a_forks_pull_request_gets_a_summary_where_it_cannot_create_checks():
 def test_the_gpu_verifies_a_pull_request_from_this_repository_once_it_is_labelled():
     workflow = load("gpu.yml")
     assert workflow[True]["pull_request"]["types"] == ["opened", "synchronize", "reopened", "labeled"]
-    condition = " ".join(workflow["jobs"]["verify"]["if"].split())
+    assert workflow["jobs"]["verify"]["needs"] == "plan"   # skipped with the plan
+    condition = " ".join(workflow["jobs"]["plan"]["if"].split())
     assert "github.event.pull_request.head.repo.full_name == github.repository" in condition
     assert "contains(github.event.pull_request.labels.*.name, 'gpu')" in condition
     assert "needs.verify.result != 'skipped'" in workflow["jobs"]["summary"]["if"]
@@ -160,11 +181,26 @@ def test_ci_tests_every_python_from_the_oldest_allowed_to_313():
     assert jobs["lowest"]["strategy"]["matrix"]["python"] == ["3.10", "3.13"]
 
 
-def test_gpu_workflow_shards_cover_every_lesson_once():
+def test_gpu_workflow_shards_cover_every_lesson_once_on_each_model():
     gpu = load("gpu.yml")
-    shards = gpu["jobs"]["verify"]["strategy"]["matrix"]["shard"]
-    n = len(shards)
-    assert shards == [f"{k}/{n}" for k in range(1, n + 1)]
+    verify = gpu["jobs"]["verify"]
+    assert verify["strategy"]["matrix"] == PLANNED
+    assert verify["runs-on"] == ["self-hosted", "linux", "${{ matrix.label }}"]
+    runs = [step.get("run", "") for step in gpu["jobs"]["plan"]["steps"]]
+    assert any("tools/ci/gpu_matrix.py --for verify" in r and '"$GITHUB_OUTPUT"' in r for r in runs)
+    models = json.loads(GPU_MODELS.read_text())
+    planned = plan("verify")
+    assert {e["model"] for e in planned} == {name for name, m in models.items() if m["verify"]}
+    for name in {e["model"] for e in planned}:
+        n = models[name]["shards"]
+        assert [e["shard"] for e in planned if e["model"] == name] == [f"{k}/{n}" for k in range(1, n + 1)]
+    # Reports and artifacts are named by model and job, the concurrency group by model and shard.
+    steps = verify["steps"]
+    assert any('"report-$GPU-$JOB_INDEX.json"' in step.get("run", "") for step in steps)
+    uploads = [step for step in steps if step.get("uses", "").startswith("actions/upload-artifact@")]
+    assert [u["with"]["name"] for u in uploads] == ["report-${{ matrix.model }}-${{ strategy.job-index }}"]
+    assert verify["env"]["GPU"] == "${{ matrix.model }}"
+    assert verify["concurrency"]["group"].strip().endswith("-${{ matrix.model }}-${{ matrix.shard }}")
     runs = [step.get("run", "") for step in gpu["jobs"]["summary"]["steps"]]
     assert any("report merge" in r and "--junit merged.xml" in r for r in runs)
     published = [s["with"]["report_paths"] for s in gpu["jobs"]["summary"]["steps"]
@@ -172,13 +208,71 @@ def test_gpu_workflow_shards_cover_every_lesson_once():
     assert published == ["merged.xml"]
 
 
-def test_gpu_job_keeps_its_build_cache_and_uses_nvml():
-    steps = load("gpu.yml")["jobs"]["verify"]["steps"]
+@pytest.mark.parametrize("name, job, command", [("gpu.yml", "verify", "coursectl verify --all"),
+                                                ("record.yml", "record", "coursectl record")])
+def test_gpu_job_keeps_its_build_cache_and_uses_nvml(name, job, command):
+    steps = load(name)["jobs"][job]["steps"]
     runs = [step.get("run", "") for step in steps]
     cache = next(r for r in runs if "COURSECTL_CACHE=" in r)
     assert '"$GITHUB_ENV"' in cache and "$HOME" in cache   # outside the checkout, which is cleaned
-    assert runs.index(cache) < next(i for i, r in enumerate(runs) if "verify --all" in r)
+    assert runs.index(cache) < next(i for i, r in enumerate(runs) if command in r)
     assert "make .venv/.installed EXTRAS=test,nvml" in runs
+
+
+def test_record_runs_by_hand_on_the_lessons_and_models_asked_for():
+    workflow = load("record.yml")
+    assert list(workflow[True]) == ["workflow_dispatch"]
+    inputs = workflow[True]["workflow_dispatch"]["inputs"]
+    assert {name: (i["type"], i["default"]) for name, i in inputs.items()} == {"lessons": ("string", ""),
+                                                                               "models": ("string", "")}
+    jobs = workflow["jobs"]
+    assert list(jobs) == ["plan", "record", "collect", "pull-request"]
+    [planning] = [s for s in jobs["plan"]["steps"] if "gpu_matrix.py" in s.get("run", "")]
+    assert 'tools/ci/gpu_matrix.py --for record --only "$MODELS"' in planning["run"]
+    assert planning["env"] == {"MODELS": "${{ inputs.models }}"}
+    record = jobs["record"]
+    assert (record["needs"], record["strategy"]["matrix"]) == ("plan", PLANNED)
+    assert record["runs-on"] == ["self-hosted", "linux", "${{ matrix.label }}"]
+    assert record["env"]["LESSONS"] == "${{ inputs.lessons }}"
+    runs = [step.get("run", "") for step in record["steps"]]
+    [recording] = [r for r in runs if "coursectl record" in r]
+    assert 'selection=(-k "$LESSONS")' in recording and "selection=(--all)" in recording
+    assert '--shard "$SHARD"' in recording and "--json" in recording
+    assert any(r.startswith("python3 tools/ci/evidence.py stage ") and '--gpu "$GPU_SLUG"' in r for r in runs)
+    assert record["env"]["GPU_SLUG"] == "${{ matrix.gpu }}"
+    [upload] = [s for s in record["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert upload["with"]["name"] == "evidence-${{ matrix.model }}-${{ strategy.job-index }}"
+    # Every model recorded, whether gpu.yml verifies on it yet or not.
+    assert {e["model"] for e in plan("record")} == set(json.loads(GPU_MODELS.read_text()))
+
+
+def test_record_collects_checks_and_proposes_the_evidence():
+    jobs = load("record.yml")["jobs"]
+    collect = jobs["collect"]
+    assert collect["needs"] == "record" and "if" not in collect   # only once every shard recorded
+    [download] = [s for s in collect["steps"] if s.get("uses", "").startswith("actions/download-artifact@")]
+    assert download["with"]["pattern"] == "evidence-*" and "merge-multiple" not in download["with"]
+    runs = [step.get("run", "") for step in collect["steps"]]
+    order = [next(i for i, r in enumerate(runs) if text in r) for text in (
+        "tools/ci/evidence.py collect", "coursectl report merge", "coursectl render",
+        "coursectl verify --all --offline --strict", "git diff --cached --binary")]
+    assert order == sorted(order)
+    opening = jobs["pull-request"]
+    assert opening["needs"] == "collect" and "changed == 'true'" in opening["if"]
+    assert opening["env"]["BRANCH"] == "evidence/${{ github.run_id }}"
+    assert opening["env"]["GH_TOKEN"] == "${{ github.token }}"
+    [script] = [step["run"] for step in opening["steps"] if "run" in step]
+    for command in ('git switch -c "$BRANCH"', "git apply --index", "gh auth setup-git", 'git push origin "$BRANCH"',
+                    'gh pr create --base "$BASE" --head "$BRANCH"'):
+        assert command in script
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=[p.name for p in WORKFLOWS])
+def test_no_input_is_pasted_into_a_script(path):
+    """A dispatch's inputs reach a script through the environment only: pasted into it, `"; curl ...` would run."""
+    for name, job in yaml.safe_load(path.read_text())["jobs"].items():
+        for step in job["steps"]:
+            assert not re.search(r"\$\{\{[^}]*\b(inputs|github\.event)\.", step.get("run", "")), (path.name, name)
 
 
 def test_cpu_workflow_runs_the_readme_commands():

@@ -28,7 +28,7 @@
 //
 // Build: nvcc -std=c++17 -O3 -arch=sm_90 -o shared_memory shared_memory.cu
 // Run:   ./shared_memory
-// Verified 2026-12-01 on NVIDIA H200 (compute capability 9.0), driver 580.159.04, CUDA 13.0, nvcc 13.0.88. Transcript: evidence/day13-shared-memory/nvidia-h200/transcript.txt
+// Verified 2026-12-02 on NVIDIA H200 (compute capability 9.0), driver 580.159.04, CUDA 13.0, nvcc 13.0.88. Transcript: evidence/day13-shared-memory/nvidia-h200/transcript.txt
 
 #include <cstdio>
 #include <cstdlib>

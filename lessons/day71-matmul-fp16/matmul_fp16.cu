@@ -23,7 +23,7 @@
 //
 // Build: nvcc -std=c++17 -O3 -arch=sm_90 -o matmul_fp16 matmul_fp16.cu
 // Run:   ./matmul_fp16
-// Verified 2026-12-01 on NVIDIA H200 (compute capability 9.0), driver 580.159.04, CUDA 13.0, nvcc 13.0.88. Transcript: evidence/day71-matmul-fp16/nvidia-h200/transcript.txt
+// Verified 2026-12-02 on NVIDIA H200 (compute capability 9.0), driver 580.159.04, CUDA 13.0, nvcc 13.0.88. Transcript: evidence/day71-matmul-fp16/nvidia-h200/transcript.txt
 
 #include <algorithm>
 #include <cmath>

@@ -3,7 +3,7 @@
 Annotations are workflow commands printed on standard output
 (`::error file=F,line=N,title=T::message`): an error for each failed gate
 (at the claim in lessons.yaml), each unexpected sanitizer finding (at its
-line in the lesson's source) and each moved field (at its schema item in
+line in the file of the lesson's program that holds it) and each moved field (at its schema item in
 lessons.yaml), and for any other failure its one-line reason at the
 lesson's entry in lessons.yaml; a warning for each failed prediction and
 each lesson without evidence, or FLAKY. Values are escaped as the workflow-command rules require.
@@ -28,6 +28,8 @@ import secrets
 from pathlib import Path
 from typing import Callable, Iterator
 
+from ..cuda.includes import local_headers
+from ..errors import CoursectlError
 from ..files import relative
 from ..judge.judging import expectation_of
 from ..manifest.model import Lesson, Manifest, SanitizerPass
@@ -159,7 +161,15 @@ def capped(commands: list[str], limit: int = ANNOTATIONS_PER_KIND) -> list[str]:
 
 def _sanitizer_commands(manifest: Manifest, lesson: Lesson, result: LessonResult) -> list[str]:
     out = []
-    source = repository_path(manifest, manifest.source_path(lesson))
+    # Each file of the program by its name, as a finding names it: a finding in any of them is annotated there.
+    units = manifest.source_paths(lesson)
+    try:
+        headers = [header for unit in units for header in local_headers(unit, manifest.flags(lesson), manifest.root)]
+    except CoursectlError:   # the build says what is wrong with them
+        headers = []
+    files: dict[str, str] = {}
+    for path in [*units, *headers]:
+        files.setdefault(path.name, repository_path(manifest, path))
     declared = manifest.sanitizers(lesson)
     for outcome in result.sanitizers:
         if outcome.report is None or not outcome.problems:
@@ -171,9 +181,8 @@ def _sanitizer_commands(manifest: Manifest, lesson: Lesson, result: LessonResult
             if place in seen:
                 continue
             seen.add(place)
-            mine = finding.file is not None and Path(finding.file.replace("\\", "/")).name == Path(source).name
-            out.append(command("error", finding.text, source if mine else None,
-                               finding.line if mine else None,
+            source = files.get(Path(finding.file.replace("\\", "/")).name) if finding.file is not None else None
+            out.append(command("error", finding.text, source, finding.line if source else None,
                                f"{lesson.id}: {outcome.tool}: unexpected {finding.kind} in "
                                f"{finding.kernel or 'the program'}"))
     return out

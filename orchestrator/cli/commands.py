@@ -28,8 +28,8 @@ from rich.table import Table
 from . import annotations, common, display
 from .common import (LAST_REPORT, AllOpt, ArchOpt, CollectOnlyOpt, Command, DriftOpt, ExitFirstOpt, FailedFromOpt,
                      GpusOpt, JobsOpt, JsonOpt, JunitOpt, KeywordOpt, LastFailedOpt, LessonsArg, ManifestOpt, QuietOpt,
-                     RepeatOpt, RetriesOpt, SanitizerJobsOpt, StartGapOpt, StrictOpt, VerboseOpt, _jobs, app,
-                     handle_errors, json_to_stdout, lesson_ids_to_complete, load, write_reports)
+                     RepeatOpt, RetriesOpt, SanitizerJobsOpt, ShardOpt, StartGapOpt, StrictOpt, VerboseOpt, jobs_or_cores,
+                     app, handle_errors, json_to_stdout, lesson_ids_to_complete, load, write_reports)
 from ..names import check_arch
 from ..cuda.build import cache_root
 from ..cuda.buildkey import describe_host_compiler
@@ -194,7 +194,7 @@ def build(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt, 
         if emptied:
             raise NothingSelected(emptied)
         return
-    built = build_many(manifest, [(l, a) for l in lessons for a in archs], tc, _jobs(jobs), emit=show)
+    built = build_many(manifest, [(l, a) for l in lessons for a in archs], tc, jobs_or_cores(jobs), emit=show)
     failed = [result for _, _, result in built if isinstance(result, CoursectlError)]
     for error in failed:
         common.err_console.print(f"coursectl: error: {error}", markup=False, soft_wrap=True)
@@ -321,8 +321,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
            offline: bool = typer.Option(False, "--offline", help="No GPU: build for the manifest's "
                                         "architectures and re-judge the recorded evidence."),
            jobs: Optional[int] = JobsOpt, arch: Optional[str] = ArchOpt, gpus: Optional[str] = GpusOpt,
-           shard: Optional[str] = typer.Option(None, "--shard", metavar="K/N",
-                                               help="Take a deterministic share of the lessons."),
+           shard: Optional[str] = ShardOpt,
            no_sanitize: bool = typer.Option(False, "--no-sanitize", help="Skip the compute-sanitizer passes."),
            repeat: int = RepeatOpt, exitfirst: bool = ExitFirstOpt, strict: bool = StrictOpt,
            rerun_sanitizers: bool = typer.Option(False, "--rerun-sanitizers",
@@ -362,7 +361,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
     if collect_only:
         return _collect(manifest, lessons, emptied)
     tc = _discover()
-    options = Options(jobs=_jobs(jobs), arch=arch, gpus=gpus, sanitize=not no_sanitize and not offline,
+    options = Options(jobs=jobs_or_cores(jobs), arch=arch, gpus=gpus, sanitize=not no_sanitize and not offline,
                       repeat=repeat, exitfirst=exitfirst, rerun_sanitizers=rerun_sanitizers,
                       sanitizer_jobs=sanitizer_jobs, start_gap=start_gap, retries=retries)
     title = "verify --offline" if offline else "verify"
@@ -389,7 +388,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
 @app.command(cls=Command)
 @handle_errors
 def record(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt, keyword: Optional[str] = KeywordOpt,
-           jobs: Optional[int] = JobsOpt, gpus: Optional[str] = GpusOpt,
+           shard: Optional[str] = ShardOpt, jobs: Optional[int] = JobsOpt, gpus: Optional[str] = GpusOpt,
            no_sanitize: bool = typer.Option(False, "--no-sanitize", help="Skip the compute-sanitizer passes; the "
                                             "recorded sanitizer reports are kept."),
            repeat: int = typer.Option(1, "--repeat", min=1, metavar="N",
@@ -408,19 +407,20 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
     json_to_stdout(json_path)
     manifest = load(manifest_path)
     check_report_paths(manifest, {"--json": json_path, "--report": drift_path}, stdout="--json")
-    lessons, emptied = _selected(manifest, lesson_ids, all_=all_, keyword=keyword)
+    lessons, emptied = _selected(manifest, lesson_ids, all_=all_, keyword=keyword, shard=shard)
     if collect_only:
         return _collect(manifest, lessons, emptied)
     tc = _discover()
     tc.require_nvcc()
     tc.require_gpu()
-    options = Options(jobs=_jobs(jobs), gpus=gpus, sanitize=not no_sanitize, repeat=repeat, dry_run=dry_run,
+    options = Options(jobs=jobs_or_cores(jobs), gpus=gpus, sanitize=not no_sanitize, repeat=repeat, dry_run=dry_run,
                       sanitizer_jobs=sanitizer_jobs, start_gap=start_gap)
     if options.sanitize and any(manifest.sanitizers(l) for l in lessons):
         tc.require_sanitizer()
     title = "record --dry-run" if dry_run else "record"
     with _reported(title, manifest, tc, json_path, None, quiet=True, verbosity=verbose, drift_path=drift_path,
-                   emptied=emptied) as outcome:
+                   shard=shard, emptied=emptied,
+                   selection=display.selection_of(manifest, lesson_ids, keyword, shard, lessons)) as outcome:
         with display.Progress(common.console, [l.id for l in lessons], quiet=quiet, stages=verbose >= 1) as progress:
             outcome.results = record_workflow(manifest, lessons, tc, options, progress) if lessons else []
         if not quiet:

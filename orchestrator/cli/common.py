@@ -151,6 +151,9 @@ LessonsArg = typer.Argument(None, metavar="LESSON", show_default=False, autocomp
 AllOpt = typer.Option(False, "--all", help="Every lesson in the manifest.")
 
 
+ShardOpt = typer.Option(None, "--shard", metavar="K/N", help="Take a deterministic share of the lessons: the K-th of N.")
+
+
 KeywordOpt = typer.Option(None, "-k", metavar="EXPRESSION", autocompletion=lesson_ids_to_complete,
                           help="Only lessons matching EXPRESSION, in pytest's grammar: words matched, "
                                "case-insensitively, as substrings of the id or title (or as globs: day1*), with "
@@ -306,7 +309,8 @@ def load(manifest_path: Path) -> Manifest:
     return manifest
 
 
-def _jobs(jobs: Optional[int]) -> int:
+def jobs_or_cores(jobs: Optional[int]) -> int:
+    """--jobs as given, or where it is left out (or not positive) the CPU cores."""
     return jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
 
 

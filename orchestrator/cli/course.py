@@ -18,7 +18,7 @@ from .common import (lesson_ids_to_complete, Command, JsonOpt, JunitOpt, Manifes
 from ..errors import RunFailed, UsageError
 from ..manifest.jsonschema import schema_text
 from ..manifest.selection import choose_lessons, select_lessons
-from ..words import plural
+from ..words import command_line, plural
 
 
 @app.command(cls=Command)
@@ -84,9 +84,9 @@ def new(lesson_id: str = typer.Argument(..., metavar="dayNN-name", help="The new
     for name in made.files:
         common.console.print(f"wrote {name}" + (f" (the entry at line {made.line})" if name.endswith(".yaml") else ""),
                       markup=False, highlight=False, soft_wrap=True)   # a path whole on its line, never broken
-    common.console.print(f"next: write the lesson, `coursectl build {made.lesson}`, `coursectl check {made.lesson} "
-                  f"TRANSCRIPT`, `coursectl render`; docs/authoring.md walks through it", markup=False, highlight=False,
-                  soft_wrap=True)
+    common.console.print(f"next: write the lesson, `{command_line('coursectl', 'build', made.lesson)}`, "
+                  f"`{command_line('coursectl', 'check', made.lesson, 'TRANSCRIPT')}`, `coursectl render`; "
+                  "docs/authoring.md walks through it", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command(cls=Command)
@@ -127,22 +127,25 @@ def compare(a: str = typer.Argument(..., metavar="A", help="One side: a GPU with
 
 @report_app.command("merge", cls=Command)
 @handle_errors
-def report_merge(reports: List[Path] = typer.Argument(..., metavar="REPORT", help="JSON reports of the shards."),
+def report_merge(reports: List[Path] = typer.Argument(..., metavar="REPORT", help="JSON reports of the shards, of any GPU models."),
                  *, allow_partial: bool = typer.Option(False, "--allow-partial",
                                                     help="Merge even with shards missing; the result says partial."),
                  strict: bool = StrictOpt, json_path: Optional[Path] = JsonOpt,
                  junit_path: Optional[Path] = JunitOpt) -> None:
-    """Merge the JSON reports of every shard of one verify run into one report.
+    """Merge the JSON reports of every shard of one verify run, on one GPU model or several, into one report.
 
-    Exits 0 when the merged run passed; 1 when a lesson in it failed (with
+    Each GPU model's shards are counted on their own, each model with its own
+    N. Exits 0 when the merged run passed; 1 when a lesson in it failed (with
     --strict: or was not verified, or shards are missing under --allow-partial),
     and when a lesson on a GPU is in two reports, the reports come from
-    different manifests or are shards of different splits; 2 (a usage error)
-    when a shard of 1..N is missing without --allow-partial (naming the
-    missing shards), or a file is missing or is no coursectl JSON report.
+    different manifests or one model's are shards of different splits; 2 (a
+    usage error) when a model's shard of 1..N is missing without
+    --allow-partial (naming the model and its missing shards), or a file is
+    missing or is no coursectl JSON report.
     """
     # deferred: 5 ms of imports (cli/report.py; 2 from .pyc) that --help and doctor never need
-    from .report import check_report_paths, merge_reports, read_json
+    from .merge import merge_reports
+    from .report import check_report_paths, read_json
 
     json_to_stdout(json_path)
     check_report_paths(None, {"--json": json_path, "--junit": junit_path}, stdout="--json")

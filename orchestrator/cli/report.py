@@ -14,13 +14,13 @@ from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
 from .. import __version__
 from ..cuda.build import cache_root
-from ..errors import CoursectlError, ManifestError, ReportError, UsageError
+from ..errors import CoursectlError, ManifestError, UsageError
 from ..cuda.includes import local_headers
 from ..judge.evidence import first_error
 from ..files import parse_json, read_file, report_refusal, sha256_bytes, write_report
 from ..manifest.model import Manifest
 from ..process import escape_char
-from ..judge.results import LessonResult, Status, Verdict, covered_words, run_verdict, status_of, why
+from ..judge.results import LessonResult, Status, Verdict, covered_words, run_verdict, why
 from ..cuda.toolchain import Toolchain
 from ..manifest.yamlfile import MAX_BYTES
 
@@ -58,6 +58,14 @@ class Selection(BaseModel):
     deselected: int = 0                  # lessons of the manifest left out by the selection
 
 
+class ModelRun(BaseModel):
+    """What a merged report holds of one GPU model (its slug; `a+b` for a machine of two): the shards of
+    its split, and the toolchain its first report ran with."""
+
+    shards: list[Shard] = []
+    toolchain: Toolchain | None = None
+
+
 class VerifyReport(BaseModel):
     """What one `coursectl verify` (or record, sanitize, report merge) did, for CI.
 
@@ -76,9 +84,10 @@ class VerifyReport(BaseModel):
     strict: bool = False
     manifest_sha256: str | None = None   # lessons.yaml's bytes: shards of one run share it
     shard: Shard | None = None           # K/N of a sharded verify
-    shards: list[Shard] = []             # a merged report: the shards it holds
+    shards: list[Shard] = []             # a merged report: the shards it holds, of every model (models: whose)
     partial: bool = False                # merged with --allow-partial while shards were missing
-    toolchain: Toolchain | None = None
+    toolchain: Toolchain | None = None   # a merged report: only when every report ran on one GPU model
+    models: dict[str, ModelRun] = {}     # a merged report: each GPU model's shards and toolchain, by its slug
     selection: Selection | None = None   # verify: which lessons it took, of how many
     results: list[LessonResult]
 
@@ -87,7 +96,9 @@ class VerifyReport(BaseModel):
         run, or a partial merge."""
         missing = ""
         if self.partial:
-            missing = missing_shards(self.shards) or "shards missing"
+            missing = "; ".join(f"{model}: {lacking}" for model, run in self.models.items()
+                                if (lacking := missing_shards(run.shards)))
+            missing = missing or missing_shards(self.shards) or "shards missing"
         return run_verdict(self.results, strict=self.strict, partial=missing)
 
 
@@ -216,22 +227,33 @@ def _first_line(text: str) -> str:
     return (text.splitlines() or [""])[0]
 
 
-def _junit_properties(report: VerifyReport) -> list[tuple[str, str]]:
-    """Where the report was made: coursectl, the GPUs and the versions of the CUDA tools."""
-    tc = report.toolchain
+def _toolchain_properties(tc: Toolchain | None, suffix: str = "") -> list[tuple[str, str]]:
+    """The GPUs and the versions of the CUDA tools of one toolchain, each name ending in `suffix`."""
     missing = "not found" if tc is not None else "unknown"
+    gpus = tc.gpus if tc is not None else []
+    props = [(f"gpu{suffix}.{g.index}", f"{g.name}, compute capability {g.compute_capability}, {g.uuid}")
+             for g in gpus]
+    if not gpus:
+        props.append((f"gpu{suffix}", "none" if tc is not None else "unknown"))
+    return props + [(f"driver{suffix}", (tc and tc.driver_version) or missing),
+                    (f"cuda{suffix}", (tc and tc.cuda_version) or missing),
+                    (f"nvcc{suffix}", (tc and tc.nvcc_version) or missing),
+                    (f"compute-sanitizer{suffix}", (tc and tc.sanitizer_version) or missing)]
+
+
+def _junit_properties(report: VerifyReport) -> list[tuple[str, str]]:
+    """Where the report was made: coursectl, the GPUs and the versions of the CUDA tools; a merge of several
+    GPU models names each model's (`gpu.nvidia-h200.0`, `driver.nvidia-h200`) and its shards."""
     props = [("coursectl", report.coursectl_version), ("command", f"coursectl {report.command}"),
              ("offline", "true" if report.offline else "false")]
     if report.shard:
         props.append(("shard", report.shard))
-    gpus = tc.gpus if tc is not None else []
-    props += [(f"gpu.{g.index}", f"{g.name}, compute capability {g.compute_capability}, {g.uuid}") for g in gpus]
-    if not gpus:
-        props.append(("gpu", "none" if tc is not None else "unknown"))
-    props += [("driver", (tc and tc.driver_version) or missing),
-              ("cuda", (tc and tc.cuda_version) or missing),
-              ("nvcc", (tc and tc.nvcc_version) or missing),
-              ("compute-sanitizer", (tc and tc.sanitizer_version) or missing)]
+    if len(report.models) > 1:
+        for model, run in report.models.items():
+            props += [(f"shards.{model}", ", ".join(run.shards))] if run.shards else []
+            props += _toolchain_properties(run.toolchain, f".{model}")
+    else:
+        props += _toolchain_properties(report.toolchain)
     # What each PASS covered (judge/results.py:coverage): gates held, fields by rule, passes run or re-judged.
     props += [(f"covered.{r.lesson}", covered_words(r.covered)) for r in report.results if r.status is Status.PASS]
     return props
@@ -358,12 +380,13 @@ def course_files(root: Path, manifest: Manifest | None = None) -> list[tuple[Pat
         owned.insert(0, (manifest.path, f"{manifest.path.name}, the course's manifest"))
         owned.append((cache_root(manifest), "in the build cache"))
         for lesson in manifest.lessons:
-            owned.append((manifest.source_path(lesson), f"the source of lesson {lesson.id!r}"))
+            units = manifest.source_paths(lesson)   # every file of a program of several (sources:)
+            owned += [(unit, f"the source of lesson {lesson.id!r}") for unit in units]
             if lesson.prose is not None:
                 owned.append((root / lesson.prose, f"the prose of lesson {lesson.id!r}"))
             owned.append((root / lesson.page_path, f"the page of lesson {lesson.id!r}"))
             try:
-                headers = local_headers(manifest.source_path(lesson), manifest.flags(lesson), root)
+                headers = [header for unit in units for header in local_headers(unit, manifest.flags(lesson), root)]
             except CoursectlError:   # the build says what is wrong with them
                 headers = []
             owned += [(header, f"a header of lesson {lesson.id!r}") for header in headers]
@@ -399,67 +422,3 @@ def check_report_paths(manifest: Manifest | None, paths: dict[str, Path | None],
         if key in seen:
             raise UsageError(f"{option} {path}: the same file as {seen[key]}; give each report a file of its own")
         seen[key] = option
-
-
-def status_problem(result: LessonResult) -> str:
-    """Why a result's status does not follow from what it holds (results.status_of, and its failed gates, fields,
-    passes and run); empty when it does. A lesson stopped before it was judged (UNSUPPORTED, SKIPPED) holds no
-    run and nothing that failed; any failure may be of another kind (a crash of coursectl is a CRASH)."""
-    failed = [f"gate {c.id!r} failed" for c in result.claims if c.kind == "gate" and not c.held]
-    failed += [f"field {f.path} is {f.status.value}" for f in result.fields if f.status.is_failure]
-    failed += [f"{p.tool}: {p.problems[0]}".splitlines()[0] for p in result.sanitizers if p.problems]
-    if result.run is not None and (result.run.exit_status or result.run.signal or result.run.timed_out):
-        failed.append("its run did not exit 0")
-    derived = status_of(result, compared=not result.recorded)
-    if failed and not derived.is_failure:
-        derived = Status.FAIL
-    claimed = result.status
-    if claimed in (Status.UNSUPPORTED, Status.SKIPPED):
-        ok = not failed and result.run is None
-    elif claimed.is_failure:
-        ok = derived.is_failure
-    else:
-        ok = claimed is derived
-    if ok:
-        return ""
-    return f"what it holds says {derived.value}" + (f" ({failed[0]})" if failed else "")
-
-
-def merge_reports(reports: list[VerifyReport], *, allow_partial: bool = False, strict: bool = False) -> VerifyReport:
-    """Shards' reports into one: every shard 1..N of one run, from one manifest; each lesson once per GPU.
-
-    Missing shards are refused unless allow_partial, which marks the result partial: a UsageError (exit 2),
-    the files named lacking some; reports that cannot make one honest report are a ReportError (exit 1).
-    """
-    digests = {r.manifest_sha256 for r in reports}
-    if len(digests) > 1:
-        raise ReportError(f"the reports come from {len(digests)} different manifests (lessons.yaml changed "
-                          "between the shards' runs); merge the shards of one run")
-    shards = [s for r in reports for s in (r.shards or ([r.shard] if r.shard else []))]
-    missing = ""
-    if shards:
-        totals = {s.split("/")[1] for s in shards}
-        if len(totals) > 1 or len(shards) != len(reports) and not all(r.shards for r in reports):
-            raise ReportError(f"the reports are shards of different splits ({', '.join(sorted(set(shards)))})")
-        missing = missing_shards(shards)
-        if missing and not allow_partial:   # the command line lacks a file it needs: a usage error (exit 2)
-            raise UsageError(f"{missing}; merge every shard, or pass --allow-partial")
-    seen: dict[tuple[str, str | None], int] = {}
-    results: list[LessonResult] = []
-    for index, report in enumerate(reports):
-        for result in report.results:
-            key = (result.lesson, result.gpu)
-            if key in seen:
-                raise ReportError(f"lesson {result.lesson!r} on {result.gpu or 'no GPU'} appears in "
-                                 f"reports {seen[key] + 1} and {index + 1}")
-            seen[key] = index
-            problem = status_problem(result)
-            if problem:
-                raise ReportError(f"report {index + 1}: lesson {result.lesson!r} on {result.gpu or 'no GPU'} says "
-                                  f"{result.status.value}, but {problem}; merge the reports as verify wrote them")
-            results.append(result)
-    return VerifyReport(command="report merge", date=max((r.date for r in reports), default=""),
-                        offline=all(r.offline for r in reports), strict=strict,
-                        manifest_sha256=digests.pop() if digests else None,
-                        shards=sorted(set(shards), key=lambda s: int(s.split("/")[0])), partial=bool(missing),
-                        toolchain=next((r.toolchain for r in reports if r.toolchain), None), results=results)

@@ -9,6 +9,7 @@ lines, which the XML lacks. sanitizer_output.build_report reads both into a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -27,7 +28,10 @@ __all__ = [
     "Report",
     "Severity",
     "Summary",
+    "filter_problem",
     "judge",
+    "kernels_checked",
+    "program_output_name",
     "sanitizer_command",
     "unexpected_findings",
 ]
@@ -137,6 +141,71 @@ def sanitizer_command(sanitizer: str, tool: Tool, binary: Sequence[str], log_fil
         # The default today, but the text format of the other modes differs: pin it.
         command += ["--racecheck-report", "analysis"]
     return command + list(extra) + list(binary)
+
+
+def program_output_name(tool: str) -> str:
+    """The evidence file that keeps the program's own stdout under `tool` (the tool's text goes to its log)."""
+    return f"{tool}.stdout.txt"
+
+
+_FILTERS = ("--kernel-name", "--kernel-name-exclude")
+
+
+def _filter_values(args: Sequence[str]) -> dict[str, list[str]]:
+    """The values of each kernel filter option in a pass's tool arguments (`--opt VALUE` or `--opt=VALUE`)."""
+    found: dict[str, list[str]] = {option: [] for option in _FILTERS}
+    words = list(args)
+    for at, word in enumerate(words):
+        option, equals, value = word.partition("=")
+        if option in _FILTERS:
+            if equals:
+                found[option].append(value)
+            elif at + 1 < len(words):
+                found[option].append(words[at + 1])
+    return found
+
+
+def _filter_matches(value: str, mangled: str) -> bool:
+    """Whether one filter value (`kns=Tile`, `kne=_Z3fooPf`, `regex=.*Racy`, several pairs by commas) takes
+    a kernel, as compute-sanitizer matches filters: against the mangled name."""
+    pairs = [value] if value.startswith("regex=") else value.split(",")
+    for pair in pairs:
+        key, _, wanted = pair.partition("=")
+        if key in ("kernel_name", "kne") and mangled == wanted:
+            return True
+        if key in ("kernel_substring", "kns") and wanted in mangled:
+            return True
+        if key == "regex":
+            try:
+                if re.search(wanted, mangled):
+                    return True
+            except re.error:
+                return False
+    return False
+
+
+def kernels_checked(args: Sequence[str], mangled: Sequence[str]) -> list[str] | None:
+    """The kernels (mangled names) a pass with these tool arguments checks; None where they filter none.
+
+    A kernel is checked when it matches a --kernel-name filter (or none is
+    given) and no --kernel-name-exclude filter.
+    """
+    values = _filter_values(args)
+    if not any(values.values()):
+        return None
+    wanted, unwanted = values["--kernel-name"], values["--kernel-name-exclude"]
+    return [name for name in mangled
+            if (not wanted or any(_filter_matches(value, name) for value in wanted))
+            and not any(_filter_matches(value, name) for value in unwanted)]
+
+
+def filter_problem(tool: str, args: Sequence[str], mangled: Sequence[str]) -> str | None:
+    """Why a pass whose kernel filters take none of the program's kernels cannot be clean; None if they take one."""
+    checked = kernels_checked(args, mangled)
+    if checked is None or checked or not mangled:
+        return None
+    return (f"{tool}: its kernel filters ({' '.join(args)}) take none of the program's "
+            f"{plural(len(mangled), 'kernel')} ({', '.join(sorted(mangled))}): the pass would check no launch")
 
 
 # --- judging ----------------------------------------------------------------
@@ -256,6 +325,10 @@ def judge(report: Report, expectation: Expectation, *, root: Path | None = None)
     elif report.program_failed:
         problems.append(f"{tool}: the program itself returned an error")
 
+    errors = [finding for finding in report.findings if finding.severity == "error"]
+    if errors and report.summary.errors == 0:
+        problems.append(f"{tool}: the summary counts 0 errors but the report holds "
+                        f"{plural(len(errors), 'error finding')}: the log and the XML disagree")
     if not report.findings:
         if report.summary.has_problems:
             problems.append(f"{tool}: the summary counts {_summary_counts(report.summary)} "

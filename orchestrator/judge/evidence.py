@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from ..errors import CoursectlError, EvidenceError, TranscriptError
 from ..files import TEXT_LIMIT, atomic_write, check_inside, read_file, relative, sha256_bytes, sha256_file, source_lines
 from ..cuda.resources import BuildEvidence
+from ..words import command_line
 
 T = TypeVar("T")
 EVIDENCE = "evidence"   # the store's folder, in the course root
@@ -298,7 +299,7 @@ def _load_evidence(course_root: Path, lesson_id: str, slug: str) -> Evidence | N
     aside = _aside(directory)
     if not directory.exists() and _is_left_aside(aside, lesson_id, slug):
         raise EvidenceError(f"the evidence for {slug}, left aside by an interrupted record; "
-                            f"`coursectl record {lesson_id}` puts it back", path=aside)
+                            f"`{command_line('coursectl', 'record', lesson_id)}` puts it back", path=aside)
     meta_path = directory / META
     data = read_evidence_file(meta_path)
     if data is None:

@@ -18,6 +18,7 @@ from .evidence import Recorded, describe_source_change, lesson_digest, list_gpus
 from .judging import ParsedEvidence, parse_evidence, sources_now
 from .results import LessonResult
 from .rules import check_rules
+from ..words import command_line
 
 
 def meta_problems(manifest: Manifest, lesson: Lesson, parsed: ParsedEvidence) -> list[str]:
@@ -80,5 +81,5 @@ def judge_currency(manifest: Manifest, lesson: Lesson, out: LessonResult, *, off
                 out.reasons.append(text)
         if offline:
             out.stale += [f"{slug}: {change} ({parsed.evidence.meta.date}); not judged offline: run "
-                          f"`coursectl record {lesson.id}` on a GPU" for change in _changes(manifest, lesson, parsed, out)]
+                          f"`{command_line('coursectl', 'record', lesson.id)}` on a GPU" for change in _changes(manifest, lesson, parsed, out)]
         check_rules(manifest, lesson, slug, parsed.evidence.meta.rules, out)

@@ -5,12 +5,12 @@
   record replaces it: `compare_with_previous`), each status comparison.compare_fields';
 - ptxas' report against the build evidence (`compare_build_evidence`);
 - a compute-sanitizer pass, run now (`judge_sanitizer_run`) or recorded
-  (`judge_recorded_pass`), with `snippet:` expectations resolved by
-  `resolve_snippets`;
+  (`judge_recorded_pass`), and the program under it (`program_under_tool`):
+  in judge/passes.py, re-exported here;
 - a lesson's claims on one GPU's recorded evidence (`claims_on_evidence`), and
   over ptxas' report of today's builds (`build_claims`);
 - recorded evidence on its own, without a GPU (`judge_evidence`);
-- the text of a failed claim (`claim_reason`).
+- the text of a failed claim (`claim_reason`, judge/reasons.py).
 
 verify, record, sanitize, render and the reports all call these. Nothing
 here runs a program or writes a file.
@@ -29,31 +29,21 @@ from .tolerances import suggest_tolerances
 from ..errors import CoursectlError, EvidenceError, TranscriptError
 from ..files import relative
 from .evidence import Evidence, Recorded, list_gpus, load_build_evidence, load_evidence, source_digests
-from ..manifest.model import Lesson, Manifest, SanitizerPass
+from ..manifest.model import Lesson, Manifest
 from ..process import CommandResult, tail_lines
 from ..cuda.resources import BuildEvidence, compare_resources
 from .results import LessonResult, PassResult, RunEnvironment, RunInfo
-from ..cuda.sanitizer import Report, bounding_hint, judge
-from ..manifest.passes import Expectation, ExpectedFinding, Tool
-from ..cuda.sanitizer_output import build_report, strip_sanitizer_lines
+from .reasons import claim_reason
+from .passes import (expectation_of, judge_recorded_pass, judge_recorded_passes, judge_sanitizer_run,  # noqa: F401
+                     program_under_tool, resolve_snippets)
 from ..manifest.snippets import Snippet, lesson_snippets
 from ..cuda.toolchain import Gpu, GpuState
 from ..transcript.parse import Flat, Scope, Transcript, decode_output, flatten, parse_transcript
 
-MAX_FAILURES_SHOWN = 5
 MAX_MOVED_SHOWN = 8
 
 
 # -- claims ---------------------------------------------------------------------------------
-def claim_reason(claim: ClaimResult, prefix: str = "", context: str = "") -> str:
-    """The one text of a failed claim: what failed, what it says, and its first failures."""
-    lines = [f"{prefix}{claim.kind} {claim.id!r} failed{context}" + (f" ({claim.says})" if claim.says else "")]
-    lines += [f"  {failure}" for failure in claim.failures[:MAX_FAILURES_SHOWN]]
-    if len(claim.failures) > MAX_FAILURES_SHOWN:
-        lines.append(f"  ... and {len(claim.failures) - MAX_FAILURES_SHOWN} more")
-    return "\n".join(lines)
-
-
 def _file_claims(claims: list[ClaimResult], out: LessonResult, prefix: str = "") -> None:
     """A failed gate is a reason, a failed prediction a note."""
     for claim in claims:
@@ -155,6 +145,7 @@ def judge_run(manifest: Manifest, lesson: Lesson, result: CommandResult, gpu_slu
         transcript = None
         out.reasons.append(str(exc))
     if transcript is not None:
+        out.transcripts = {gpu_slug or "": transcript}
         out.claims = evaluate_claims(lesson.output, transcript, lesson.claims, resources)
         _file_claims(out.claims, out)
     if result.returncode != 0:
@@ -307,92 +298,6 @@ def compare_build_evidence(manifest: Manifest, lesson: Lesson, build: BuildResul
         out.notes.append(f"build evidence (nvcc {old.nvcc_version} -> {new.nvcc_version}): " + "; ".join(notes))
 
 
-# -- sanitizer passes -------------------------------------------------------------------------
-def resolve_snippets(findings: list[ExpectedFinding], snippets: dict[str, Snippet],
-                     source_name: str, *, by_file: bool = False) -> list[ExpectedFinding]:
-    """`snippet: NAME` in expected findings -> that snippet's line range in the lesson's source (`by_file`: in
-    the file of the program's that marks it)."""
-    resolved = []
-    for finding in findings:
-        if finding.snippet and finding.snippet in snippets:
-            snippet = snippets[finding.snippet]
-            finding = finding.model_copy(update={"line_range": (snippet.first_line, snippet.last_line),
-                                                 "file": finding.file or (Path(snippet.path).name if by_file else source_name)})
-        resolved.append(finding)
-    return resolved
-
-
-def expectation_of(manifest: Manifest, lesson: Lesson, tool: str, spec: SanitizerPass,
-                   snippets: dict[str, Snippet] | None = None) -> Expectation:
-    """What a lesson expects of one tool; snippets are read from its source unless given."""
-    source = manifest.source_path(lesson)
-    if snippets is None:
-        snippets = (lesson_snippets(manifest.source_paths(lesson), lesson.source_files)
-                    if any(f.snippet for f in spec.findings) else {})
-    return Expectation(tool=Tool(tool), findings=resolve_snippets(spec.findings, snippets, source.name,
-                                                                  by_file=len(lesson.source_files) > 1),
-                       allow_other=spec.allow_other)
-
-
-def _judge_report(outcome: PassResult, report: Report, expectation: Expectation, root: Path) -> None:
-    """Fill a pass's counts from its report and judge it against the expectation (its files named from `root`)."""
-    outcome.problems += judge(report, expectation, root=root)
-    outcome.errors = report.summary.errors
-    outcome.warnings = report.summary.warnings
-    outcome.findings = len(report.findings)
-    outcome.kernels = sorted({f.kernel for f in report.findings if f.kernel})
-
-
-def judge_sanitizer_run(manifest: Manifest, lesson: Lesson, tool: str, spec: SanitizerPass,
-                        run: CommandResult, log: bytes, xml: bytes | None, version: str | None,
-                        timeout: float) -> PassResult:
-    """One pass run now: the tool's report against the expectation, and the lesson's gates under it."""
-    outcome = PassResult(tool=tool, command=run.argv, seconds=round(run.seconds, 3),
-                         exit_status=run.returncode, timed_out=run.timed_out)
-    if run.timed_out:
-        outcome.problems.append(f"{tool}: timed out: killed after {run.seconds:.1f} s (timeout {timeout:g} s) "
-                                f"with its process group; {bounding_hint(tool)}")
-        return outcome
-    try:
-        report = build_report(Tool(tool), run.returncode if run.returncode is not None else -1,
-                              log.decode("utf-8", "replace"), xml.decode("utf-8", "replace") if xml else None,
-                              version=version, log_path=f"{lesson.id} {tool}.log", xml_path=f"{lesson.id} {tool}.xml")
-        _judge_report(outcome, report, expectation_of(manifest, lesson, tool, spec), manifest.root)
-        outcome.report = report
-    except CoursectlError as exc:
-        outcome.problems.append(f"{tool}: {exc}")
-    # The program's own gates still hold under the sanitizer.
-    stdout = strip_sanitizer_lines(decode_output(run.stdout))
-    try:
-        transcript = parse_transcript(lesson.output, stdout, f"{lesson.id} stdout under {tool}")
-        for claim in evaluate_claims(lesson.output, transcript, lesson.claims):
-            if claim.kind == "gate" and not claim.held:
-                outcome.problems.append(claim_reason(claim, f"{tool}: ", " under the sanitizer"))
-    except TranscriptError as exc:
-        outcome.problems.append(f"{tool}: program output under the sanitizer: {exc}")
-    return outcome
-
-
-def judge_recorded_pass(manifest: Manifest, lesson: Lesson, evidence: Evidence, tool: str, spec: SanitizerPass,
-                        snippets: dict[str, Snippet] | None = None) -> tuple[PassResult, Report | None] | None:
-    """A pass recorded with the evidence, judged against today's expectation; None if none was recorded."""
-    log = evidence.directory / f"{tool}.log"
-    xml = evidence.directory / f"{tool}.xml"
-    outcome = PassResult(tool=tool, recorded=True)
-    try:
-        log_text = evidence.extra(log.name)   # through the evidence reader: a folder there is a problem
-        if log_text is None:
-            return None
-        report = build_report(Tool(tool), 0, log_text, evidence.extra(xml.name),
-                              version=evidence.meta.sanitizer_version,
-                              log_path=relative(log, manifest.root), xml_path=relative(xml, manifest.root))
-        _judge_report(outcome, report, expectation_of(manifest, lesson, tool, spec, snippets), manifest.root)
-    except CoursectlError as exc:
-        outcome.problems = [str(exc)]
-        return outcome, None
-    return outcome, report
-
-
 # -- offline: the evidence on its own ---------------------------------------------------------------
 def judge_evidence(manifest: Manifest, lesson: Lesson, out: LessonResult, recorded: Recorded | None = None,
                    snippets: dict[str, Snippet] | None = None) -> None:
@@ -411,6 +316,7 @@ def judge_evidence(manifest: Manifest, lesson: Lesson, out: LessonResult, record
             out.reasons.append(f"evidence for {slug}: {exc}")
             continue
         out.evidence = out.evidence or slug
+        out.transcripts[slug] = item.transcript
         meta = item.evidence.meta
         claims, unreadable = claims_on_evidence(manifest, lesson, item, out.builds, recorded)
         if unreadable is not None and str(unreadable) not in out.reasons:
@@ -419,7 +325,7 @@ def judge_evidence(manifest: Manifest, lesson: Lesson, out: LessonResult, record
         out.claims = out.claims or claims
         _file_claims(claims, out, f"{slug}: ")
         parsed[slug] = item.flats
-        _judge_recorded_passes(manifest, lesson, item.evidence, out, snippets)
+        judge_recorded_passes(manifest, lesson, item.evidence, out, snippets)
         out.reasons += [f"{slug}: {problem}" for problem in check_plausibility(
             item.flats, item.evidence.meta.peak_gbps, item.evidence.meta.peak_fp32_gflops)]
     if out.evidence is None:
@@ -446,21 +352,6 @@ def _beside_today(claims: list[ClaimResult], today: list[ClaimResult], arch: str
         twin = twins.get(f"{claim.id} [{arch}]")
         return twin is not None and twin.model_copy(update={"id": claim.id}) == claim
     return [claim for claim in claims if not repeated(claim)] + today
-
-
-def _judge_recorded_passes(manifest: Manifest, lesson: Lesson, evidence: Evidence, out: LessonResult,
-                           snippets: dict[str, Snippet] | None) -> None:
-    slug = evidence.meta.gpu_slug
-    for tool, spec in manifest.sanitizers(lesson).items():
-        judged = judge_recorded_pass(manifest, lesson, evidence, tool, spec, snippets)
-        if judged is None:
-            out.sanitizers.append(PassResult(tool=tool, not_run=f"no GPU here and no {tool} report recorded on "
-                                                                f"{slug}; record it on a GPU"))
-            out.notes.append(f"{slug}: no recorded {tool} report; record on a GPU to add one")
-            continue
-        outcome, _ = judged
-        out.reasons += [f"{slug}: recorded {p}" for p in outcome.problems]
-        out.sanitizers.append(outcome)
 
 
 def build_claims(lesson: Lesson, builds: list[BuildResult], transcript: Transcript | None = None) -> list[ClaimResult]:

@@ -24,7 +24,8 @@ from .evidence import describe_source_change
 from .tolerances import Suggestion
 from ..cuda.sanitizer import Report
 from ..cuda.toolchain import GpuState
-from ..transcript.parse import Flat
+from ..transcript.parse import Flat, Transcript
+from ..words import command_line
 
 
 class Status(str, Enum):
@@ -164,6 +165,9 @@ class LessonResult(BaseModel):
     claim_changes: list[ClaimChange] = []    # claims whose outcome differs from the evidence's
     finding_changes: list[FindingChange] = []  # sanitizer findings that appeared or went away
     flats: list[Flat] | None = Field(default=None, exclude=True)  # the parsed fields; None: no parse
+    # The parsed transcript it was judged on, by GPU slug (a run: this GPU's; verify --offline: each GPU's
+    # evidence); claims across runs read them (judge/across.py)
+    transcripts: SkipJsonSchema[dict[str, Transcript]] = Field(default={}, exclude=True)
     runs: int = 1
     seconds: float = 0.0
     retried: list[str] = []          # --retries: each attempt before the one judged, that crashed or timed out: why
@@ -262,9 +266,9 @@ def why(result: LessonResult) -> str:
 def _unverified(result: LessonResult) -> str:
     if result.gpu is None:
         return (f"never recorded on a GPU: the build and what needs no transcript were checked, the output was not; "
-                f"run `coursectl record {result.lesson}` on a GPU")
+                f"run `{command_line('coursectl', 'record', result.lesson)}` on a GPU")
     return (f"no evidence for {result.gpu} yet: its output was parsed and its claims checked, but there was "
-            f"nothing to compare it with; run `coursectl record {result.lesson}` on this GPU")
+            f"nothing to compare it with; run `{command_line('coursectl', 'record', result.lesson)}` on this GPU")
 
 
 def stopped(lesson: str, status: Status, reason: str, gpu: str | None = None,

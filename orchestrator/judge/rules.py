@@ -21,6 +21,7 @@ from ..manifest.model import Lesson, Manifest
 from ..transcript.fields import Compare, FieldSpec
 from ..transcript.schema import LineItem, SectionItem, TableItem, TextItem
 from .results import LessonResult
+from ..words import command_line
 
 RANK = {Compare.exact.value: 3, Compare.device.value: 2, Compare.tolerance.value: 1, Compare.volatile.value: 0}
 INF = float("inf")
@@ -126,7 +127,7 @@ def check_rules(manifest: Manifest, lesson: Lesson, slug: str, recorded: dict | 
     STALE (`out.stale`), an acknowledged one is a note; evidence recorded without its rules gets a note."""
     if recorded is None:
         out.notes.append(f"{slug}: rules unknown: this evidence was recorded before coursectl kept the rules it "
-                         f"was judged by; `coursectl record {lesson.id}` on that GPU keeps them")
+                         f"was judged by; `{command_line('coursectl', 'record', lesson.id)}` on that GPU keeps them")
         return
     acknowledged = lesson.weakened
     for name, before, after in weakenings(recorded, rules_of(manifest, lesson)):
@@ -135,4 +136,4 @@ def check_rules(manifest: Manifest, lesson: Lesson, slug: str, recorded: dict | 
             out.notes.append(f"{text} (acknowledged in lessons.yaml: {acknowledged[name]})")
         elif text not in out.stale:
             out.stale.append(f"{text}; acknowledge it under `weakened:` in lessons.yaml, or run "
-                             f"`coursectl record {lesson.id}` on a GPU")
+                             f"`{command_line('coursectl', 'record', lesson.id)}` on a GPU")

@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from ..cuda.build import display_command
 from ..transcript.claims import ClaimResult
-from ..errors import EvidenceError, TemplateError
+from ..errors import EvidenceError
 from ..judge.evidence import Evidence, build_evidence_path, list_gpus
 from .figures import (Chart, Figure, FigureTable, build_charts, build_figures, figure_tables, format_number,
                       nice_ceiling)
@@ -35,13 +35,16 @@ from ..files import TEXT_LIMIT, atomic_write, read_text, relative
 from .godbolt import GODBOLT_ARCH, godbolt_link, page_link
 from ..cuda.includes import local_headers
 from ..manifest.model import Lesson, Manifest, SanitizerPass
+from ..manifest.runs import runs_of
 from ..judge.judging import claims_on_evidence, judge_recorded_pass, parse_evidence, resolve_snippets
 from ..cuda.sanitizer import Finding, Report
 from ..manifest.snippets import Snippet, lesson_snippets, with_declared
 from .source_header import (NO_EVIDENCE_LINE, provenance, rewrite_header, source_header, stale_source_header,
                             without_verified)
 from .navigation import INDEX_FILE, Navigation, link_days, link_to, navigation, rebase_links
+from .index import index_region
 from .pages import check_page_paths
+from .program import ProgramFile, file_links, program_files
 from ..markdown import code, fence, md
 from .markup import TEMPLATES, Problem, banner, environment, render_template, with_banner
 from .sandbox import template_method
@@ -51,9 +54,6 @@ __all__ = ["Page", "diff_pages", "format_number", "godbolt_link", "nice_ceiling"
            "rewrite_header", "write_pages", "NO_EVIDENCE_LINE", "stale_source_header"]
 
 LESSON_TEMPLATE = "lesson.md.j2"
-INDEX_TEMPLATE = "index.md.j2"
-INDEX_BEGIN = "<!-- lessons:begin -->"
-INDEX_END = "<!-- lessons:end -->"
 
 # Compiler Explorer: the language, compiler and architecture its links ask for.
 
@@ -133,6 +133,7 @@ class LessonModel(BaseModel):
     source_name: str
     source_link: str                  # relative to the page
     units: dict[str, str] = {}        # a program of several files: each file (its name) -> its link from the page
+    files: list[ProgramFile] = []     # a program of several files: each file whole, as its section shows it
     source_folder: SourceFolder | None  # None: the page lies beside the source
     template: str                     # the template's name under templates/
     banner: str
@@ -175,6 +176,7 @@ def render_all(manifest: Manifest, templates: Path | None = None) -> list[Page]:
     env = environment(folder)
     pages: list[Page] = []
     models: list[LessonModel] = []
+    runs_of_page: dict[str, list[LessonModel]] = {}
     for lesson in manifest.lessons:
         if lesson.group and lesson.run != next(iter(lesson.runs)):
             continue   # the runs of a lesson share its page, written with its first run
@@ -183,6 +185,7 @@ def render_all(manifest: Manifest, templates: Path | None = None) -> list[Page]:
         if lesson.group:   # each run's command, recorded output and claims, side by side
             runs = [model] + [_lesson_model(manifest, other, folder) for other in manifest.lessons
                               if other.group == lesson.group and other is not lesson]
+            runs_of_page[model.page] = runs
             context["runs"] = [{"name": m.lesson.run, "run": m.run, "gpus": m.gpus, "claims": m.claims,
                                 "tally": _tally(m)} for m in runs]
         text = render_template(env, folder, root, model.template, context)
@@ -194,7 +197,7 @@ def render_all(manifest: Manifest, templates: Path | None = None) -> list[Page]:
             pages.append(Page(path=source, name=lesson.source.as_posix(), old=model.source_old,
                               new=model.source_new))
         models.append(model)
-    pages.append(_index_page(manifest, env, folder, models))
+    pages.append(_index_page(manifest, env, folder, models, runs_of_page))
     return pages
 
 
@@ -272,7 +275,7 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     for gpu in gpus:
         gpu.unchecked = [row.id for row in claims if gpu.slug not in row.results]
 
-    own = f"lessons/{lesson.id}.md.j2"
+    own = f"lessons/{lesson.group or lesson.id}.md.j2"   # a lesson with runs: its own id's
     # Anything in the lesson's own template's place is its template: a device or a named pipe there is
     # refused when read (files.read_file), never passed over for the course's.
     template = own if os.path.lexists(templates / own) else LESSON_TEMPLATE
@@ -281,7 +284,8 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
     if lesson.prose is not None:
         inputs.append(lesson.prose.as_posix())
     inputs += [*(unit.as_posix() for unit in lesson.source_files), *(relative(header, root) for header in headers),
-               f"evidence/{lesson.id}/"]
+               *(f"evidence/{run.id}/"
+                 for run in (runs_of(manifest, lesson.group) if lesson.group else [lesson]))]
 
     tables, peak_notes = figure_tables(figures, gpus)
     prose = None
@@ -294,6 +298,7 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
         lesson=lesson, page=page_rel, source_name=source_path.name,
         source_link=link_to(source_path, page_dir), source_folder=source_folder, template=template,
         units={relative(unit, root): link_to(unit, page_dir) for unit in units} if len(units) > 1 else {},
+        files=program_files(manifest, lesson, units, headers, source_new, page_dir),
         banner=banner(inputs, "this file"), prose=prose,
         arch=arch, arch_from=gpus[0].name if gpus else None, build=build, run=run,
         sanitizer_build=sanitizer_build, sanitizer_runs=sanitizer_runs,
@@ -302,8 +307,8 @@ def _lesson_model(manifest: Manifest, lesson: Lesson, templates: Path) -> Lesson
         figure_tables=tables, peak_notes=[md(note) for note in peak_notes],
         charts=build_charts(lesson.output, lesson.page, parsed, figures, gpus),
         nav=navigation(manifest, lesson, page_dir),
-        claims=claims, sanitizers=_sanitizer_rows(manifest, lesson, passes, evidence, snippets,
-                                                   source_path.name, link_to(source_path, page_dir)),
+        claims=claims, sanitizers=_sanitizer_rows(manifest, lesson, passes, evidence, snippets, source_path.name,
+                                                   file_links([*units, *headers], page_dir)),
         source_new=source_new, source_old=source_old)
 
 
@@ -332,7 +337,7 @@ def _gpu(root: Path, page_dir: Path, evidence: Evidence) -> GpuEvidence:
 # -- sanitizers --------------------------------------------------------------------------
 def _sanitizer_rows(manifest: Manifest, lesson: Lesson, passes: dict[str, SanitizerPass],
                     evidence: list[Evidence], snippets: dict[str, Snippet], source_name: str,
-                    source_link: str) -> list[SanitizerRow]:
+                    links: dict[str, str]) -> list[SanitizerRow]:
     rows: list[SanitizerRow] = []
     for tool, spec in passes.items():
         expected = resolve_snippets(spec.findings, snippets, source_name, by_file=len(lesson.source_files) > 1)
@@ -353,7 +358,7 @@ def _sanitizer_rows(manifest: Manifest, lesson: Lesson, passes: dict[str, Saniti
             rows.append(SanitizerRow(
                 tool=tool, expects=expects, gpu=item.meta.gpu_name, recorded=True,
                 findings=_count_findings(report), kernels=outcome.kernels,
-                places=_places(report.findings, source_name, source_link),
+                places=_places(report.findings, links),
                 verdict="; ".join(p.removeprefix(f"{tool}: ") for p in outcome.problems) or "as expected"))
     return rows
 
@@ -368,63 +373,50 @@ def _count_findings(report: Report) -> str:
     return f"{plural(len(report.findings), 'finding')} ({counts})"
 
 
-def _places(findings: list[Finding], source_name: str, source_link: str) -> list[str]:
+def _places(findings: list[Finding], links: dict[str, str]) -> list[str]:
     """Where each distinct finding lies, races as write -> read, with how many reports it stands for."""
     seen: dict[str, int] = {}
     for finding in findings:
         if finding.is_race and finding.source is not None and finding.destination is not None:
             ends = [finding.source, finding.destination]
-            text = " → ".join(f"{end.direction.lower()} at {_place(end.file, end.line, source_name, source_link)}"
+            text = " → ".join(f"{end.direction.lower()} at {_place(end.file, end.line, links)}"
                               for end in ends)
             if finding.hazards is not None:
                 text += f" ({finding.hazards:,} hazard{'' if finding.hazards == 1 else 's'})"
         elif finding.file or finding.line:
-            text = _place(finding.file, finding.line, source_name, source_link)
+            text = _place(finding.file, finding.line, links)
         else:
             text = md(finding.text)
         seen[text] = seen.get(text, 0) + 1
     return [text + (f", reported {count} times" if count > 1 else "") for text, count in seen.items()]
 
 
-def _place(file: str | None, line: int | None, source_name: str, source_link: str) -> str:
+def _place(file: str | None, line: int | None, links: dict[str, str]) -> str:
+    """`file:line`, linked to that line of the program's file of that name (any of its files)."""
     name = Path(file.replace("\\", "/")).name if file else "?"
     shown = f"{name}:{line}" if line is not None else name
-    if name == source_name and line is not None:
-        return f"[{shown}]({source_link}#L{line})"
+    if name in links and line is not None:
+        return f"[{shown}]({links[name]}#L{line})"
     return md(shown)
 
 
 
 # -- the index -------------------------------------------------------------------------
-def _index_page(manifest: Manifest, env: jinja2.Environment, templates: Path,
-                models: list[LessonModel]) -> Page:
-    root = manifest.root
-    path = root / INDEX_FILE
-    old = read_text(path, TEXT_LIMIT, "a README", shown=INDEX_FILE)
-    if old is None:
-        raise TemplateError(f"no {INDEX_FILE} to hold the lessons table", path=INDEX_FILE,
-                            hint=f"add a '## Lessons' section holding {INDEX_BEGIN} and {INDEX_END}")
-    lines = old.splitlines(keepends=True)
-    begins = [n for n, line in enumerate(lines) if line.strip() == INDEX_BEGIN]
-    ends = [n for n, line in enumerate(lines) if line.strip() == INDEX_END]
-    hint = f"{INDEX_FILE} needs one {INDEX_BEGIN} line and, after it, one {INDEX_END} line"
-    if len(begins) != 1 or len(ends) != 1:
-        marker, found = (INDEX_BEGIN, begins) if len(begins) != 1 else (INDEX_END, ends)
-        what = "is missing" if not found else f"appears {len(found)} times"
-        raise TemplateError(f"the marker {marker} {what}", path=INDEX_FILE,
-                            line=found[1] + 1 if len(found) > 1 else None, hint=hint)
-    if ends[0] < begins[0]:
-        raise TemplateError(f"{INDEX_END} comes before {INDEX_BEGIN}", path=INDEX_FILE,
-                            line=ends[0] + 1, hint=hint)
-    # In day order, as the pages link them (lessons.yaml's order among lessons of one day).
-    rows = [{"lesson": model.lesson, "page": model.page, "verified": _tally(model)}
+def _index_page(manifest: Manifest, env: jinja2.Environment, templates: Path, models: list[LessonModel],
+                runs: dict[str, list[LessonModel]]) -> Page:
+    """One row a lesson, in day order, as the pages link them; a lesson with runs names itself and lists its
+    runs (`runs`: the models of each page's runs), each with its tally."""
+    rows = [{"lesson": _named(model.lesson), "page": model.page, "verified": _tally(model),
+             "runs": [{"name": run.lesson.run, "id": run.lesson.id, "verified": _tally(run)}
+                      for run in runs.get(model.page, [])]}
             for model in sorted(models, key=lambda model: model.lesson.day)]
-    context = {"course": manifest.course, "lessons": rows}
-    text = render_template(env, templates, root, INDEX_TEMPLATE, context)
-    inputs = [f"{TEMPLATES}/{INDEX_TEMPLATE}", relative(manifest.path, root), "evidence/"]
-    region = with_banner(banner(inputs, "this table"), text)
-    new = "".join(lines[:begins[0] + 1]) + region + "".join(lines[ends[0]:])
-    return Page(path=path, name=INDEX_FILE, old=old, new=new)
+    old, new = index_region(manifest, env, templates, rows)
+    return Page(path=manifest.root / INDEX_FILE, name=INDEX_FILE, old=old, new=new)
+
+
+def _named(lesson: Lesson) -> Lesson:
+    """A lesson as its page and the index name it: a lesson with runs by its own id, not its first run's."""
+    return lesson.model_copy(update={"id": lesson.group}) if lesson.group else lesson
 
 
 def _tally(model: LessonModel) -> list[dict[str, Any]]:
@@ -442,8 +434,8 @@ def _tally(model: LessonModel) -> list[dict[str, Any]]:
 def _lesson_context(model: LessonModel) -> dict[str, Any]:
     ordered = sorted(model.snippets.values(), key=lambda s: s.first_line)
     return {
-        "lesson": model.lesson, "prose": model.prose, "arch": model.arch, "arch_from": model.arch_from,
-        "source_folder": model.source_folder, "units": model.units,
+        "lesson": _named(model.lesson), "prose": model.prose, "arch": model.arch, "arch_from": model.arch_from,
+        "source_folder": model.source_folder, "units": model.units, "files": model.files,
         "build": model.build, "run": model.run, "sanitizer_build": model.sanitizer_build,
         "sanitizer_runs": model.sanitizer_runs, "godbolt": model.godbolt,
         "godbolt_options": model.godbolt_options, "godbolt_files": model.godbolt_files,
@@ -452,6 +444,7 @@ def _lesson_context(model: LessonModel) -> dict[str, Any]:
         "nav": model.nav, "tally": _tally(model), "claims": model.claims,
         "sanitizers": model.sanitizers, "source_name": model.source_name,
         "snippet_names": [s.name for s in ordered],
+        "runs": [],   # a lesson with runs: each run's (render_all)
         "snippet": _snippet_function(model),
     }
 

@@ -20,7 +20,7 @@ from ..files import TEXT_LIMIT, read_text, relative
 from .limits import Problem, time_limit
 from .sandbox import Sandbox
 from ..markdown import cell, code, fence, html, md, mermaid_string
-from ..words import plural
+from ..words import command_line, plural
 
 TEMPLATES = "templates"
 
@@ -60,7 +60,7 @@ def environment(templates: Path) -> jinja2.Environment:
     env = Sandbox(loader=_Loader(templates), undefined=jinja2.StrictUndefined,
                   keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
     env.filters.update(md=md, cell=cell, code=code, mq=mermaid_string, number=format_number, html=html,
-                       plural=plural)
+                       plural=plural, shell=lambda word: command_line(str(word)))   # a word of a command line
     env.bound_filters()
     env.globals.update(fence=fence)
     return env

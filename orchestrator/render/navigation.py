@@ -46,8 +46,10 @@ _KEPT = re.compile(r"^(```+|~~~+)[^\n]*\n.*?^\1[ \t]*$|(`+).+?\2|!?\[[^\]]*\]\([
 
 
 def _by_day(manifest: Manifest) -> list[Lesson]:
-    """The lessons in day order (lessons.yaml's order among lessons of one day)."""
-    return sorted(manifest.lessons, key=lambda lesson: lesson.day)
+    """The lessons in day order (lessons.yaml's order among lessons of one day), one a page: of a lesson with
+    runs, its first run, with which its page is written."""
+    return sorted((lesson for lesson in manifest.lessons if not lesson.group or lesson.run == next(iter(lesson.runs))),
+                  key=lambda lesson: lesson.day)
 
 
 def _page_of(lesson: Lesson, manifest: Manifest) -> Path:
@@ -121,7 +123,8 @@ def link_days(text: str, name: str, manifest: Manifest, lesson: Lesson, page_dir
 
 def navigation(manifest: Manifest, lesson: Lesson, page_dir: Path) -> Navigation:
     ordered = _by_day(manifest)
-    at = next(n for n, other in enumerate(ordered) if other.id == lesson.id)
+    at = next(n for n, other in enumerate(ordered)   # a run of a lesson: where its page stands
+              if other.id == lesson.id or (lesson.group and other.group == lesson.group))
 
     def link(other: Lesson) -> NavLink:
         return NavLink(text=f"Day {other.day}: {md(other.title)}", link=link_to(_page_of(other, manifest), page_dir))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .claims import BlockView, ClaimResult, _names, evaluate_claim
+from .claims import BlockView, ClaimResult, evaluate_claim, names_in_scope
 from .expressions import FieldView
 from .parse import Transcript
 from .schema import OutputSchema
@@ -25,7 +25,7 @@ class RunsView(FieldView):
 
 def evaluate_across(schema: OutputSchema, transcripts: dict[str, Transcript], claims: list) -> list[ClaimResult]:
     """The claims over every run's transcript, by run name; the lesson's own names are those of the first run."""
-    view: dict[str, Any] = {"runs": RunsView({name: BlockView("runs", name, _names(schema.items, t.scope))
+    view: dict[str, Any] = {"runs": RunsView({name: BlockView("runs", name, names_in_scope(schema.items, t.scope))
                                               for name, t in transcripts.items()})}
     first = next(iter(transcripts.values()))
     return [evaluate_claim(schema, first, claim, view) for claim in claims]

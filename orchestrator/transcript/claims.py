@@ -114,7 +114,9 @@ class SectionView(TableView):
         return ", ".join(b.key for b in self.blocks)
 
 
-def _names(items: list, scope: Scope) -> dict[str, Any]:
+def names_in_scope(items: list, scope: Scope) -> dict[str, Any]:
+    """What each name a claim reads in a parsed scope stands for: a field's value, a table, a section's blocks
+    (transcript/across.py reads each run's so)."""
     names: dict[str, Any] = {}
     for item in items:
         if isinstance(item, LineItem):
@@ -125,7 +127,7 @@ def _names(items: list, scope: Scope) -> dict[str, Any]:
             for note in item.notes:
                 names[note.name] = TableView(note.name, scope.tables.get(note.name, []))
         elif isinstance(item, SectionItem):
-            blocks = [BlockView(item.section, b.key, _names(item.items, b.scope))
+            blocks = [BlockView(item.section, b.key, names_in_scope(item.items, b.scope))
                       for b in scope.sections.get(item.section, [])]
             names[item.section] = SectionView(item.section, blocks)
     return names
@@ -134,7 +136,7 @@ def _names(items: list, scope: Scope) -> dict[str, Any]:
 def _elements(items: list, scope: Scope, path: list[str], label: str,
               outer: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     """Yield (label, names) for every element an `each` path reaches."""
-    here = {**outer, **_names(items, scope)}
+    here = {**outer, **names_in_scope(items, scope)}
     head, rest = path[0], path[1:]
     for item in items:
         if isinstance(item, TableItem) and item.table == head:
@@ -149,7 +151,7 @@ def _elements(items: list, scope: Scope, path: list[str], label: str,
                 if rest:
                     yield from _elements(item.items, block.scope, rest, block_label + ".", here)
                 else:
-                    yield block_label, {**here, **_names(item.items, block.scope)}
+                    yield block_label, {**here, **names_in_scope(item.items, block.scope)}
 
 
 # -- static check ---------------------------------------------------------------
@@ -272,7 +274,7 @@ def evaluate_claim(schema: OutputSchema, transcript: Transcript, claim: Any,
     if claim.each:
         elements = list(_elements(schema.items, transcript.scope, claim.each.split("."), "", outer))
     else:
-        elements = [("", {**outer, **_names(schema.items, transcript.scope)})]
+        elements = [("", {**outer, **names_in_scope(schema.items, transcript.scope)})]
     failures: list[str] = []
     checked = 0
     budget = Budget()

@@ -66,7 +66,7 @@ class Compare(str, Enum):
 FieldType = Literal["int", "float", "str", "word", "bool", "floats"]
 
 
-def _shorthand_schema(schema: dict) -> None:
+def shorthand_schema(schema: dict) -> None:
     """`name: float` is short for `name: {type: float}`: the JSON Schema says so too."""
     schema["additionalProperties"] = {"anyOf": [schema["additionalProperties"],
                                                 {"enum": list(get_args(FieldType))}]}

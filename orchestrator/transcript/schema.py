@@ -20,7 +20,7 @@ from pydantic import (AfterValidator, BaseModel, Discriminator, Field, Tag, fiel
 
 from ..names import is_identifier
 from ..words import quoted
-from .fields import TYPE_REGEX, FieldSpec, NumberTooLong, Strict, _shorthand_schema, check_field_name
+from .fields import TYPE_REGEX, FieldSpec, NumberTooLong, Strict, shorthand_schema, check_field_name
 from .forms import first_field, key_of_keys, line_long_form, table_long_form
 from .patterns import BoundedRegex, MatchBudget, compile_regex
 
@@ -135,7 +135,7 @@ class _TemplatedLine(Strict):
 
     line: str
     regex: bool = False
-    fields: dict[str, FieldSpec] = Field(default={}, json_schema_extra=_shorthand_schema)
+    fields: dict[str, FieldSpec] = Field(default={}, json_schema_extra=shorthand_schema)
 
     _pattern: Pattern | None = None
 
@@ -242,7 +242,7 @@ class TableItem(Strict):
     header: str | None = None
     header_regex: bool = False
     rules: bool = True
-    columns: dict[str, FieldSpec] = Field(default={}, json_schema_extra=_shorthand_schema)
+    columns: dict[str, FieldSpec] = Field(default={}, json_schema_extra=shorthand_schema)
     row: str | None = None
     row_regex: bool = False
     key: list[str] | str | None = None
@@ -416,7 +416,7 @@ SectionItem.model_rebuild()
 class OutputSchema(Strict):
     """A lesson's whole transcript."""
 
-    ignore: list[str] = [r"^========= "]
+    ignore: list[str] = []
     items: list[Item]
 
     _ignore: list[BoundedRegex] = []

@@ -19,7 +19,6 @@ from __future__ import annotations
 from ..cuda.build import BuildResult
 from ..cuda.toolchain import Toolchain
 from ..errors import CoursectlError, EvidenceError, TranscriptError
-from ..judge.across import judge_across_runs
 from ..judge.drift import describe_drift
 from ..judge.evidence import recover_evidence
 from ..judge.freshness import judge_currency
@@ -122,14 +121,24 @@ def check_the_rules(turn: Turn, result: LessonResult) -> LessonResult:
     return result
 
 
+def judge_the_claims_across_runs(turn: Turn, result: LessonResult) -> LessonResult:
+    """A run of a lesson with claims across runs: they are judged once every run of it is judged, before any
+    settles or is stored (gathering.Gathering); a failed gate across runs is a reason of each run."""
+    if turn.gathering is not None:
+        turn.waited += turn.gathering.arrive(turn.lesson.id, result, lambda said: turn.emit(
+            Event(lesson=turn.lesson.id, stage="waiting", detail=said)))
+    return result
+
+
 def store_the_evidence(turn: Turn, result: LessonResult) -> LessonResult:
     """The evidence written, if every gate held (Turn.store)."""
     return turn.store(result)
 
 
 VERIFY = (run_program, judge_the_runs, compare_the_build_evidence, run_the_sanitizers, describe_the_drift,
-          check_the_rules)
-RECORD = (run_program, judge_the_runs_alone, run_the_sanitizers, describe_the_drift, store_the_evidence)
+          check_the_rules, judge_the_claims_across_runs)
+RECORD = (run_program, judge_the_runs_alone, run_the_sanitizers, describe_the_drift, judge_the_claims_across_runs,
+          store_the_evidence)
 SANITIZE = (run_the_sanitizers,)
 RUN = (run_program, judge_the_first_run)
 
@@ -181,9 +190,7 @@ VERIFY_OFFLINE = (judge_the_source, check_the_source_header, judge_the_evidence,
 def verify(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, options: Options,
            emit: Emit = quiet, runner: Runner = run_command) -> list[LessonResult]:
     """Build, run, judge against this GPU's evidence, check the build evidence, sanitize."""
-    results = Scheduler(manifest, lessons, toolchain, options, VERIFY, emit, runner, compared=True).run()
-    judge_across_runs(manifest, results)
-    return results
+    return Scheduler(manifest, lessons, toolchain, options, VERIFY, emit, runner, compared=True).run()
 
 
 def record(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, options: Options,
@@ -196,10 +203,8 @@ def record(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, opti
     recovered = {} if options.dry_run else {lesson.id: recover_evidence(manifest.root, lesson.id)
                                             for lesson in lessons}
     options = options.model_copy(update={"all_archs": True, "rerun_sanitizers": True})
-    results = Scheduler(manifest, lessons, toolchain, options, RECORD, emit, runner, compared=False,
-                        notes=recovered).run()
-    judge_across_runs(manifest, results, compared=False)
-    return results
+    return Scheduler(manifest, lessons, toolchain, options, RECORD, emit, runner, compared=False,
+                     notes=recovered).run()
 
 
 def sanitize(manifest: Manifest, lesson: Lesson, toolchain: Toolchain, options: Options,
@@ -224,9 +229,7 @@ def run(manifest: Manifest, lesson: Lesson, toolchain: Toolchain, options: Optio
 def verify_offline(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain, options: Options,
                    emit: Emit = quiet, runner: Runner = run_command) -> list[LessonResult]:
     """No GPU: build for every listed architecture, check the build evidence, re-judge the recorded evidence."""
-    results = walk_offline(manifest, lessons, toolchain, options, VERIFY_OFFLINE, emit, runner)
-    judge_across_runs(manifest, results)
-    return results
+    return walk_offline(manifest, lessons, toolchain, options, VERIFY_OFFLINE, emit, runner)
 
 
 def build_many(manifest: Manifest, jobs: list[tuple[Lesson, str]], toolchain: Toolchain, parallel: int,

@@ -6,14 +6,18 @@ lesson's turn and its result so far that returns its result from then on.
 (through build.SharedBuilds, so lessons with the same build share it); once
 a lesson's builds are done its turn starts in a thread of its own, claims a
 GPU from `GpuShare`, runs the stages in order on a `Turn`, and the result
-of the last stage is settled (results.settle), once. Each turn's result is
+of the last stage is settled (results.settle), once. The runs of a lesson
+with claims across runs meet in a `Gathering` (gathering.py) on the way, so
+that those claims are judged before any of them is stored or settled. Each turn's result is
 a future, which the main thread joins in order. A turn that raises ends
 that lesson as CRASH (or FAIL, for an error coursectl reports) and the
 others stand; Ctrl-C stops every child and raises Interrupted carrying the
 lessons that had finished, the others SKIPPED.
 
 `walk_offline` does the same without a GPU: every build first
-(`build_many`), then each lesson's stages, one lesson after the other.
+(`build_many`), then each lesson's stages, one lesson after the other, each
+settled after its stages (the runs of a lesson with claims across runs
+after the last of them, once those claims are judged).
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from ..judge.results import Emit, Event, LessonResult, Options, Status, quiet, s
 from ..manifest.model import Lesson, Manifest
 from ..process import Runner, interrupts_held, kill_all, resume, run_command
 from ..trace import span
+from ..judge.across import gathered, judge_across_runs
+from .gathering import gatherings
 from .sharing import Claim, GpuShare
 from .turn import OfflineTurn, Turn, expected_passes, passes_of
 
@@ -72,6 +78,7 @@ class Scheduler:
         self.stopping = threading.Event()   # Ctrl-C: stop everything, show nothing more
         self.halted = threading.Event()     # --exitfirst after a failure: run nothing more
         self.threads: list[threading.Thread] = []
+        self.gatherings = gatherings(manifest, lessons, self.stopping)   # lessons with claims across runs
 
     def run(self) -> list[LessonResult]:
         """Submit every lesson's builds, then join each lesson's result, in the order of the lessons."""
@@ -129,21 +136,26 @@ class Scheduler:
         latest when the turn ends.
         """
         future = self.futures[lesson.id]
-        expected = expected_passes(self.manifest, self.options, lesson)   # the longest pass's lesson goes first
-        with span("waiting for a GPU", lesson.id):
-            claim = self.share.claim(lesson.id, max(expected.values(), default=0.0))
-        if claim is None:
-            return
-        with claim:
-            if self.stopping.is_set() or not future.set_running_or_notify_cancel():
+        gathering = self.gatherings.get(lesson.group or "")
+        try:
+            expected = expected_passes(self.manifest, self.options, lesson)   # the longest pass's lesson goes first
+            with span("waiting for a GPU", lesson.id):
+                claim = self.share.claim(lesson.id, max(expected.values(), default=0.0))
+            if claim is None:
                 return
-            try:
-                future.set_result(stopped(lesson.id, Status.SKIPPED, NOT_RUN) if self.halted.is_set()
-                                  else self._take_turn(lesson, claim, expected))
-            except BaseException as exc:  # noqa: BLE001 - becomes this lesson's result in the main thread
-                future.set_exception(exc)
-            finally:
-                self.share.withdraw(lesson_id=lesson.id)   # passes it queued and never ran leave the queue
+            with claim:
+                if self.stopping.is_set() or not future.set_running_or_notify_cancel():
+                    return
+                try:
+                    future.set_result(stopped(lesson.id, Status.SKIPPED, NOT_RUN) if self.halted.is_set()
+                                      else self._take_turn(lesson, claim, expected))
+                except BaseException as exc:  # noqa: BLE001 - becomes this lesson's result in the main thread
+                    future.set_exception(exc)
+                finally:
+                    self.share.withdraw(lesson_id=lesson.id)   # passes it queued and never ran leave the queue
+        finally:
+            if gathering is not None:   # a run that never reached the gathering: its other runs go on
+                gathering.leave(lesson.id)
         result = _joined(lesson.id, future)
         if self.options.exitfirst and result.status.is_failure:
             self.halted.set()
@@ -165,9 +177,10 @@ class Scheduler:
         with span("turn", lesson.id, gpu=gpu.index):
             turn = self.turns[lesson.id] = Turn(self.manifest, self.toolchain, self.options, lesson, builds,
                                                 self._emit, self.runner, self.stopping, claim, expected)
+            turn.gathering = self.gatherings.get(lesson.group or "")
             result = self._walk(turn)
         result.builds = list(builds.values())
-        result.seconds = time.monotonic() - started
+        result.seconds = time.monotonic() - started - turn.waited   # its own time, not its other runs'
         return result
 
     def _walk(self, turn: Turn) -> LessonResult:
@@ -251,19 +264,32 @@ def walk_offline(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain
                            options.jobs, runner, emit)
     except Interrupted as exc:
         raise Interrupted(str(exc), [stopped(lesson.id, Status.SKIPPED, NOT_FINISHED) for lesson in lessons])
-    results: list[LessonResult] = []
+    groups = gathered(manifest, lessons)
+    results: dict[str, LessonResult] = {}
+    walked: set[str] = set()   # walked, not settled yet: the runs of a lesson in `groups` wait for the last
     for lesson in lessons:
-        if options.exitfirst and any(r.status.is_failure for r in results):
-            results.append(stopped(lesson.id, Status.SKIPPED, NOT_RUN))
-            continue
-        builds = [build for built_lesson, _, build in built if built_lesson is lesson]
-        results.append(_walk_offline_turn(OfflineTurn(manifest, toolchain, lesson), builds, stages, emit))
-    return results
+        if options.exitfirst and any(r.status.is_failure for r in results.values() if r.lesson not in walked):
+            results[lesson.id] = stopped(lesson.id, Status.SKIPPED, NOT_RUN)
+        else:
+            builds = [build for built_lesson, _, build in built if built_lesson is lesson]
+            results[lesson.id] = _walk_offline_turn(OfflineTurn(manifest, toolchain, lesson), builds, stages, emit)
+            walked.add(lesson.id)
+        ids = groups.get(lesson.group or "", [lesson.id])
+        if not all(run_id in results for run_id in ids):
+            continue   # a run of this lesson is still to be walked
+        if lesson.group in groups and all(run_id in walked for run_id in ids):   # before any of them settles
+            judge_across_runs(manifest, lesson.group, [results[run_id] for run_id in ids])
+        for run_id in [run_id for run_id in ids if run_id in walked]:
+            walked.discard(run_id)
+            emit(Event(lesson=run_id, stage="done", detail=settle(results[run_id]).status.value,
+                       result=results[run_id]))
+    return [results[lesson.id] for lesson in lessons]
 
 
 def _walk_offline_turn(turn: OfflineTurn, builds: list[BuildResult | CoursectlError],
                        stages: tuple[OfflineStage, ...], emit: Emit) -> LessonResult:
-    """One lesson's stages, its builds done; an error coursectl reports in one ends the walk as a reason."""
+    """One lesson's stages, its builds done; an error coursectl reports in one ends the walk as a reason. Not
+    settled: walk_offline settles it (a run of a lesson with claims across runs once all its runs are walked)."""
     result = LessonResult(lesson=turn.lesson.id)
     started = time.monotonic()
     for build in builds:
@@ -280,8 +306,6 @@ def _walk_offline_turn(turn: OfflineTurn, builds: list[BuildResult | CoursectlEr
         result.reasons.append(str(exc))
     # Its time: its builds' (cached ones take none) and its judging's.
     result.seconds = sum(b.seconds for b in result.builds if not b.cached) + time.monotonic() - started
-    settle(result)
-    emit(Event(lesson=turn.lesson.id, stage="done", detail=result.status.value, result=result))
     return result
 
 

@@ -29,10 +29,11 @@ from ..manifest.model import Lesson, Manifest, SanitizerPass
 from ..process import CommandResult, Runner
 from ..judge.rules import rules_of
 from ..judge.results import Emit, Event, LessonResult, Options, PassResult, RunEnvironment, status_of
-from ..cuda.sanitizer import sanitizer_command
+from ..cuda.sanitizer import program_output_name, sanitizer_command
 from ..manifest.passes import Tool
 from ..manifest.snippets import Snippet
 from ..cuda.sanitizer_cache import expected_seconds, is_cacheable, load_pass, pass_key, store_pass
+from .gathering import Gathering
 from .sharing import Claim, Ticket
 from ..cuda.toolchain import Gpu, Toolchain, gpu_state
 from ..trace import span
@@ -60,6 +61,8 @@ class Turn:
         self.runs: list[CommandResult] = []            # the timed runs, once run_program is done
         self.chosen = 0                                # the run judged as the lesson's (judging.judge_runs)
         self.files: dict[str, bytes] = {}              # the passes' logs and XML reports, named as stored
+        self.gathering: Gathering | None = None          # a run of a lesson with claims across runs: where they meet
+        self.waited = 0.0                                # seconds it waited there for the other runs
 
     @property
     def build(self) -> BuildResult:
@@ -127,7 +130,7 @@ class Turn:
         with ThreadPoolExecutor(max_workers=len(passes)) as pool:
             done = list(pool.map(lambda item: self._sanitize_one(sanitizer, build, *item), passes.items()))
         files: dict[str, bytes] = {}
-        for outcome, log, xml, note in done:
+        for outcome, log, xml, stdout, note in done:
             result.sanitizers.append(outcome)
             result.reasons += outcome.problems
             if note:
@@ -135,16 +138,17 @@ class Turn:
             files[f"{outcome.tool}.log"] = log
             if xml:
                 files[f"{outcome.tool}.xml"] = xml
+            files[program_output_name(outcome.tool)] = stdout
         self.files = files
         return files
 
     def _sanitize_one(self, sanitizer: str, build: BuildResult, tool: str,
-                      spec: SanitizerPass) -> tuple[PassResult, bytes, bytes | None, str]:
+                      spec: SanitizerPass) -> tuple[PassResult, bytes, bytes | None, bytes, str]:
         """One pass: its stored result where its key is unchanged (unless options.rerun_sanitizers), else run now.
 
         Judged either way by judge_sanitizer_run, so a changed expectation is
-        judged without running anything. Returns the outcome, the log, the XML
-        and a note (why the result could not be stored) or "".
+        judged without running anything. Returns the outcome, the log, the XML,
+        the program's stdout under the tool, and a note (why the result could not be stored) or "".
         """
         timeout = spec.timeout or self.manifest.timeout(self.lesson) * 10
         program_args = [*self.lesson.args, *spec.program_args]
@@ -182,10 +186,11 @@ class Turn:
                     store_pass(root, self.lesson.id, key, ran, log, xml)
                 except OSError as exc:   # only the next verify is slower
                     note = f"{tool}: not stored in the sanitizer cache: {describe_os_error(exc)}"
+        kernels = sorted(kernel.mangled for kernel in build.resources.values())
         outcome = judge_sanitizer_run(self.manifest, self.lesson, tool, spec, ran, log, xml,
-                                      self.toolchain.sanitizer_version, timeout)
+                                      self.toolchain.sanitizer_version, timeout, kernels)
         outcome.cached = stored is not None
-        return outcome, log, xml, note
+        return outcome, log, xml, ran.stdout or b"", note
 
     def store(self, result: LessonResult) -> LessonResult:
         """Write the evidence (the chosen run, the passes' files) and the build evidence of a lesson that held
@@ -194,7 +199,7 @@ class Turn:
         A dry run writes nothing and says in a note what it would have written.
         """
         if _would_fail(result) or self.stopping.is_set():
-            result.reasons.insert(0, "not recorded: the previous evidence is untouched")
+            result.reasons.insert(0, self._not_recorded())
             return result
         manifest, lesson, gpu, toolchain = self.manifest, self.lesson, self.gpu, self.toolchain
         command = self.runs[self.chosen]
@@ -229,6 +234,15 @@ class Turn:
         return result
 
 
+    def _not_recorded(self) -> str:
+        """Why nothing was written; for a run whose lesson's gate across runs failed, that no run of it was."""
+        if self.gathering is not None and self.gathering.failed:
+            group = self.gathering.group
+            gates = ", ".join(repr(gate) for gate in self.gathering.failed)
+            return (f"not recorded: gate {gates} failed across the runs of {group}, so no run of {group} was "
+                    f"recorded; the previous evidence is untouched")
+        return "not recorded: the previous evidence is untouched"
+
     def _kept_reports(self, result: LessonResult, files: dict[str, bytes]) -> tuple[dict[str, bytes], list[str]]:
         """The new files, plus the recorded reports of declared passes that did not run this time.
 
@@ -251,7 +265,7 @@ class Turn:
             old.sources, sources_now(self.manifest, self.lesson, [self.build], old.sources))
         kept, stale = dict(files), []
         for tool in missing:
-            names = [name for name in (f"{tool}.log", f"{tool}.xml") if name in old.files]
+            names = [name for name in (f"{tool}.log", f"{tool}.xml", program_output_name(tool)) if name in old.files]
             if not names:
                 continue
             kept.update((name, previous.read_bytes(name)) for name in names)

@@ -24,7 +24,7 @@
 //
 // Build: nvcc -std=c++17 -O3 -arch=sm_90 -o syncthreads syncthreads.cu
 // Run:   ./syncthreads
-// Verified 2026-11-30 on NVIDIA H200 (compute capability 9.0), driver 580.159.04, CUDA 13.0, nvcc 13.0.88. Transcript: evidence/day14-syncthreads/nvidia-h200/transcript.txt
+// Verified 2026-12-02 on NVIDIA H200 (compute capability 9.0), driver 580.159.04, CUDA 13.0, nvcc 13.0.88. Transcript: evidence/day14-syncthreads/nvidia-h200/transcript.txt
 
 #include <cmath>
 #include <cstdio>

@@ -20,7 +20,7 @@
 //
 // Build: nvcc -std=c++17 -O3 -arch=sm_90 -o tiled_matmul tiled_matmul.cu
 // Run:   ./tiled_matmul
-// Verified 2026-11-30 on NVIDIA H200 (compute capability 9.0), driver 580.159.04, CUDA 13.0, nvcc 13.0.88. Transcript: evidence/day16-tiled-matmul/nvidia-h200/transcript.txt
+// Verified 2026-12-02 on NVIDIA H200 (compute capability 9.0), driver 580.159.04, CUDA 13.0, nvcc 13.0.88. Transcript: evidence/day16-tiled-matmul/nvidia-h200/transcript.txt
 
 #include <cmath>
 #include <cstdio>
