@@ -21,11 +21,11 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
-from concurrent.futures import wait as wait_for_futures
-from typing import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable
 
 from ..cuda.build import BuildResult, SharedBuilds, build_detail
+from ..cuda.sanitizer_cache import Footprint
 from ..cuda.toolchain import Toolchain, select_gpus
 from ..errors import CoursectlError, Interrupted, describe_os_error
 from ..judge.results import Emit, Event, LessonResult, Options, Status, quiet, settle, stopped
@@ -34,6 +34,7 @@ from ..process import Runner, interrupts_held, kill_all, resume, run_command
 from ..trace import span
 from .sharing import Claim, GpuShare
 from .turn import OfflineTurn, Turn, expected_passes, passes_of
+from .waiting import completed
 
 
 INTERRUPTED = "interrupted: running programs were stopped; nothing was recorded"
@@ -62,7 +63,7 @@ class Scheduler:
         gpus = select_gpus(toolchain, options.gpus)
         self.archs = [options.arch] if options.arch else sorted({g.arch for g in gpus})
         self.share = GpuShare(gpus, per_gpu=options.sanitizer_jobs, coming=[lesson.id for lesson in lessons],
-                              start_gap=options.start_gap)
+                              start_gap=options.start_gap, on_choice=self._chosen)
         self.futures: dict[str, Future] = {lesson.id: Future() for lesson in lessons}
         self.builds: dict[str, dict[str, BuildResult]] = {lesson.id: {} for lesson in lessons}
         self.errors: dict[str, str] = {}
@@ -83,7 +84,7 @@ class Scheduler:
                 for lesson in self.lessons:
                     self._submit(shared, lesson)
             for lesson in self.lessons:
-                next(_completed([self.futures[lesson.id]]))
+                next(completed([self.futures[lesson.id]]))
                 results[lesson.id] = _joined(lesson.id, self.futures[lesson.id])
         except KeyboardInterrupt:
             raise self._interrupted(pool, results)
@@ -95,6 +96,10 @@ class Scheduler:
         """Show an event, unless interrupted: once interrupted, stopped turns have nothing to show."""
         if not self.stopping.is_set():
             self.shown(event)
+
+    def _chosen(self, line: str) -> None:
+        """How many sanitizer passes run at once, and why: the run's own line (no lesson's)."""
+        self._emit(Event(lesson="", stage="note", detail=line))
 
     def _submit(self, shared: SharedBuilds, lesson: Lesson) -> None:
         self._emit(Event(lesson=lesson.id, stage="building"))
@@ -129,7 +134,9 @@ class Scheduler:
         latest when the turn ends.
         """
         future = self.futures[lesson.id]
-        expected = expected_passes(self.manifest, self.options, lesson)   # the longest pass's lesson goes first
+        footprints: list[Footprint] = []   # what its passes used when they last ran: how many run at once
+        expected = expected_passes(self.manifest, self.options, lesson, footprints)   # the longest pass's goes first
+        self.share.learn(footprints)
         with span("waiting for a GPU", lesson.id):
             claim = self.share.claim(lesson.id, max(expected.values(), default=0.0))
         if claim is None:
@@ -216,19 +223,6 @@ def _cc_tuple(text: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def _completed(futures) -> Iterator[Future]:
-    """as_completed, waking the main thread every 0.1 s.
-
-    The kernel may hand Ctrl-C or SIGTERM to any thread, and Python runs the
-    handler only once the main thread runs again: a wait without end would
-    keep it from stopping the children until a lesson or a build ended.
-    """
-    pending = set(futures)
-    while pending:
-        done, pending = wait_for_futures(pending, timeout=0.1, return_when=FIRST_COMPLETED)
-        yield from done
-
-
 def _joined(lesson_id: str, future: Future) -> LessonResult:
     """A finished turn's result; an exception in it becomes that lesson's result."""
     try:
@@ -303,7 +297,7 @@ def build_many(manifest: Manifest, jobs: list[tuple[Lesson, str]], toolchain: To
     try:
         with interrupts_held():   # see Scheduler.run
             futures = {shared.submit(manifest, lesson, arch): (lesson, arch) for lesson, arch in jobs}
-        for future in _completed(futures):
+        for future in completed(futures):
             lesson, _ = futures[future]
             try:
                 done[future] = future.result()
