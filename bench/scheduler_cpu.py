@@ -8,9 +8,11 @@ C++), printing the transcript recorded on an H200 and judged by day 13's
 output schema. Every lesson has a memcheck and a racecheck pass, every third
 an initcheck too (2.33 passes a lesson, as the course's scale runs had).
 
-One `verify --all` fills the build cache and the sanitizer cache (untimed);
-then --runs times `verify --all --rerun-sanitizers`: nothing is built, every
-pass runs, as in a verify after the sanitizer's version changed. Each is
+`verify --all --no-sanitize` fills the build cache (untimed); then --runs
+times `verify --all --rerun-sanitizers`: nothing is built, every pass runs,
+as in a verify after the sanitizer's version changed (the first run's
+passes have never run here, those of the runs after it have, and the
+sanitizer cache holds what they took). Each is
 coursectl in a process of its own that reports its own
 resource.getrusage(RUSAGE_SELF) as it ends (its children's CPU, the lessons'
 and passes', apart), with its voluntary context switches (a thread woken
@@ -19,7 +21,10 @@ standard output and, with --out, to a file; --md writes a short table too.
 
     python3 bench/scheduler_cpu.py [--lessons 400] [--runs 1] [--out F.json] [--md F.md]
 
-Needs this checkout's coursectl importable (its .venv's Python), nvcc on PATH.
+coursectl is imported from the checkout the script is in (PYTHONPATH): to
+measure another commit, run the script from an export of it (`git archive`),
+with --commit naming it. Needs pydantic and the rest of coursectl's
+dependencies (its .venv's Python), and nvcc on PATH.
 """
 
 from __future__ import annotations
@@ -155,11 +160,12 @@ def main() -> None:
     parser.add_argument("--sanitizer-jobs", type=int, default=None, help="passed to verify (default: its own)")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--md", type=Path, default=None)
+    parser.add_argument("--commit", default=None, help="the commit measured (default: this checkout's HEAD)")
     args = parser.parse_args()
     if not shutil.which("nvcc"):
         sys.exit("bench/scheduler_cpu.py: nvcc is not on PATH")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip() or None
+    commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                           text=True).stdout.strip() or None
     result: dict = {"format": 1, "date": now(), "commit": commit, "lessons": args.lessons,
                     "machine": {"cpu_cores": len(os.sched_getaffinity(0)), "python": platform.python_version(),
                                 "host": platform.node()}, "runs": []}
@@ -173,7 +179,7 @@ def main() -> None:
         env.update(PATH=os.pathsep.join([str(fakes(tmp / "bin")), env.get("PATH", "")]),
                    COURSECTL_CACHE=str(tmp / "cache"), COURSECTL_LOCK_DIR=str(tmp / "locks"),
                    COURSECTL_NO_NVML="1", PYTHONPATH=str(ROOT))
-        result["setup"] = coursectl(["verify", "--all", *extra], course, env, tmp / "setup.json")
+        result["setup"] = coursectl(["verify", "--all", "--no-sanitize"], course, env, tmp / "setup.json")
         for index in range(args.runs):
             run = coursectl(["verify", "--all", "--rerun-sanitizers", *extra], course, env, tmp / f"run-{index}.json")
             result["runs"].append(run)

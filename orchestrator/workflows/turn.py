@@ -31,7 +31,7 @@ from ..judge.rules import rules_of
 from ..judge.results import Emit, Event, LessonResult, Options, PassResult, RunEnvironment, status_of
 from ..cuda.sanitizer import sanitizer_command
 from ..manifest.passes import Tool
-from ..cuda.sanitizer_cache import expected_seconds, is_cacheable, load_pass, pass_key, store_pass
+from ..cuda.sanitizer_cache import Footprint, is_cacheable, last_run, load_pass, pass_key, store_pass
 from .sharing import Claim, Ticket
 from ..cuda.toolchain import Gpu, Toolchain, gpu_state
 from ..trace import span
@@ -285,13 +285,20 @@ def passes_of(manifest: Manifest, options: Options, lesson: Lesson) -> dict[str,
     return declared
 
 
-def expected_passes(manifest: Manifest, options: Options, lesson: Lesson) -> dict[str, float]:
+def expected_passes(manifest: Manifest, options: Options, lesson: Lesson,
+                    footprints: list[Footprint] | None = None) -> dict[str, float]:
     """Each pass the lesson will run, with the seconds it took when it last ran here (0.0: never); none unless
-    options.sanitize. Read once per turn, before its lesson asks for a GPU."""
+    options.sanitize. Read once per turn, before its lesson asks for a GPU; what those runs used of the
+    machine is added to `footprints` (where measured)."""
     if not options.sanitize:
         return {}
     root = cache_root(manifest)
-    return {tool: expected_seconds(root, lesson.id, tool) for tool in passes_of(manifest, options, lesson)}
+    expected = {}
+    for tool in passes_of(manifest, options, lesson):
+        expected[tool], footprint = last_run(root, lesson.id, tool)
+        if footprint is not None and footprints is not None:
+            footprints.append(footprint)
+    return expected
 
 
 def would_write(root: Path, meta: EvidenceMeta, files: dict[str, bytes], built: list) -> str:
