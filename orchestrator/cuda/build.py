@@ -21,6 +21,7 @@ to the nvcc version.
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import re
@@ -78,12 +79,17 @@ def cache_root(manifest: Manifest) -> Path:
     A cache inside the course's evidence/, templates/ or lessons/ is refused
     (UsageError): its build folders would become part of the course.
     """
-    env = os.environ.get("COURSECTL_CACHE")
+    return _cache_root(manifest.root, os.environ.get("COURSECTL_CACHE"), os.getcwd())
+
+
+@functools.lru_cache(maxsize=16)
+def _cache_root(course: Path, env: str | None, _cwd: str) -> Path:
+    """cache_root, once for each course, $COURSECTL_CACHE and folder: every build and pass asks it."""
     if not env:
-        return manifest.root / ".coursectl" / "cache"
+        return course / ".coursectl" / "cache"
     root = Path(os.path.abspath(env))
     for name in COURSE_FOLDERS:
-        folder = (manifest.root / name).resolve()
+        folder = (course / name).resolve()
         if root.resolve().is_relative_to(folder):
             raise UsageError(f"COURSECTL_CACHE={env} lies inside the course's {name}/ ({folder}), which its "
                              f"build folders would fill",
