@@ -4,11 +4,17 @@ footprints, GpuShare keeping to what it chose, and the footprint the sanitizer c
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
+import time
+from types import SimpleNamespace
 
 import pytest
 
 from conftest import GPU_UUID, coursectl, lines
+from orchestrator.cuda import gpu_memory
 from orchestrator.cuda.sanitizer_cache import FOLDER, Footprint, last_run
 from orchestrator.cuda.toolchain import Gpu
 from orchestrator.process import run_command
@@ -128,3 +134,36 @@ def test_the_sanitizer_cache_keeps_a_footprint_of_a_stand_in_pass_and_verify_v_s
     [line] = [line for line in lines(again.stdout) if line.startswith("sanitizer passes: ")]
     assert "cores a pass" in line and "no pass measured" not in line
     assert made.root.is_dir()
+
+
+def test_a_pass_s_gpu_memory_is_the_most_its_marked_processes_held_as_nvml_saw_them(monkeypatch):
+    held = {"mib": 3072}
+
+    class FakeNvml:
+        @staticmethod
+        def nvmlDeviceGetHandleByUUID(uuid):
+            assert uuid == GPU_UUID
+            return "handle"
+
+        @staticmethod
+        def nvmlDeviceGetComputeRunningProcesses(handle):
+            return [SimpleNamespace(pid=child.pid, usedGpuMemory=held["mib"] * 2**20),
+                    SimpleNamespace(pid=os.getpid(), usedGpuMemory=50 * 2**30)]   # not the pass's
+
+    monkeypatch.delenv("COURSECTL_NO_NVML")
+    monkeypatch.setattr(gpu_memory.NVML, "get", lambda: FakeNvml)
+    monkeypatch.setattr(gpu_memory, "SAMPLE_SECONDS", 0.02)
+    with gpu_memory.watching(H200) as watch:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"],
+                                 env={**os.environ, **watch.env})
+        time.sleep(0.2)
+        held["mib"] = 1024   # less later: the most is kept
+        child.wait()
+    assert watch.env.keys() == {gpu_memory.MARKER}
+    assert watch.most_mib == 3072
+
+
+def test_without_nvml_a_pass_runs_unmarked_and_its_gpu_memory_is_not_known():
+    with gpu_memory.watching(H200) as watch:   # COURSECTL_NO_NVML, as in every test
+        pass
+    assert (watch.env, watch.most_mib) == ({}, None)

@@ -29,6 +29,7 @@ from ..manifest.model import Lesson, Manifest, SanitizerPass
 from ..process import CommandResult, Runner
 from ..judge.rules import rules_of
 from ..judge.results import Emit, Event, LessonResult, Options, PassResult, RunEnvironment, status_of
+from ..cuda.gpu_memory import watching
 from ..cuda.sanitizer import sanitizer_command
 from ..manifest.passes import Tool
 from ..cuda.sanitizer_cache import Footprint, is_cacheable, last_run, load_pass, pass_key, store_pass
@@ -171,14 +172,15 @@ class Turn:
                     log_path, xml_path = Path(tmp) / f"{tool}.log", Path(tmp) / f"{tool}.xml"
                     command = sanitizer_command(sanitizer, Tool(tool), [str(build.binary), *program_args],
                                                 log_path, xml_path, extra=spec.args)
-                    ran = self.runner(command, timeout=timeout, env={**self.env, "CUDA_VISIBLE_DEVICES": gpu.uuid},
-                                      cwd=self.folder)
+                    with watching(gpu) as watch:   # its processes' GPU memory, where NVML can tell
+                        ran = self.runner(command, timeout=timeout, cwd=self.folder,
+                                          env={**self.env, "CUDA_VISIBLE_DEVICES": gpu.uuid, **watch.env})
                     # Read as evidence files are, up to their limit: both may become evidence.
                     log = read_evidence_file(log_path) or b""
                     xml = read_evidence_file(xml_path) or None
             if is_cacheable(ran, log) and not self.stopping.is_set():
                 try:
-                    store_pass(root, self.lesson.id, key, ran, log, xml)
+                    store_pass(root, self.lesson.id, key, ran, log, xml, gpu_mib=watch.most_mib)
                 except OSError as exc:   # only the next verify is slower
                     note = f"{tool}: not stored in the sanitizer cache: {describe_os_error(exc)}"
         outcome = judge_sanitizer_run(self.manifest, self.lesson, tool, spec, ran, log, xml,
