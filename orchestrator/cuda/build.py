@@ -77,14 +77,14 @@ def cache_root(manifest: Manifest) -> Path:
     folder; nvcc runs in each lesson's), else .coursectl/cache in the course.
 
     A cache inside the course's evidence/, templates/ or lessons/ is refused
-    (UsageError): its build folders would become part of the course.
+    (UsageError): its build folders would become part of the course. Worked out once for each course,
+    $COURSECTL_CACHE and folder: every build and pass asks it.
     """
     return _cache_root(manifest.root, os.environ.get("COURSECTL_CACHE"), os.getcwd())
 
 
 @functools.lru_cache(maxsize=16)
 def _cache_root(course: Path, env: str | None, _cwd: str) -> Path:
-    """cache_root, once for each course, $COURSECTL_CACHE and folder: every build and pass asks it."""
     if not env:
         return course / ".coursectl" / "cache"
     root = Path(os.path.abspath(env))
