@@ -77,8 +77,7 @@ def cache_root(manifest: Manifest) -> Path:
     folder; nvcc runs in each lesson's), else .coursectl/cache in the course.
 
     A cache inside the course's evidence/, templates/ or lessons/ is refused
-    (UsageError): its build folders would become part of the course. Worked out once for each course,
-    $COURSECTL_CACHE and folder: every build and pass asks it.
+    (UsageError): its build folders would become part of the course. Once per course, $COURSECTL_CACHE, folder.
     """
     return _cache_root(manifest.root, os.environ.get("COURSECTL_CACHE"), os.getcwd())
 
