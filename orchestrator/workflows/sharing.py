@@ -7,6 +7,7 @@ import heapq
 import itertools
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
@@ -100,7 +101,11 @@ class GpuShare:
     (`queues`), and each waiter has an Event of its own. Every change of
     who holds or runs what ends in `_dispatch`, under `lock`, which hands a
     GPU (or a place for a pass) to exactly the waiters whose turn it is, and
-    sets their Events.
+    sets their Events. A turn's passes wait in no thread at all: they are
+    handed over (`run_pass`) and started, when their turn comes, on a pool
+    of as many threads as passes run at once. Every thread of the process
+    costs each time a `regex` match asks for the process's CPU time (it sums
+    the threads' times), and the transcripts' patterns are so matched.
     """
 
     def __init__(self, gpus: list[Gpu], jobs: int | None = None, free_memory=free_memory_mib,
@@ -128,6 +133,7 @@ class GpuShare:
         self.slots: dict[str, int] = {}         # passes at once on each GPU, once chosen
         self.slots_lock = threading.Lock()      # held while free memory is asked
         self.closed = False
+        self.pool: ThreadPoolExecutor | None = None   # the threads passes handed over by run_pass run in
 
     @property
     def passes_waiting(self) -> list[Ticket]:
@@ -153,6 +159,9 @@ class GpuShare:
             self.closed = True
             self.coming.clear()
             self._dispatch()
+            pool, self.pool = self.pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)   # what it was given still runs; its threads end once idle
         self.starts.close()
 
     @contextlib.contextmanager
@@ -221,6 +230,42 @@ class GpuShare:
                 self.running[chosen.uuid] -= 1
                 self._dispatch()
 
+    def run_pass(self, ticket: Ticket, job: Callable[[Gpu], object], on_wait: Callable[[str], None]) -> Future:
+        """The ticket's pass as `job(gpu)`, once its turn comes (as `sanitizing` would let it in), on a thread of
+        the share's pool, the GPU's lock held shared: no thread waits for a place meanwhile. The future has what
+        the job returned, or raised."""
+        gpu = ticket.gpu
+        self._ask_free_memory()   # before taking the lock that every turn waits on
+        future: Future = Future()
+        with self.lock:
+            ticket.candidates = [other for other in self.gpus if (other.name, other.arch) == (gpu.name, gpu.arch)]
+            ticket.job = job, future, on_wait
+            if not ticket.queued:   # withdrawn, yet asked for: queued again
+                ticket.queued = True
+                heapq.heappush(self.queues.setdefault((gpu.name, gpu.arch), []), ticket)
+            self._dispatch()
+        return future
+
+    def _run_job(self, ticket: Ticket, gpu: Gpu) -> None:
+        """A pass started by `_start`, in the pool: its job run, its place given back, then its future set."""
+        job, future, on_wait = ticket.job
+        outcome, failure = None, None
+        try:
+            if not future.set_running_or_notify_cancel():
+                return
+            with gpu_lock(gpu.uuid, on_wait, shared=True):
+                outcome = job(gpu)
+        except BaseException as exc:  # noqa: BLE001 - raised where the turn waits for it
+            failure = exc
+        finally:
+            with self.lock:
+                self.running[gpu.uuid] -= 1
+                self._dispatch()
+        if failure is not None:
+            future.set_exception(failure)
+        elif future.running():
+            future.set_result(outcome)
+
     def _dispatch(self) -> None:
         """Under `lock`, after any change: hand out what is free to the waiters whose turn it is, and wake them."""
         if self.closed:
@@ -246,8 +291,8 @@ class GpuShare:
                 while queue and not queue[0].queued:   # withdrawn, or started: dropped as they reach the head
                     heapq.heappop(queue)
                 head = queue[0] if queue else None
-                if head is None or head.waiter is None:   # its turn has not come to wait yet: the rest wait for it
-                    continue
+                if head is None or (head.waiter is None and head.job is None):   # its turn has not come to ask
+                    continue   # for a place yet: the rest wait for it
                 if self.chosen is None:   # the first pass that may start: every lesson has had its timed runs
                     self._choose()
                 open_ = [gpu for gpu in head.candidates if self.running[gpu.uuid] < self.slots[gpu.uuid]]
@@ -260,7 +305,12 @@ class GpuShare:
     def _start(self, ticket: Ticket, gpu: Gpu) -> None:
         ticket.queued = False
         self.running[gpu.uuid] += 1
-        ticket.waiter.wake(gpu)
+        if ticket.job is None:
+            ticket.waiter.wake(gpu)
+            return
+        if self.pool is None:   # as many threads as passes run at once, made as they are first needed
+            self.pool = ThreadPoolExecutor(max_workers=max(1, self.jobs), thread_name_prefix="coursectl-pass")
+        self.pool.submit(self._run_job, ticket, gpu)
 
     def _release_everyone(self) -> None:
         """Closed: lessons waiting get no GPU, passes waiting start where they are, timed runs waiting go."""
@@ -272,7 +322,7 @@ class GpuShare:
         self.timed_waiting.clear()
         for queue in self.queues.values():
             for ticket in queue:
-                if ticket.queued and ticket.waiter is not None:
+                if ticket.queued and (ticket.waiter is not None or ticket.job is not None):
                     self._start(ticket, ticket.gpu)
             queue[:] = [ticket for ticket in queue if ticket.queued]
             heapq.heapify(queue)
@@ -381,6 +431,7 @@ class Ticket:
     lesson: str
     queued: bool = True                       # in its queue: neither started nor withdrawn
     waiter: _Waiter | None = None             # once its pass waits for a place (sanitizing)
+    job: tuple | None = None                  # or once it is handed over (run_pass): the job, its future, on_wait
     candidates: list[Gpu] = field(default_factory=list)   # the GPUs it may run on
 
     def __lt__(self, other: Ticket) -> bool:

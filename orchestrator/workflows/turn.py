@@ -14,7 +14,9 @@ import contextlib
 import datetime as dt
 import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_for_futures
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +37,7 @@ from ..manifest.passes import Tool
 from ..cuda.sanitizer_cache import Footprint, is_cacheable, last_run, load_pass, pass_key, store_pass
 from .sharing import Claim, Ticket
 from ..cuda.toolchain import Gpu, Toolchain, gpu_state
-from ..trace import span
+from ..trace import current as current_trace, span
 
 
 class Turn:
@@ -124,8 +126,11 @@ class Turn:
         if not passes or build is None:
             return {}
         sanitizer = self.toolchain.require_sanitizer()
-        with ThreadPoolExecutor(max_workers=len(passes)) as pool:
-            done = list(pool.map(lambda item: self._sanitize_one(sanitizer, build, *item), passes.items()))
+        # Each pass from the cache at once, or handed to the GPU share, which runs it on a thread of its own
+        # when its turn comes: no thread waits for a place meanwhile, only this turn for its passes.
+        pending = [self._sanitize_one(sanitizer, build, tool, spec) for tool, spec in passes.items()]
+        wait_for_futures(pending)
+        done = [future.result() for future in pending]
         files: dict[str, bytes] = {}
         for outcome, log, xml, note in done:
             result.sanitizers.append(outcome)
@@ -138,54 +143,73 @@ class Turn:
         self.files = files
         return files
 
-    def _sanitize_one(self, sanitizer: str, build: BuildResult, tool: str,
-                      spec: SanitizerPass) -> tuple[PassResult, bytes, bytes | None, str]:
-        """One pass: its stored result where its key is unchanged (unless options.rerun_sanitizers), else run now.
+    def _sanitize_one(self, sanitizer: str, build: BuildResult, tool: str, spec: SanitizerPass) -> Future:
+        """One pass: its stored result where its key is unchanged (unless options.rerun_sanitizers), else run
+        when the GPU share says (GpuShare.run_pass).
 
         Judged either way by judge_sanitizer_run, so a changed expectation is
-        judged without running anything. Returns the outcome, the log, the XML
-        and a note (why the result could not be stored) or "".
+        judged without running anything. The future's result is the outcome,
+        the log, the XML and a note (why the result could not be stored) or "".
         """
-        timeout = spec.timeout or self.manifest.timeout(self.lesson) * 10
-        program_args = [*self.lesson.args, *spec.program_args]
-        key = pass_key(build.binary, tool, spec.args, program_args, self.toolchain.sanitizer_version,
-                       self.toolchain.driver_version, self.gpu.name, self.env, self.folder)
-        root = cache_root(self.manifest)
-        stored = None if self.options.rerun_sanitizers else load_pass(root, self.lesson.id, key)
-        if stored is not None and stored.seconds > timeout:
-            # The timeout is not in the key (raising it changes nothing), but a pass that took longer than
-            # it allows now would be killed if it ran: it runs, and is judged on what happens.
-            stored = None
-        note = ""
         ticket = self.tickets[tool]   # queued as the turn let its GPU go (release)
-        if stored is not None:
+        try:
+            timeout = spec.timeout or self.manifest.timeout(self.lesson) * 10
+            program_args = [*self.lesson.args, *spec.program_args]
+            key = pass_key(build.binary, tool, spec.args, program_args, self.toolchain.sanitizer_version,
+                           self.toolchain.driver_version, self.gpu.name, self.env, self.folder)
+            root = cache_root(self.manifest)
+            stored = None if self.options.rerun_sanitizers else load_pass(root, self.lesson.id, key)
+            if stored is not None and stored.seconds > timeout:
+                # The timeout is not in the key (raising it changes nothing), but a pass that took longer than
+                # it allows now would be killed if it ran: it runs, and is judged on what happens.
+                stored = None
+        except BaseException as exc:   # this turn's failure; its ticket holds back no other pass
             self.share.withdraw(ticket)
-            self._event("sanitizing", f"{tool}, cached")
-            ran, log, xml = stored.command_result(), stored.log_bytes, stored.xml_bytes
-        else:
-            with contextlib.ExitStack() as place:
-                with span(f"waiting to run {tool}", f"{self.lesson.id} {tool}"):
-                    gpu = place.enter_context(self.share.sanitizing(ticket, lambda said: self._event("waiting", said)))
-                place.enter_context(span(tool, f"{self.lesson.id} {tool}", gpu=gpu.index))
-                self._event("sanitizing", f"{tool}, GPU {gpu.index}")
-                with tempfile.TemporaryDirectory(prefix="coursectl-") as tmp:
-                    log_path, xml_path = Path(tmp) / f"{tool}.log", Path(tmp) / f"{tool}.xml"
-                    command = sanitizer_command(sanitizer, Tool(tool), [str(build.binary), *program_args],
-                                                log_path, xml_path, extra=spec.args)
-                    with watching(gpu) as watch:   # its processes' GPU memory, where NVML can tell
-                        ran = self.runner(command, timeout=timeout, cwd=self.folder,
-                                          env={**self.env, "CUDA_VISIBLE_DEVICES": gpu.uuid, **watch.env})
-                    # Read as evidence files are, up to their limit: both may become evidence.
-                    log = read_evidence_file(log_path) or b""
-                    xml = read_evidence_file(xml_path) or None
-            if is_cacheable(ran, log) and not self.stopping.is_set():
-                try:
-                    store_pass(root, self.lesson.id, key, ran, log, xml, gpu_mib=watch.most_mib)
-                except OSError as exc:   # only the next verify is slower
-                    note = f"{tool}: not stored in the sanitizer cache: {describe_os_error(exc)}"
+            return _failed(exc)
+        if stored is None:
+            waiting = _Waiting(f"waiting to run {tool}", f"{self.lesson.id} {tool}")
+            return self.share.run_pass(ticket, lambda gpu: self._run_pass(
+                sanitizer, build, tool, spec, key, root, timeout, program_args, gpu, waiting),
+                lambda said: self._event("waiting", said))
+        self.share.withdraw(ticket)
+        self._event("sanitizing", f"{tool}, cached")
+        done: Future = Future()
+        try:
+            outcome = judge_sanitizer_run(self.manifest, self.lesson, tool, spec, stored.command_result(),
+                                          stored.log_bytes, stored.xml_bytes, self.toolchain.sanitizer_version,
+                                          timeout)
+        except BaseException as exc:  # noqa: BLE001 - the turn's failure, raised where it waits
+            return _failed(exc)
+        outcome.cached = True
+        done.set_result((outcome, stored.log_bytes, stored.xml_bytes, ""))
+        return done
+
+    def _run_pass(self, sanitizer: str, build: BuildResult, tool: str, spec: SanitizerPass, key, root: Path,
+                  timeout: float, program_args: list[str], gpu: Gpu,
+                  waiting: _Waiting) -> tuple[PassResult, bytes, bytes | None, str]:
+        """One pass run now on `gpu`, in the GPU share's thread; stored in the sanitizer cache, and judged."""
+        waiting.end()
+        note = ""
+        with span(tool, f"{self.lesson.id} {tool}", gpu=gpu.index):
+            self._event("sanitizing", f"{tool}, GPU {gpu.index}")
+            with tempfile.TemporaryDirectory(prefix="coursectl-") as tmp:
+                log_path, xml_path = Path(tmp) / f"{tool}.log", Path(tmp) / f"{tool}.xml"
+                command = sanitizer_command(sanitizer, Tool(tool), [str(build.binary), *program_args],
+                                            log_path, xml_path, extra=spec.args)
+                with watching(gpu) as watch:   # its processes' GPU memory, where NVML can tell
+                    ran = self.runner(command, timeout=timeout, cwd=self.folder,
+                                      env={**self.env, "CUDA_VISIBLE_DEVICES": gpu.uuid, **watch.env})
+                # Read as evidence files are, up to their limit: both may become evidence.
+                log = read_evidence_file(log_path) or b""
+                xml = read_evidence_file(xml_path) or None
+        if is_cacheable(ran, log) and not self.stopping.is_set():
+            try:
+                store_pass(root, self.lesson.id, key, ran, log, xml, gpu_mib=watch.most_mib)
+            except OSError as exc:   # only the next verify is slower
+                note = f"{tool}: not stored in the sanitizer cache: {describe_os_error(exc)}"
         outcome = judge_sanitizer_run(self.manifest, self.lesson, tool, spec, ran, log, xml,
                                       self.toolchain.sanitizer_version, timeout)
-        outcome.cached = stored is not None
+        outcome.cached = False
         return outcome, log, xml, note
 
     def store(self, result: LessonResult) -> LessonResult:
@@ -318,3 +342,22 @@ def _state_of(gpu: Gpu):
             return gpu_state(gpu)
     except Exception:  # noqa: BLE001 - the environment is a remark, never a failure
         return None
+
+
+def _failed(exc: BaseException) -> Future:
+    """A future that raises `exc` where its turn waits for it."""
+    failed: Future = Future()
+    failed.set_exception(exc)
+    return failed
+
+
+class _Waiting:
+    """The trace's span of a pass's wait for a place: begun as it is queued, ended as it starts, in another thread."""
+
+    def __init__(self, name: str, track: str):
+        self.name, self.track, self.trace = name, track, current_trace()
+        self.start = time.monotonic()
+
+    def end(self) -> None:
+        if self.trace is not None:
+            self.trace.add(self.name, self.track, self.start - self.trace.zero, time.monotonic() - self.trace.zero, {})
