@@ -33,7 +33,7 @@ from ..manifest.model import Lesson, Manifest
 from ..process import Runner, interrupts_held, kill_all, resume, run_command
 from ..trace import span
 from .sharing import Claim, GpuShare
-from .turn import OfflineTurn, Turn, expected_passes, passes_of
+from .turn import OfflineTurn, Turn, Waited, expected_passes, passes_of
 from .waiting import completed
 
 
@@ -122,25 +122,37 @@ class Scheduler:
             self.errors.setdefault(lesson.id, f"build crashed: {exc!r}")
         with self.lock:
             self.pending[lesson.id] -= 1
-            if self.pending[lesson.id] == 0 and not self.stopping.is_set():
-                thread = threading.Thread(target=self._turn_of, args=(lesson,), daemon=True)
-                self.threads.append(thread)
-                thread.start()
+            ready = self.pending[lesson.id] == 0 and not self.stopping.is_set()
+        if ready:
+            self._ask_for_a_gpu(lesson)
 
-    def _turn_of(self, lesson: Lesson) -> None:
-        """A lesson's turn, in a thread of its own: claim a GPU, walk the stages, set its future.
+    def _ask_for_a_gpu(self, lesson: Lesson) -> None:
+        """A lesson built asks for a GPU; its turn's thread starts once it has one (none waits meanwhile)."""
+        footprints: list[Footprint] = []   # what its passes used when they last ran: how many run at once
+        expected = expected_passes(self.manifest, self.options, lesson, footprints)   # the longest pass's goes first
+        self.share.learn(footprints)
+        waited = Waited("waiting for a GPU", lesson.id)
+
+        def start(claim: Claim) -> None:
+            waited.end()
+            if self.stopping.is_set():
+                claim.share.holder[claim.gpu.uuid] = None   # under the share's lock: given back at once
+                claim.held = False
+                return
+            thread = threading.Thread(target=self._turn_of, args=(lesson, claim, expected), daemon=True)
+            with self.lock:
+                self.threads.append(thread)
+            thread.start()
+
+        self.share.claim_later(lesson.id, max(expected.values(), default=0.0), start)
+
+    def _turn_of(self, lesson: Lesson, claim: Claim, expected: dict[str, float]) -> None:
+        """A lesson's turn, in a thread of its own once it has a GPU: walk the stages, set its future.
 
         The GPU goes back when its timed runs are done (Turn.release), at the
         latest when the turn ends.
         """
         future = self.futures[lesson.id]
-        footprints: list[Footprint] = []   # what its passes used when they last ran: how many run at once
-        expected = expected_passes(self.manifest, self.options, lesson, footprints)   # the longest pass's goes first
-        self.share.learn(footprints)
-        with span("waiting for a GPU", lesson.id):
-            claim = self.share.claim(lesson.id, max(expected.values(), default=0.0))
-        if claim is None:
-            return
         with claim:
             if self.stopping.is_set() or not future.set_running_or_notify_cancel():
                 return

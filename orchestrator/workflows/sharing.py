@@ -153,6 +153,17 @@ class GpuShare:
         waiter.event.wait()
         return None if waiter.gpu is None else Claim(self, waiter.gpu)
 
+    def claim_later(self, lesson_id: str, priority: float, then: Callable[[Claim], None]) -> None:
+        """As claim, but waiting in no thread: `then(claim)` is called (under the share's lock: it should only
+        start what runs with the claim) once the lesson has a GPU; never once closed."""
+        with self.lock:
+            self.coming.discard(lesson_id)
+            if self.closed:
+                return
+            heapq.heappush(self.waiting, (-priority, next(self.order), lesson_id, _Waiter(then=lambda gpu: then(
+                Claim(self, gpu)) if gpu is not None else None)))
+            self._dispatch()
+
     def close(self) -> None:
         """Stop: lessons waiting for a GPU get none; passes and timed runs waiting start (to be stopped at once)."""
         with self.lock:
@@ -367,14 +378,17 @@ class GpuShare:
 class _Waiter:
     """One thread waiting in GpuShare: woken once, with what it was given (a GPU, or None)."""
 
-    __slots__ = ("event", "gpu")
+    __slots__ = ("event", "gpu", "then")
 
-    def __init__(self):
+    def __init__(self, then: Callable[[Gpu | None], None] | None = None):
         self.event = threading.Event()
         self.gpu: Gpu | None = None
+        self.then = then   # called instead, where no thread waits (claim_later)
 
     def wake(self, gpu: Gpu | None) -> None:
         self.gpu = gpu
+        if self.then is not None:
+            self.then(gpu)
         self.event.set()
 
 

@@ -167,7 +167,7 @@ class Turn:
             self.share.withdraw(ticket)
             return _failed(exc)
         if stored is None:
-            waiting = _Waiting(f"waiting to run {tool}", f"{self.lesson.id} {tool}")
+            waiting = Waited(f"waiting to run {tool}", f"{self.lesson.id} {tool}")
             return self.share.run_pass(ticket, lambda gpu: self._run_pass(
                 sanitizer, build, tool, spec, key, root, timeout, program_args, gpu, waiting),
                 lambda said: self._event("waiting", said))
@@ -186,7 +186,7 @@ class Turn:
 
     def _run_pass(self, sanitizer: str, build: BuildResult, tool: str, spec: SanitizerPass, key, root: Path,
                   timeout: float, program_args: list[str], gpu: Gpu,
-                  waiting: _Waiting) -> tuple[PassResult, bytes, bytes | None, str]:
+                  waiting: Waited) -> tuple[PassResult, bytes, bytes | None, str]:
         """One pass run now on `gpu`, in the GPU share's thread; stored in the sanitizer cache, and judged."""
         waiting.end()
         note = ""
@@ -351,8 +351,9 @@ def _failed(exc: BaseException) -> Future:
     return failed
 
 
-class _Waiting:
-    """The trace's span of a pass's wait for a place: begun as it is queued, ended as it starts, in another thread."""
+class Waited:
+    """The trace's span of a wait that no thread sits in (a lesson's for a GPU, a pass's for a place): begun as it
+    is asked for, ended as it is given, in another thread."""
 
     def __init__(self, name: str, track: str):
         self.name, self.track, self.trace = name, track, current_trace()
