@@ -4,8 +4,8 @@ A workflow (pipeline.py) is a tuple of stages, each a function of one
 lesson's turn and its result so far that returns its result from then on.
 `Scheduler` walks one on the GPUs: every build goes to a thread pool
 (through build.SharedBuilds, so lessons with the same build share it); once
-a lesson's builds are done its turn starts in a thread of its own, claims a
-GPU from `GpuShare`, runs the stages in order on a `Turn`, and the result
+a lesson's builds are done it asks `GpuShare` for a GPU, and once it has
+one its turn starts in a thread of its own, runs the stages in order on a `Turn`, and the result
 of the last stage is settled (results.settle), once. Each turn's result is
 a future, which the main thread joins in order. A turn that raises ends
 that lesson as CRASH (or FAIL, for an error coursectl reports) and the
