@@ -74,7 +74,7 @@ def test_a_future_that_ends_after_the_wait_writes_to_no_file_left_behind(tmp_pat
     threading.Timer(0.05, soon.set_result, args=(None,)).start()
     assert first_done({soon, later}) == {soon}     # its callback is left on `later`
     path = tmp_path / "reused"
-    with open(path, "wb") as reused:               # likely on the descriptor the pipe had
+    with open(path, "wb"):                         # likely on the descriptor the pipe had
         later.set_result(None)
     assert path.read_bytes() == b""
 
