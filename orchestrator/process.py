@@ -39,6 +39,10 @@ class CommandResult(BaseModel):
     stderr_truncated: bool = False
     seconds: float = 0.0
     notes: list[str] = []       # what else happened, e.g. LEFT_A_CHILD
+    # What the program used, with the children it waited for (wait4); None where it was not reaped so
+    # (stopped, timed out, or without a pidfd to wait on).
+    cpu_seconds: float | None = None
+    max_rss_mib: float | None = None   # the largest of those processes' peak resident memory
 
     @property
     def ok(self) -> bool:
@@ -179,8 +183,9 @@ def run_command(argv: Sequence[str | os.PathLike], *, timeout: float,
     for reader in readers:
         reader.start()
     timed_out = False
+    usage = None
     try:
-        _wait(proc, timeout)
+        usage = _wait(proc, timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
         _kill_group(proc)
@@ -206,11 +211,13 @@ def run_command(argv: Sequence[str | os.PathLike], *, timeout: float,
     return CommandResult(argv=argv, returncode=None if timed_out else code, signal=sig,
                          timed_out=timed_out, stdout=b"".join(out), stderr=b"".join(err),
                          stdout_truncated=bool(out_cut), stderr_truncated=bool(err_cut),
-                         seconds=time.monotonic() - start, notes=notes)
+                         seconds=time.monotonic() - start, notes=notes,
+                         cpu_seconds=None if usage is None else round(usage.ru_utime + usage.ru_stime, 3),
+                         max_rss_mib=None if usage is None else round(usage.ru_maxrss / 1024, 1))
 
 
-def _wait(proc: subprocess.Popen, timeout: float) -> None:
-    """proc.wait(timeout), woken the moment the program exits.
+def _wait(proc: subprocess.Popen, timeout: float):
+    """proc.wait(timeout), woken the moment the program exits; what it used (wait4's rusage), or None.
 
     Popen.wait with a timeout polls, sleeping up to 50 ms between looks, and
     that sleep would be added to every run's time. Where Linux gives a pidfd
@@ -222,7 +229,7 @@ def _wait(proc: subprocess.Popen, timeout: float) -> None:
         pidfd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):   # not Linux, an old kernel, or already reaped
         proc.wait(timeout=timeout)
-        return
+        return None
     try:
         waiter = select.poll()
         waiter.register(pidfd, select.POLLIN)
@@ -232,7 +239,21 @@ def _wait(proc: subprocess.Popen, timeout: float) -> None:
                 raise subprocess.TimeoutExpired(proc.args, timeout)
     finally:
         os.close(pidfd)
-    proc.wait()   # it has exited: this reaps it at once
+    return _reap(proc)
+
+
+def _reap(proc: subprocess.Popen):
+    """Reap a program that has exited, with wait4: its status set on `proc`, and its rusage (its own CPU and
+    that of the children it waited for, the largest peak memory among them); None if it was reaped already."""
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    except ChildProcessError:   # reaped already (a stop's proc.wait in another thread)
+        proc.wait()
+        return None
+    if proc.returncode is None:
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    proc.wait()   # reaped: Popen returns its status at once
+    return usage
 
 
 def _group_is_alive(pgid: int) -> bool:

@@ -213,8 +213,9 @@ QuietOpt = typer.Option(False, "--quiet", "-q", help="Only the summary table, th
 
 
 SanitizerJobsOpt = typer.Option(None, "--sanitizer-jobs", min=1, metavar="N",
-                                help="Sanitizer passes at once on each GPU (default: 6, and the CPU cores in "
-                                     "all; fewer where the GPU's free memory holds fewer).")
+                                help="Sanitizer passes at once on each GPU (default: chosen from the cores, "
+                                     "the free memory and what the passes used when they last ran; 6 until "
+                                     "then; fewer where the GPU's free memory holds fewer).")
 
 
 StartGapOpt = typer.Option(None, "--start-gap", min=0.0, max=10.0, metavar="SECONDS",

@@ -119,6 +119,10 @@ class Progress:
             self.live.__exit__(*exc)
 
     def __call__(self, event: Event) -> None:
+        if not event.lesson:   # the run's own line (how many sanitizer passes run at once): with stages alone
+            if self.stages and not self.quiet:
+                self.console.print(event.detail, highlight=False, markup=False, soft_wrap=True)
+            return
         with self.lock:
             self.state[event.lesson] = (event.stage, event.detail, time.monotonic())
         if self.quiet:

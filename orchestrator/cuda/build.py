@@ -74,18 +74,16 @@ def cache_root(manifest: Manifest) -> Path:
     folder; nvcc runs in each lesson's), else .coursectl/cache in the course.
 
     A cache inside the course's evidence/, templates/ or lessons/ is refused
-    (UsageError): its build folders would become part of the course.
+    (UsageError): its build folders would become part of the course. Once per course, $COURSECTL_CACHE, folder.
     """
-    env = os.environ.get("COURSECTL_CACHE")
+    return _cache_root(manifest.root, os.environ.get("COURSECTL_CACHE"), os.getcwd())
+
+
+@functools.lru_cache(maxsize=16)
+def _cache_root(course: Path, env: str | None, _cwd: str) -> Path:
     if not env:
-        return manifest.root / ".coursectl" / "cache"
-    return _checked_cache(env, os.path.abspath(env), manifest.root)
-
-
-@functools.lru_cache(maxsize=64)
-def _checked_cache(env: str, absolute: str, course: Path) -> Path:
-    """cache_root's $COURSECTL_CACHE, checked once a process for each course (every build asks)."""
-    root = Path(absolute)
+        return course / ".coursectl" / "cache"
+    root = Path(os.path.abspath(env))
     for name in COURSE_FOLDERS:
         folder = (course / name).resolve()
         if root.resolve().is_relative_to(folder):

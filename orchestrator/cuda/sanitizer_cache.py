@@ -9,6 +9,11 @@ none of those changed, `verify` reuses what the tool wrote last time (the log
 and XML bytes, the exit status, the program's stdout, the seconds it took)
 instead of running it again, as Bazel reuses a test result.
 
+Each entry also keeps what the pass used of the machine (`Footprint`: its
+CPU seconds against its wall seconds, its peak host memory and, where NVML
+could tell, its GPU memory), from which the scheduler chooses how many
+passes run at once (workflows/concurrency.py).
+
 What the lesson expects of the pass is not in the key: judging is done again
 from the stored log and XML every time, so a changed expectation is judged
 at once without running anything.
@@ -74,6 +79,27 @@ class PassKey(BaseModel):
         return sha256_bytes(self.model_dump_json().encode())[:24]
 
 
+class Footprint(BaseModel):
+    """What one pass used of the machine as it ran."""
+
+    wall_s: float
+    cpu_s: float                  # the tool's and the program's CPU seconds (wait4)
+    max_rss_mib: float            # the largest peak resident memory among its processes
+    gpu_mib: float | None = None  # its processes' GPU memory at most, where NVML could tell
+
+    @property
+    def cores(self) -> float:
+        """The CPU cores it kept busy, on average."""
+        return self.cpu_s / self.wall_s if self.wall_s > 0 else 0.0
+
+    @classmethod
+    def of(cls, run: CommandResult, gpu_mib: float | None = None) -> Footprint | None:
+        """A run's footprint; None where its use was not measured (see CommandResult.cpu_seconds)."""
+        if run.cpu_seconds is None or run.max_rss_mib is None or run.seconds <= 0:
+            return None
+        return cls(wall_s=round(run.seconds, 3), cpu_s=run.cpu_seconds, max_rss_mib=run.max_rss_mib, gpu_mib=gpu_mib)
+
+
 class StoredPass(BaseModel):
     """What one pass produced, as stored: enough to judge it again as if it had just run."""
 
@@ -86,6 +112,7 @@ class StoredPass(BaseModel):
     log: str
     xml: str | None
     checksum: str      # sha256 of the entry without this field
+    footprint: Footprint | None = None   # entries stored before it was measured have none
 
     def command_result(self) -> CommandResult:
         stdout, stderr = self._streams
@@ -160,14 +187,19 @@ def _checksum(fields: dict) -> str:
     return sha256_bytes(json.dumps(fields, sort_keys=True).encode())
 
 
-def store_pass(root: Path, lesson_id: str, key: PassKey, run: CommandResult, log: bytes, xml: bytes | None) -> Path:
-    """Write one pass's outcome under its key, atomically; return the entry's path."""
+def store_pass(root: Path, lesson_id: str, key: PassKey, run: CommandResult, log: bytes, xml: bytes | None,
+               gpu_mib: float | None = None) -> Path:
+    """Write one pass's outcome and footprint (`gpu_mib`: its GPU memory, if known) under its key, atomically;
+    return the entry's path."""
     def b64(data: bytes) -> str:
         return base64.b64encode(data).decode("ascii")
 
     fields = {"key": key.model_dump(), "command": list(run.argv), "exit_status": run.returncode,
               "seconds": round(run.seconds, 3), "stdout": b64(run.stdout), "stderr": b64(run.stderr),
               "log": b64(log), "xml": None if xml is None else b64(xml)}
+    footprint = Footprint.of(run, gpu_mib)
+    if footprint is not None:
+        fields["footprint"] = footprint.model_dump()
     path = entry_path(root, lesson_id, key)
     atomic_write(path, json.dumps({**fields, "checksum": _checksum(fields)}))
     return path
@@ -196,10 +228,24 @@ def expected_seconds(root: Path, lesson_id: str, tool: str) -> float:
 
     Only an estimate, to start the longest passes first.
     """
+    return last_run(root, lesson_id, tool)[0]
+
+
+def last_run(root: Path, lesson_id: str, tool: str) -> tuple[float, Footprint | None]:
+    """The seconds the lesson's `tool` pass took when it last ran here (any key) and its footprint; (0.0, None)
+    if it never has, None for a footprint not measured."""
     try:
         newest = max((Path(root) / FOLDER / lesson_id).glob(f"{tool}-*.json"), key=lambda p: p.stat().st_mtime,
                      default=None)
         raw = read_file(newest, ENTRY_LIMIT, "a sanitizer cache entry") if newest is not None else None
-        return float(parse_json(raw)["seconds"]) if raw is not None else 0.0
+        if raw is None:
+            return 0.0, None
+        data = parse_json(raw)
+        seconds = float(data["seconds"])
     except (OSError, CoursectlError, ValueError, KeyError, TypeError):
-        return 0.0
+        return 0.0, None
+    try:
+        footprint = Footprint.model_validate(data["footprint"]) if data.get("footprint") else None
+    except (ValidationError, AttributeError):
+        footprint = None
+    return seconds, footprint

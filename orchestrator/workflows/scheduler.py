@@ -4,8 +4,8 @@ A workflow (pipeline.py) is a tuple of stages, each a function of one
 lesson's turn and its result so far that returns its result from then on.
 `Scheduler` walks one on the GPUs: every build goes to a thread pool
 (through build.SharedBuilds, so lessons with the same build share it); once
-a lesson's builds are done its turn starts in a thread of its own, claims a
-GPU from `GpuShare`, runs the stages in order on a `Turn`, and the result
+a lesson's builds are done it asks `GpuShare` for a GPU, and once it has
+one its turn starts in a thread of its own, runs the stages in order on a `Turn`, and the result
 of the last stage is settled (results.settle), once. The runs of a lesson
 with claims across runs meet in a `Gathering` (gathering.py) on the way, so
 that those claims are judged before any of them is stored or settled. Each turn's result is
@@ -25,11 +25,11 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
-from concurrent.futures import wait as wait_for_futures
-from typing import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable
 
 from ..cuda.build import BuildResult, SharedBuilds, build_detail
+from ..cuda.sanitizer_cache import Footprint
 from ..cuda.toolchain import Toolchain, select_gpus
 from ..errors import CoursectlError, Interrupted, describe_os_error
 from ..judge.results import Emit, Event, LessonResult, Options, Status, quiet, settle, stopped
@@ -39,7 +39,8 @@ from ..trace import span
 from ..judge.across import gathered, judge_across_runs
 from .gathering import gatherings
 from .sharing import Claim, GpuShare
-from .turn import OfflineTurn, Turn, expected_passes, passes_of
+from .turn import OfflineTurn, Turn, Waited, expected_passes, passes_of
+from .waiting import completed
 
 
 INTERRUPTED = "interrupted: running programs were stopped; nothing was recorded"
@@ -68,7 +69,7 @@ class Scheduler:
         gpus = select_gpus(toolchain, options.gpus)
         self.archs = [options.arch] if options.arch else sorted({g.arch for g in gpus})
         self.share = GpuShare(gpus, per_gpu=options.sanitizer_jobs, coming=[lesson.id for lesson in lessons],
-                              start_gap=options.start_gap)
+                              start_gap=options.start_gap, on_choice=self._chosen)
         self.futures: dict[str, Future] = {lesson.id: Future() for lesson in lessons}
         self.builds: dict[str, dict[str, BuildResult]] = {lesson.id: {} for lesson in lessons}
         self.errors: dict[str, str] = {}
@@ -90,7 +91,7 @@ class Scheduler:
                 for lesson in self.lessons:
                     self._submit(shared, lesson)
             for lesson in self.lessons:
-                next(_completed([self.futures[lesson.id]]))
+                next(completed([self.futures[lesson.id]]))
                 results[lesson.id] = _joined(lesson.id, self.futures[lesson.id])
         except KeyboardInterrupt:
             raise self._interrupted(pool, results)
@@ -102,6 +103,10 @@ class Scheduler:
         """Show an event, unless interrupted: once interrupted, stopped turns have nothing to show."""
         if not self.stopping.is_set():
             self.shown(event)
+
+    def _chosen(self, line: str) -> None:
+        """How many sanitizer passes run at once, and why: the run's own line (no lesson's)."""
+        self._emit(Event(lesson="", stage="note", detail=line))
 
     def _submit(self, shared: SharedBuilds, lesson: Lesson) -> None:
         self._emit(Event(lesson=lesson.id, stage="building"))
@@ -124,13 +129,34 @@ class Scheduler:
             self.errors.setdefault(lesson.id, f"build crashed: {exc!r}")
         with self.lock:
             self.pending[lesson.id] -= 1
-            if self.pending[lesson.id] == 0 and not self.stopping.is_set():
-                thread = threading.Thread(target=self._turn_of, args=(lesson,), daemon=True)
-                self.threads.append(thread)
-                thread.start()
+            ready = self.pending[lesson.id] == 0 and not self.stopping.is_set()
+        if ready:
+            self._ask_for_a_gpu(lesson)
 
-    def _turn_of(self, lesson: Lesson) -> None:
-        """A lesson's turn, in a thread of its own: claim a GPU, walk the stages, set its future.
+    def _ask_for_a_gpu(self, lesson: Lesson) -> None:
+        """A lesson built asks for a GPU; its turn's thread starts once it has one (none waits meanwhile)."""
+        footprints: list[Footprint] = []   # what its passes used when they last ran: how many run at once
+        expected = expected_passes(self.manifest, self.options, lesson, footprints)   # the longest pass's goes first
+        self.share.learn(footprints)
+        waited = Waited("waiting for a GPU", lesson.id)
+
+        def start(claim: Claim) -> None:
+            waited.end()
+            if self.stopping.is_set():
+                claim.share.holder[claim.gpu.uuid] = None   # under the share's lock: given back at once
+                claim.held = False
+                if (gathering := self.gatherings.get(lesson.group or "")) is not None:
+                    gathering.leave(lesson.id)   # a run that will never reach it: its other runs go on
+                return
+            thread = threading.Thread(target=self._turn_of, args=(lesson, claim, expected), daemon=True)
+            with self.lock:
+                self.threads.append(thread)
+            thread.start()
+
+        self.share.claim_later(lesson.id, max(expected.values(), default=0.0), start)
+
+    def _turn_of(self, lesson: Lesson, claim: Claim, expected: dict[str, float]) -> None:
+        """A lesson's turn, in a thread of its own once it has a GPU: walk the stages, set its future.
 
         The GPU goes back when its timed runs are done (Turn.release), at the
         latest when the turn ends.
@@ -138,11 +164,6 @@ class Scheduler:
         future = self.futures[lesson.id]
         gathering = self.gatherings.get(lesson.group or "")
         try:
-            expected = expected_passes(self.manifest, self.options, lesson)   # the longest pass's lesson goes first
-            with span("waiting for a GPU", lesson.id):
-                claim = self.share.claim(lesson.id, max(expected.values(), default=0.0))
-            if claim is None:
-                return
             with claim:
                 if self.stopping.is_set() or not future.set_running_or_notify_cancel():
                     return
@@ -227,19 +248,6 @@ def builds_needed(manifest: Manifest, lesson: Lesson, archs: list[str], options:
 def _cc_tuple(text: str) -> tuple[int, int]:
     major, minor = text.split(".")
     return int(major), int(minor)
-
-
-def _completed(futures) -> Iterator[Future]:
-    """as_completed, waking the main thread every 0.1 s.
-
-    The kernel may hand Ctrl-C or SIGTERM to any thread, and Python runs the
-    handler only once the main thread runs again: a wait without end would
-    keep it from stopping the children until a lesson or a build ended.
-    """
-    pending = set(futures)
-    while pending:
-        done, pending = wait_for_futures(pending, timeout=0.1, return_when=FIRST_COMPLETED)
-        yield from done
 
 
 def _joined(lesson_id: str, future: Future) -> LessonResult:
@@ -327,7 +335,7 @@ def build_many(manifest: Manifest, jobs: list[tuple[Lesson, str]], toolchain: To
     try:
         with interrupts_held():   # see Scheduler.run
             futures = {shared.submit(manifest, lesson, arch): (lesson, arch) for lesson, arch in jobs}
-        for future in _completed(futures):
+        for future in completed(futures):
             lesson, _ = futures[future]
             try:
                 done[future] = future.result()

@@ -14,7 +14,9 @@ import contextlib
 import datetime as dt
 import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_for_futures
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,14 +31,15 @@ from ..manifest.model import Lesson, Manifest, SanitizerPass
 from ..process import CommandResult, Runner
 from ..judge.rules import rules_of
 from ..judge.results import Emit, Event, LessonResult, Options, PassResult, RunEnvironment, status_of
+from ..cuda.gpu_memory import watching
 from ..cuda.sanitizer import program_output_name, sanitizer_command
 from ..manifest.passes import Tool
 from ..manifest.snippets import Snippet
-from ..cuda.sanitizer_cache import expected_seconds, is_cacheable, load_pass, pass_key, store_pass
+from ..cuda.sanitizer_cache import Footprint, is_cacheable, last_run, load_pass, pass_key, store_pass
 from .gathering import Gathering
 from .sharing import Claim, Ticket
 from ..cuda.toolchain import Gpu, Toolchain, gpu_state
-from ..trace import span
+from ..trace import current as current_trace, span
 
 
 class Turn:
@@ -127,8 +130,11 @@ class Turn:
         if not passes or build is None:
             return {}
         sanitizer = self.toolchain.require_sanitizer()
-        with ThreadPoolExecutor(max_workers=len(passes)) as pool:
-            done = list(pool.map(lambda item: self._sanitize_one(sanitizer, build, *item), passes.items()))
+        # Each pass from the cache at once, or handed to the GPU share, which runs it on a thread of its own
+        # when its turn comes: no thread waits for a place meanwhile, only this turn for its passes.
+        pending = [self._sanitize_one(sanitizer, build, tool, spec) for tool, spec in passes.items()]
+        wait_for_futures(pending)
+        done = [future.result() for future in pending]
         files: dict[str, bytes] = {}
         for outcome, log, xml, stdout, note in done:
             result.sanitizers.append(outcome)
@@ -142,54 +148,75 @@ class Turn:
         self.files = files
         return files
 
-    def _sanitize_one(self, sanitizer: str, build: BuildResult, tool: str,
-                      spec: SanitizerPass) -> tuple[PassResult, bytes, bytes | None, bytes, str]:
-        """One pass: its stored result where its key is unchanged (unless options.rerun_sanitizers), else run now.
+    def _sanitize_one(self, sanitizer: str, build: BuildResult, tool: str, spec: SanitizerPass) -> Future:
+        """One pass: its stored result where its key is unchanged (unless options.rerun_sanitizers), else run
+        when the GPU share says (GpuShare.run_pass).
 
         Judged either way by judge_sanitizer_run, so a changed expectation is
-        judged without running anything. Returns the outcome, the log, the XML,
-        the program's stdout under the tool, and a note (why the result could not be stored) or "".
+        judged without running anything. The future's result is the outcome,
+        the log, the XML, the program's stdout under the tool, and a note (why the result could not be
+        stored) or "".
         """
-        timeout = spec.timeout or self.manifest.timeout(self.lesson) * 10
-        program_args = [*self.lesson.args, *spec.program_args]
-        key = pass_key(build.binary, tool, spec.args, program_args, self.toolchain.sanitizer_version,
-                       self.toolchain.driver_version, self.gpu.name, self.env, self.folder)
-        root = cache_root(self.manifest)
-        stored = None if self.options.rerun_sanitizers else load_pass(root, self.lesson.id, key)
-        if stored is not None and stored.seconds > timeout:
-            # The timeout is not in the key (raising it changes nothing), but a pass that took longer than
-            # it allows now would be killed if it ran: it runs, and is judged on what happens.
-            stored = None
-        note = ""
         ticket = self.tickets[tool]   # queued as the turn let its GPU go (release)
-        if stored is not None:
+        try:
+            timeout = spec.timeout or self.manifest.timeout(self.lesson) * 10
+            program_args = [*self.lesson.args, *spec.program_args]
+            key = pass_key(build.binary, tool, spec.args, program_args, self.toolchain.sanitizer_version,
+                           self.toolchain.driver_version, self.gpu.name, self.env, self.folder)
+            root = cache_root(self.manifest)
+            stored = None if self.options.rerun_sanitizers else load_pass(root, self.lesson.id, key)
+            if stored is not None and stored.seconds > timeout:
+                # The timeout is not in the key (raising it changes nothing), but a pass that took longer than
+                # it allows now would be killed if it ran: it runs, and is judged on what happens.
+                stored = None
+        except BaseException as exc:   # this turn's failure; its ticket holds back no other pass
             self.share.withdraw(ticket)
-            self._event("sanitizing", f"{tool}, cached")
-            ran, log, xml = stored.command_result(), stored.log_bytes, stored.xml_bytes
-        else:
-            with contextlib.ExitStack() as place:
-                with span(f"waiting to run {tool}", f"{self.lesson.id} {tool}"):
-                    gpu = place.enter_context(self.share.sanitizing(ticket, lambda said: self._event("waiting", said)))
-                place.enter_context(span(tool, f"{self.lesson.id} {tool}", gpu=gpu.index))
-                self._event("sanitizing", f"{tool}, GPU {gpu.index}")
-                with tempfile.TemporaryDirectory(prefix="coursectl-") as tmp:
-                    log_path, xml_path = Path(tmp) / f"{tool}.log", Path(tmp) / f"{tool}.xml"
-                    command = sanitizer_command(sanitizer, Tool(tool), [str(build.binary), *program_args],
-                                                log_path, xml_path, extra=spec.args)
-                    ran = self.runner(command, timeout=timeout, env={**self.env, "CUDA_VISIBLE_DEVICES": gpu.uuid},
-                                      cwd=self.folder)
-                    # Read as evidence files are, up to their limit: both may become evidence.
-                    log = read_evidence_file(log_path) or b""
-                    xml = read_evidence_file(xml_path) or None
-            if is_cacheable(ran, log) and not self.stopping.is_set():
-                try:
-                    store_pass(root, self.lesson.id, key, ran, log, xml)
-                except OSError as exc:   # only the next verify is slower
-                    note = f"{tool}: not stored in the sanitizer cache: {describe_os_error(exc)}"
-        kernels = sorted(kernel.mangled for kernel in build.resources.values())
+            return _failed(exc)
+        if stored is None:
+            waiting = Waited(f"waiting to run {tool}", f"{self.lesson.id} {tool}")
+            return self.share.run_pass(ticket, lambda gpu: self._run_pass(
+                sanitizer, build, tool, spec, key, root, timeout, program_args, gpu, waiting),
+                lambda said: self._event("waiting", said))
+        self.share.withdraw(ticket)
+        self._event("sanitizing", f"{tool}, cached")
+        done: Future = Future()
+        try:
+            ran = stored.command_result()
+            outcome = judge_sanitizer_run(self.manifest, self.lesson, tool, spec, ran,
+                                          stored.log_bytes, stored.xml_bytes, self.toolchain.sanitizer_version,
+                                          timeout, _kernels(build))
+        except BaseException as exc:  # noqa: BLE001 - the turn's failure, raised where it waits
+            return _failed(exc)
+        outcome.cached = True
+        done.set_result((outcome, stored.log_bytes, stored.xml_bytes, ran.stdout or b"", ""))
+        return done
+
+    def _run_pass(self, sanitizer: str, build: BuildResult, tool: str, spec: SanitizerPass, key, root: Path,
+                  timeout: float, program_args: list[str], gpu: Gpu,
+                  waiting: Waited) -> tuple[PassResult, bytes, bytes | None, bytes, str]:
+        """One pass run now on `gpu`, in the GPU share's thread; stored in the sanitizer cache, and judged."""
+        waiting.end()
+        note = ""
+        with span(tool, f"{self.lesson.id} {tool}", gpu=gpu.index):
+            self._event("sanitizing", f"{tool}, GPU {gpu.index}")
+            with tempfile.TemporaryDirectory(prefix="coursectl-") as tmp:
+                log_path, xml_path = Path(tmp) / f"{tool}.log", Path(tmp) / f"{tool}.xml"
+                command = sanitizer_command(sanitizer, Tool(tool), [str(build.binary), *program_args],
+                                            log_path, xml_path, extra=spec.args)
+                with watching(gpu) as watch:   # its processes' GPU memory, where NVML can tell
+                    ran = self.runner(command, timeout=timeout, cwd=self.folder,
+                                      env={**self.env, "CUDA_VISIBLE_DEVICES": gpu.uuid, **watch.env})
+                # Read as evidence files are, up to their limit: both may become evidence.
+                log = read_evidence_file(log_path) or b""
+                xml = read_evidence_file(xml_path) or None
+        if is_cacheable(ran, log) and not self.stopping.is_set():
+            try:
+                store_pass(root, self.lesson.id, key, ran, log, xml, gpu_mib=watch.most_mib)
+            except OSError as exc:   # only the next verify is slower
+                note = f"{tool}: not stored in the sanitizer cache: {describe_os_error(exc)}"
         outcome = judge_sanitizer_run(self.manifest, self.lesson, tool, spec, ran, log, xml,
-                                      self.toolchain.sanitizer_version, timeout, kernels)
-        outcome.cached = stored is not None
+                                      self.toolchain.sanitizer_version, timeout, _kernels(build))
+        outcome.cached = False
         return outcome, log, xml, ran.stdout or b"", note
 
     def store(self, result: LessonResult) -> LessonResult:
@@ -295,6 +322,11 @@ class OfflineTurn:
         self.recorded = Recorded(self.manifest.root, self.lesson.id)
 
 
+def _kernels(build: BuildResult) -> list[str]:
+    """The mangled names of the program's kernels, as ptxas reported them: what a pass's kernel filters take."""
+    return sorted(kernel.mangled for kernel in build.resources.values())
+
+
 def _would_fail(result: LessonResult) -> bool:
     """Whether the lesson fails as it stands (results.status_of); the scheduler settles it after its last stage."""
     return status_of(result, compared=False).is_failure
@@ -308,13 +340,20 @@ def passes_of(manifest: Manifest, options: Options, lesson: Lesson) -> dict[str,
     return declared
 
 
-def expected_passes(manifest: Manifest, options: Options, lesson: Lesson) -> dict[str, float]:
+def expected_passes(manifest: Manifest, options: Options, lesson: Lesson,
+                    footprints: list[Footprint] | None = None) -> dict[str, float]:
     """Each pass the lesson will run, with the seconds it took when it last ran here (0.0: never); none unless
-    options.sanitize. Read once per turn, before its lesson asks for a GPU."""
+    options.sanitize. Read once per turn, before its lesson asks for a GPU; what those runs used of the
+    machine is added to `footprints` (where measured)."""
     if not options.sanitize:
         return {}
     root = cache_root(manifest)
-    return {tool: expected_seconds(root, lesson.id, tool) for tool in passes_of(manifest, options, lesson)}
+    expected = {}
+    for tool in passes_of(manifest, options, lesson):
+        expected[tool], footprint = last_run(root, lesson.id, tool)
+        if footprint is not None and footprints is not None:
+            footprints.append(footprint)
+    return expected
 
 
 def would_write(root: Path, meta: EvidenceMeta, files: dict[str, bytes], built: list) -> str:
@@ -332,3 +371,23 @@ def _state_of(gpu: Gpu):
             return gpu_state(gpu)
     except Exception:  # noqa: BLE001 - the environment is a remark, never a failure
         return None
+
+
+def _failed(exc: BaseException) -> Future:
+    """A future that raises `exc` where its turn waits for it."""
+    failed: Future = Future()
+    failed.set_exception(exc)
+    return failed
+
+
+class Waited:
+    """The trace's span of a wait that no thread sits in (a lesson's for a GPU, a pass's for a place): begun as it
+    is asked for, ended as it is given, in another thread."""
+
+    def __init__(self, name: str, track: str):
+        self.name, self.track, self.trace = name, track, current_trace()
+        self.start = time.monotonic()
+
+    def end(self) -> None:
+        if self.trace is not None:
+            self.trace.add(self.name, self.track, self.start - self.trace.zero, time.monotonic() - self.trace.zero, {})
