@@ -42,6 +42,7 @@ class CommandResult(BaseModel):
     # What the program used, with the children it waited for (wait4); None where it was not reaped so
     # (stopped, timed out, or without a pidfd to wait on).
     cpu_seconds: float | None = None
+    user_seconds: float | None = None   # the part of it spent in the programs themselves, not the kernel
     max_rss_mib: float | None = None   # the largest of those processes' peak resident memory
 
     @property
@@ -213,6 +214,7 @@ def run_command(argv: Sequence[str | os.PathLike], *, timeout: float,
                          stdout_truncated=bool(out_cut), stderr_truncated=bool(err_cut),
                          seconds=time.monotonic() - start, notes=notes,
                          cpu_seconds=None if usage is None else round(usage.ru_utime + usage.ru_stime, 3),
+                         user_seconds=None if usage is None else round(usage.ru_utime, 3),
                          max_rss_mib=None if usage is None else round(usage.ru_maxrss / 1024, 1))
 
 

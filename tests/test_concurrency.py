@@ -167,3 +167,13 @@ def test_without_nvml_a_pass_runs_unmarked_and_its_gpu_memory_is_not_known():
     with gpu_memory.watching(H200) as watch:   # COURSECTL_NO_NVML, as in every test
         pass
     assert (watch.env, watch.most_mib) == ({}, None)
+
+
+def test_a_pass_needs_the_cores_of_its_user_space_cpu_not_the_drivers_waits():
+    # The racecheck pass of day 14 on the H200: 12.48 s user and 90.85 s system CPU in 6.29 s.
+    from orchestrator.cuda.sanitizer_cache import Footprint
+    racecheck = Footprint(wall_s=6.29, cpu_s=103.33, user_s=12.48, max_rss_mib=900)
+    assert round(racecheck.cores, 2) == 1.98
+    assert Footprint(wall_s=6.29, cpu_s=103.33, max_rss_mib=900).cores > 16   # stored before user_s was kept
+    ran = run_command(["python3", "-c", "sum(range(3_000_000))"], timeout=30)
+    assert ran.user_seconds is not None and 0 < ran.user_seconds <= ran.cpu_seconds

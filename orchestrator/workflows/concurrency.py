@@ -1,8 +1,8 @@
 """How many sanitizer passes run at once: chosen from the machine and from what the passes used when they last ran.
 
 The sanitizer cache keeps each pass's footprint (cuda/sanitizer_cache.py's
-`Footprint`): the CPU cores it kept busy (its CPU seconds over its wall
-seconds), its peak host memory and, where NVML could tell, its GPU memory.
+`Footprint`): the CPU cores it needs (its user-space CPU seconds over its
+wall seconds; Footprint.cores says why not the kernel's), its peak host memory and, where NVML could tell, its GPU memory.
 From those of the run's passes (each lesson's last run of each of its
 passes), `choose`:
 
