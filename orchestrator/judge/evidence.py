@@ -352,30 +352,26 @@ class Recorded:
         return list(self._slugs)
 
     def load(self, slug: str) -> Evidence | None:
-        if slug not in self._loaded:
-            try:
-                self._loaded[slug] = load_evidence(self.root, self.lesson_id, slug)
-            except EvidenceError as exc:
-                self._loaded[slug] = exc
-        return _given(self._loaded[slug])
+        return _once(self._loaded, slug, lambda: load_evidence(self.root, self.lesson_id, slug), (EvidenceError,))
 
     def parse(self, slug: str, parse: Callable[[Evidence | None], T]) -> T:
         """`parse` of the set of `slug` (loaded once), made once: its result, or the EvidenceError or
         TranscriptError it raised, kept."""
-        if slug not in self._parsed:
-            try:
-                self._parsed[slug] = parse(self.load(slug))
-            except (EvidenceError, TranscriptError) as exc:
-                self._parsed[slug] = exc
-        return _given(self._parsed[slug])
+        return _once(self._parsed, slug, lambda: parse(self.load(slug)), (EvidenceError, TranscriptError))
 
     def build(self, arch: str) -> BuildEvidence | None:
-        if arch not in self._builds:
-            try:
-                self._builds[arch] = load_build_evidence(self.root, self.lesson_id, arch)
-            except EvidenceError as exc:
-                self._builds[arch] = exc
-        return _given(self._builds[arch])
+        return _once(self._builds, arch, lambda: load_build_evidence(self.root, self.lesson_id, arch),
+                     (EvidenceError,))
+
+
+def _once(kept: dict, key: str, make: Callable, errors: tuple[type[Exception], ...]):
+    """`make()` for `key`, made once into `kept`: its result, or the error of `errors` it raised, raised again."""
+    if key not in kept:
+        try:
+            kept[key] = make()
+        except errors as exc:
+            kept[key] = exc
+    return _given(kept[key])
 
 
 def _given(kept):
