@@ -19,7 +19,6 @@ from orchestrator.cuda.sanitizer_output import (
     parse_log,
     parse_version,
     parse_xml,
-    strip_sanitizer_lines,
 )
 
 DATA = Path(__file__).parent / "data" / "sanitizer"
@@ -180,18 +179,9 @@ def test_summary_lines_in_the_singular_and_the_plural():
 
 
 def test_a_log_without_a_summary_line_has_no_counts():
-    program_only = strip_sanitizer_lines(read("tiled_matmul.memcheck.txt"))
+    program_only = "".join(line for line in read("tiled_matmul.memcheck.txt").splitlines(keepends=True)
+                           if not line.startswith("========="))
     assert parse_log(program_only, Tool.MEMCHECK) == (Summary(tool=Tool.MEMCHECK), [])
-
-
-def test_strip_sanitizer_lines_leaves_the_programs_own_output():
-    text = read("syncthreads.racecheck.txt")
-    program = strip_sanitizer_lines(text)
-
-    assert "=========" not in program
-    assert program.startswith("GPU: NVIDIA H200 (compute capability 9.0)\n")
-    assert program.endswith("\nevery gated kernel matched its reference\n")
-    assert len(program.splitlines()) == len(text.splitlines()) - 14
 
 
 def test_parse_version_finds_nothing_in_a_log():
@@ -255,23 +245,6 @@ def test_a_race_on_another_line_fails_both_ways():
         "racecheck: expected a finding in reverseTileRacy at syncthreads.cu:151 (severity error), "
         "none reported",
     ]
-
-
-@pytest.mark.parametrize("text, program", [
-    ("a\r========= x\rb\r", "a\rb\r"),
-    ("========= x\r\nb\r\n=========", "b\r\n"),
-    ("a\u2028========= x\x0bb=========\n", "a\u2028b=========\n"),
-    (" ========= not the sanitizer's\n", " ========= not the sanitizer's\n"),
-], ids=["returns", "crlf-and-no-last-break", "unicode-breaks", "indented"])
-def test_strip_sanitizer_lines_takes_lines_as_splitlines_does(text, program):
-    assert strip_sanitizer_lines(text) == program == "".join(
-        line for line in text.splitlines(keepends=True) if not line.startswith("========="))
-
-
-def test_strip_sanitizer_lines_of_16_mib_of_line_breaks_is_one_pass():
-    text = "\r" * (16 << 20)
-    assert strip_sanitizer_lines(text) is text
-    assert strip_sanitizer_lines("========= x\n" + text) == text
 
 
 def test_a_long_line_of_the_sanitizer_is_quoted_short():

@@ -273,20 +273,6 @@ def has_program_failed(log_text: str) -> bool:
     return any(body == _PROGRAM_FAILED for _, body in _sanitizer_lines(log_text))
 
 
-# A line of the sanitizer's, with its line break: where str.splitlines() starts and ends lines.
-_SANITIZER_LINE = re.compile(r"(?:\A|(?<=[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]))" + re.escape(PREFIX)
-                             + r"[^\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]*"
-                             r"(?:\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029])?")
-
-
-def strip_sanitizer_lines(stdout: str) -> str:
-    """The program's own output from a transcript the sanitizer wrote into.
-
-    One regex pass, not a list of lines: a program may print 16 MiB of line breaks.
-    """
-    return _SANITIZER_LINE.sub("", stdout) if PREFIX in stdout else stdout
-
-
 _VERSION = re.compile(r"\bVersion\s+(\d+(?:\.\d+)+)")
 
 
