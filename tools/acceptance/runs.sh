@@ -37,3 +37,10 @@ open("lessons.yaml", "w").write(yaml.safe_dump(data, sort_keys=False))
 PY
 step "$coursectl" verify --all
 step "$coursectl" verify --all --offline
+
+echo
+echo "# record under the false claim: no run of the lesson is recorded, its evidence untouched"
+before=$(find evidence -type f | sort | xargs sha256sum | sha256sum)
+step "$coursectl" record --all
+after=$(find evidence -type f | sort | xargs sha256sum | sha256sum)
+[ "$before" = "$after" ] && echo "evidence/: unchanged (${after%% *})" || echo "evidence/: CHANGED"
