@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterable
 from concurrent.futures import Executor, Future
 from pathlib import Path
 
@@ -57,6 +58,12 @@ class BuildResult(BaseModel):
     resources: dict[str, KernelResources] = {}   # per kernel, from ptxas
     notes: list[str] = []    # e.g. why the cache entry could not be used
     sources: dict[str, str] = {}  # every local file the compilation read, the source first: course path -> sha256
+
+
+def mangled_kernels(builds: Iterable[BuildResult]) -> list[str]:
+    """The program's kernels as ptxas reported them in these builds, by mangled name: what a sanitizer pass's
+    kernel filters are matched against."""
+    return sorted({kernel.mangled for build in builds for kernel in build.resources.values()})
 
 
 def build_detail(build: BuildResult) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..cuda.build import mangled_kernels
 from ..cuda.sanitizer import Report, bounding_hint, filter_problem, judge, program_output_name
 from ..cuda.sanitizer_output import build_report
 from ..errors import CoursectlError, EvidenceError, TranscriptError
@@ -128,7 +129,7 @@ def judge_recorded_passes(manifest: Manifest, lesson: Lesson, evidence: Evidence
     """Each declared pass's recorded report and the program's output under it, judged; offline. `snippets`:
     the source's, where judge_source read them (else each pass's expectation reads them)."""
     slug = evidence.meta.gpu_slug
-    kernels = sorted({kernel.mangled for build in out.builds for kernel in build.resources.values()})
+    kernels = mangled_kernels(out.builds)
     for tool, spec in manifest.sanitizers(lesson).items():
         judged = judge_recorded_pass(manifest, lesson, evidence, tool, spec, snippets)
         if judged is None:
@@ -139,15 +140,15 @@ def judge_recorded_passes(manifest: Manifest, lesson: Lesson, evidence: Evidence
         outcome, _ = judged
         try:
             stdout = evidence.extra(program_output_name(tool))
-        except EvidenceError as exc:
+        except EvidenceError as exc:   # the file is there but cannot be trusted: that is the problem
             outcome.problems.append(str(exc))
-            stdout = ""
-        if stdout is None:
-            why = (f"the {tool} report recorded on {slug} keeps no program output beside it: nothing shows "
-                   f"the program ran its kernels under {tool}; record it on a GPU")
-            out.sanitizers.append(PassResult(tool=tool, not_run=why))
-            out.notes.append(f"{slug}: {why}")
-            continue
-        outcome.problems += program_under_tool(lesson, tool, spec, stdout, kernels)
+        else:
+            if stdout is None:
+                why = (f"the {tool} report recorded on {slug} keeps no program output beside it: nothing shows "
+                       f"the program ran its kernels under {tool}; record it on a GPU")
+                out.sanitizers.append(PassResult(tool=tool, not_run=why))
+                out.notes.append(f"{slug}: {why}")
+                continue
+            outcome.problems += program_under_tool(lesson, tool, spec, stdout, kernels)
         out.reasons += [f"{slug}: recorded {p}" for p in outcome.problems]
         out.sanitizers.append(outcome)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
-from ..cuda.build import BuildResult, cache_root
+from ..cuda.build import BuildResult, cache_root, mangled_kernels
 from ..errors import EvidenceError, describe_os_error
 from ..files import relative
 from ..judge.evidence import (EvidenceMeta, Recorded, build_evidence_path, evidence_dir, lesson_digest, load_evidence,
@@ -184,7 +184,7 @@ class Turn:
             ran = stored.command_result()
             outcome = judge_sanitizer_run(self.manifest, self.lesson, tool, spec, ran,
                                           stored.log_bytes, stored.xml_bytes, self.toolchain.sanitizer_version,
-                                          timeout, _kernels(build))
+                                          timeout, mangled_kernels([build]))
         except BaseException as exc:  # noqa: BLE001 - the turn's failure, raised where it waits
             return _failed(exc)
         outcome.cached = True
@@ -215,7 +215,7 @@ class Turn:
             except OSError as exc:   # only the next verify is slower
                 note = f"{tool}: not stored in the sanitizer cache: {describe_os_error(exc)}"
         outcome = judge_sanitizer_run(self.manifest, self.lesson, tool, spec, ran, log, xml,
-                                      self.toolchain.sanitizer_version, timeout, _kernels(build))
+                                      self.toolchain.sanitizer_version, timeout, mangled_kernels([build]))
         outcome.cached = False
         return outcome, log, xml, ran.stdout or b"", note
 
@@ -320,11 +320,6 @@ class OfflineTurn:
 
     def __post_init__(self) -> None:
         self.recorded = Recorded(self.manifest.root, self.lesson.id)
-
-
-def _kernels(build: BuildResult) -> list[str]:
-    """The mangled names of the program's kernels, as ptxas reported them: what a pass's kernel filters take."""
-    return sorted(kernel.mangled for kernel in build.resources.values())
 
 
 def _would_fail(result: LessonResult) -> bool:
