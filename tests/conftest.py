@@ -335,6 +335,21 @@ def first_lessons_only(text: str) -> str:
     return "".join(kept)
 
 
+def fixture_course(fixture: Path, tmp_path: Path, monkeypatch) -> Path:
+    """A copy of the fixture course `fixture` in tmp_path/course, with a build cache of its own."""
+    monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "course"
+    shutil.copytree(fixture, root)
+    return root
+
+
+def edit_lessons(root: Path, change) -> None:
+    """`change(data)` made to the course's lessons.yaml, as parsed, and the file written again."""
+    data = yaml.safe_load((root / "lessons.yaml").read_text())
+    change(data)
+    (root / "lessons.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+
+
 def interleaved(schema):
     """`schema` ignoring compute-sanitizer's lines, for the seeds' runs under the tool, which interleave its
     lines with the program's (coursectl's passes log to a file; by default every line is the program's)."""

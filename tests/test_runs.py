@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
-import yaml
+
+from conftest import coursectl, edit_lessons, fixture_course
 
 from orchestrator.errors import ManifestError
 from orchestrator.manifest.load import load_manifest
@@ -29,16 +29,7 @@ int main(int argc, char** argv) {
 
 @pytest.fixture
 def runs_course(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
-    root = tmp_path / "course"
-    shutil.copytree(FIXTURE, root)
-    return root
-
-
-def _edit(root: Path, change) -> None:
-    data = yaml.safe_load((root / "lessons.yaml").read_text())
-    change(data)
-    (root / "lessons.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return fixture_course(FIXTURE, tmp_path, monkeypatch)
 
 
 def _host(root: Path) -> None:
@@ -47,7 +38,7 @@ def _host(root: Path) -> None:
 
     def change(data):
         data["lessons"][0].update(source="lessons/day01-heat/heat.cpp", sanitizers={})
-    _edit(root, change)
+    edit_lessons(root, change)
 
 
 def test_runs_are_lessons_of_their_own(runs_course):
@@ -83,7 +74,7 @@ def test_k_and_ids_name_a_run_or_all_runs(runs_course):
     (lambda lesson: lesson.update(run="basic"), "unknown key 'run'"),
 ])
 def test_bad_runs_are_named(runs_course, change, words):
-    _edit(runs_course, lambda data: change(data["lessons"][0]))
+    edit_lessons(runs_course, lambda data: change(data["lessons"][0]))
     with pytest.raises(ManifestError) as caught:
         load_manifest(runs_course / "lessons.yaml")
     assert words in str(caught.value) and "lessons.yaml:" in str(caught.value)
@@ -95,7 +86,6 @@ def test_manifest_without_runs_is_unchanged():
 
 @pytest.mark.slow
 def test_record_then_verify_each_run_with_its_own_evidence(runs_course, monkeypatch, fake_gpu):
-    from conftest import coursectl
     _host(runs_course)
     monkeypatch.chdir(runs_course)
     recorded = coursectl("record", "--all")
@@ -110,13 +100,12 @@ def test_record_then_verify_each_run_with_its_own_evidence(runs_course, monkeypa
 
 @pytest.mark.slow
 def test_a_claim_across_runs_gates_every_run(runs_course, monkeypatch, fake_gpu):
-    from conftest import coursectl
     _host(runs_course)
     monkeypatch.chdir(runs_course)
     assert coursectl("record", "--all").exit_code == 0
     verified = coursectl("verify", "--all", "--offline")
     assert verified.exit_code == 0, verified.stdout + verified.stderr
-    _edit(runs_course, lambda data: data["lessons"][0]["claims"].append(
+    edit_lessons(runs_course, lambda data: data["lessons"][0]["claims"].append(
         {"id": "basic-is-faster", "gate": "runs.basic.ms < runs.shared.ms"}))
     for command in (("verify", "--all", "--offline"), ("verify", "--all")):
         again = coursectl(*command)
@@ -140,7 +129,6 @@ def test_claims_across_runs_read_each_runs_fields():
 
 @pytest.mark.slow
 def test_one_page_shows_the_runs_side_by_side(runs_course, monkeypatch, fake_gpu):
-    from conftest import coursectl
     _host(runs_course)
     monkeypatch.chdir(runs_course)
     assert coursectl("record", "--all").exit_code == 0
@@ -157,9 +145,8 @@ def test_one_page_shows_the_runs_side_by_side(runs_course, monkeypatch, fake_gpu
 
 @pytest.mark.slow
 def test_record_exits_1_for_a_failed_gate_across_runs(runs_course, monkeypatch, fake_gpu):
-    from conftest import coursectl
     _host(runs_course)
-    _edit(runs_course, lambda data: data["lessons"][0]["claims"].append(
+    edit_lessons(runs_course, lambda data: data["lessons"][0]["claims"].append(
         {"id": "results-differ", "gate": "runs.basic.heat != runs.shared.heat"}))
     monkeypatch.chdir(runs_course)
     recorded = coursectl("record", "--all")
@@ -180,11 +167,10 @@ def _with_a_lesson_of_one_run(root: Path) -> None:
         other.update(id="day02-once", title="The same program, run once", day=2,
                      claims=[{"id": "heat-is-kept", "gate": "abs(heat - 204800) < 1"}])
         data["lessons"].append(other)
-    _edit(root, change)
+    edit_lessons(root, change)
 
 
 def test_record_stores_no_run_of_a_lesson_whose_gate_across_runs_fails(runs_course, monkeypatch, fake_gpu):
-    from conftest import coursectl
     _host(runs_course)
     _with_a_lesson_of_one_run(runs_course)
     monkeypatch.chdir(runs_course)
@@ -196,7 +182,7 @@ def test_record_stores_no_run_of_a_lesson_whose_gate_across_runs_fails(runs_cour
     # The program changed (a record would write another transcript), and a gate across the runs now fails.
     heat = runs_course / "lessons/day01-heat/heat.cpp"
     heat.write_text(heat.read_text().replace("shared ? 1.5 : 2.5", "shared ? 1.4 : 2.6"))
-    _edit(runs_course, lambda data: data["lessons"][0]["claims"].append(
+    edit_lessons(runs_course, lambda data: data["lessons"][0]["claims"].append(
         {"id": "results-differ", "gate": "runs.basic.heat != runs.shared.heat"}))
     recorded = coursectl("record", "--all")
     assert recorded.exit_code == 1, recorded.stdout + recorded.stderr
@@ -232,7 +218,6 @@ def _counted(monkeypatch) -> tuple[dict[str, int], list[int]]:
 @pytest.mark.parametrize("offline", [False, True])
 def test_claims_across_runs_are_judged_before_each_run_settles_once(runs_course, monkeypatch, fake_gpu, offline):
     import json
-    from conftest import coursectl
     _host(runs_course)
     monkeypatch.chdir(runs_course)
     settled, parsed = _counted(monkeypatch)
@@ -312,7 +297,7 @@ def test_the_index_and_the_page_name_the_lesson_and_list_its_runs(runs_course):
     _host(runs_course)
     _with_a_lesson_of_one_run(runs_course)
     (runs_course / "lessons/day02-once").mkdir()
-    _edit(runs_course, lambda data: data["lessons"][1].update(page={"path": "lessons/day02-once/README.md"}))
+    edit_lessons(runs_course, lambda data: data["lessons"][1].update(page={"path": "lessons/day02-once/README.md"}))
 
     def rendered() -> dict[str, str]:
         return {page.name: page.new for page in render_all(load_manifest(runs_course / "lessons.yaml"))}
@@ -339,7 +324,6 @@ def test_the_index_and_the_page_name_the_lesson_and_list_its_runs(runs_course):
 def test_a_command_printed_for_a_run_quotes_its_id_for_the_shell(runs_course, monkeypatch):
     """`coursectl record day01-heat[basic]` pasted into a shell is a glob: the hint quotes the id."""
     import shlex
-    from conftest import coursectl
     from orchestrator.words import command_line
     assert command_line("coursectl", "record", "day01-heat[basic]") == "coursectl record 'day01-heat[basic]'"
     assert shlex.split(command_line("coursectl", "check", "a b", "it's")) == ["coursectl", "check", "a b", "it's"]

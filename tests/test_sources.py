@@ -6,7 +6,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-import yaml
+
+from conftest import coursectl, edit_lessons, fixture_course
 
 from orchestrator.cuda.build import build_lesson
 from orchestrator.cuda.buildkey import flag_files
@@ -20,16 +21,7 @@ NVCC = shutil.which("nvcc")
 @pytest.fixture
 def course(tmp_path, monkeypatch) -> Path:
     """A copy of the fixture course, with a build cache of its own."""
-    monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
-    root = tmp_path / "course"
-    shutil.copytree(FIXTURE, root)
-    return root
-
-
-def _edit(root: Path, change) -> None:
-    data = yaml.safe_load((root / "lessons.yaml").read_text())
-    change(data)
-    (root / "lessons.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return fixture_course(FIXTURE, tmp_path, monkeypatch)
 
 
 def test_sources_loads_and_names_every_unit(course):
@@ -47,7 +39,7 @@ def test_sources_loads_and_names_every_unit(course):
     (["lessons/day01-split/main.cu", "lessons/day01-split/gone.cu"], "does not exist"),
 ])
 def test_bad_sources_are_named(course, sources, words):
-    _edit(course, lambda data: data["lessons"][0].update(sources=sources))
+    edit_lessons(course, lambda data: data["lessons"][0].update(sources=sources))
     with pytest.raises(ManifestError) as caught:
         load_manifest(course / "lessons.yaml")
     assert words in str(caught.value)
@@ -55,7 +47,7 @@ def test_bad_sources_are_named(course, sources, words):
 
 
 def test_source_and_sources_together_are_refused(course):
-    _edit(course, lambda data: data["lessons"][0].update(source="lessons/day01-split/main.cu"))
+    edit_lessons(course, lambda data: data["lessons"][0].update(source="lessons/day01-split/main.cu"))
     with pytest.raises(ManifestError) as caught:
         load_manifest(course / "lessons.yaml")
     assert "not both" in str(caught.value)
@@ -103,7 +95,7 @@ def test_an_edit_of_any_file_rebuilds_and_names_it(course, nvcc_version, lesson_
 
 @pytest.mark.slow
 def test_relocatable_device_code_when_the_flags_ask(course, nvcc_version):
-    _edit(course, lambda data: data["lessons"][0].update(flags=["-std=c++17", "-O3", "-I../../common", "-rdc=true"]))
+    edit_lessons(course, lambda data: data["lessons"][0].update(flags=["-std=c++17", "-O3", "-I../../common", "-rdc=true"]))
     built = _build(course, "day01-split", nvcc_version)
     assert built.binary.is_file()   # ptxas reports no resources of relocatable code: its allocation is the link's
     assert "-rdc=true" in built.command
@@ -113,7 +105,7 @@ def test_relocatable_device_code_when_the_flags_ask(course, nvcc_version):
 def test_a_file_named_by_a_flag_is_an_input(course, nvcc_version):
     prelude = course / "lessons" / "day01-split" / "prelude.cuh"
     prelude.write_text("#define FACTOR 3\n")
-    _edit(course, lambda data: data["lessons"][0].update(
+    edit_lessons(course, lambda data: data["lessons"][0].update(
         flags=["-std=c++17", "-O3", "-I../../common", "-include", "prelude.cuh"]))
     first = _build(course, "day01-split", nvcc_version)
     assert "lessons/day01-split/prelude.cuh" in first.sources
@@ -125,7 +117,7 @@ def test_a_file_named_by_a_flag_is_an_input(course, nvcc_version):
 
 @pytest.mark.slow
 def test_a_link_failure_names_the_files_compiled(course, nvcc_version, real_nvcc):
-    _edit(course, lambda data: data["lessons"][0].update(sources=["lessons/day01-split/main.cu"]))
+    edit_lessons(course, lambda data: data["lessons"][0].update(sources=["lessons/day01-split/main.cu"]))
     with pytest.raises(BuildError) as caught:
         _build(course, "day01-split", nvcc_version)
     error = caught.value
@@ -184,16 +176,11 @@ def test_the_page_shows_each_file_whole_in_its_own_section(course, lesson_id, fi
 
 
 def test_a_page_of_one_file_has_no_section_of_files(tmp_path):
-    root = tmp_path / "host"
-    for name, text in HOST_ONLY.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    shutil.copytree(FIXTURE / "templates", root / "templates")
-    shutil.copy(FIXTURE / "README.md", root / "README.md")
+    root = _host_course(tmp_path, pages=True)
     page = _rendered(root)["prog/README.md"]
     assert "### [`prog/helper.c`](helper.c)\n\n```c\nint helper(void) { return 42; }\n```\n" in page
     assert "### [`prog/helper.h`](helper.h)\n\n```cpp\n" in page
-    _edit(root, lambda data: (data["lessons"][0].pop("sources"), data["lessons"][0].update(source="prog/main.cpp")))
+    edit_lessons(root, lambda data: (data["lessons"][0].pop("sources"), data["lessons"][0].update(source="prog/main.cpp")))
     (root / "prog/main.cpp").write_text('#include <cstdio>\nint main() { std::printf("value = %d\\n", 42); }\n')
     single = _rendered(root)["prog/README.md"]
     assert "## The program's files" not in single and "```cpp\n#include" not in single
@@ -215,7 +202,7 @@ def test_files_past_what_a_page_holds_are_named(course, monkeypatch):
 def test_a_sanitizer_finding_in_any_file_is_judged_and_linked_there(course):
     """A racecheck finding in scale.cu, expected inside its snippet: judged there, and linked to scale.cu."""
     from orchestrator.judge.evidence import EvidenceMeta, write_evidence
-    _edit(course, lambda data: data["lessons"][0].update(
+    edit_lessons(course, lambda data: data["lessons"][0].update(
         sanitizers={"racecheck": {"findings": [{"kernel": "scale", "snippet": "scale-kernel"}]}}))
     where = "<where><func>scale</func><path>/gpu/course/lessons/day01-split/scale.cu</path><line>{}</line></where>"
     xml = ('<?xml version="1.0" encoding="utf-8"?>\n<ComputeSanitizerOutput>\n<record><kind>Analysis</kind>'
@@ -269,16 +256,24 @@ lessons:
 }
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("edited", ["prog/helper.c", "prog/helper.h"])
-def test_verify_offline_names_a_file_of_the_program_edited_since_the_evidence(tmp_path, monkeypatch, fake_gpu,
-                                                                              edited):
-    from conftest import coursectl
-    monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
+def _host_course(tmp_path: Path, *, pages: bool = False) -> Path:
+    """HOST_ONLY written out in tmp_path/host; `pages`: with the fixture's templates and README, to render."""
     root = tmp_path / "host"
     for name, text in HOST_ONLY.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
+    if pages:
+        shutil.copytree(FIXTURE / "templates", root / "templates")
+        shutil.copy(FIXTURE / "README.md", root / "README.md")
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edited", ["prog/helper.c", "prog/helper.h"])
+def test_verify_offline_names_a_file_of_the_program_edited_since_the_evidence(tmp_path, monkeypatch, fake_gpu,
+                                                                              edited):
+    monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
+    root = _host_course(tmp_path)
     monkeypatch.chdir(root)
     recorded = coursectl("record", "--all")
     assert recorded.exit_code == 0, recorded.stdout + recorded.stderr
@@ -294,12 +289,7 @@ def test_verify_offline_names_a_file_of_the_program_edited_since_the_evidence(tm
 def test_the_compiler_explorer_link_holds_every_file(tmp_path):
     import subprocess
     import sys
-    root = tmp_path / "host"
-    for name, text in HOST_ONLY.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    shutil.copytree(FIXTURE / "templates", root / "templates")
-    shutil.copy(FIXTURE / "README.md", root / "README.md")
+    root = _host_course(tmp_path, pages=True)
     done = subprocess.run([sys.executable, "-m", "orchestrator", "render"], cwd=root, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -311,12 +301,8 @@ def test_the_compiler_explorer_link_holds_every_file(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("edited", ["prog/helper.c", "prog/helper.h"])
 def test_verify_on_a_gpu_rebuilds_and_names_a_file_of_the_program_edited(tmp_path, monkeypatch, fake_gpu, edited):
-    from conftest import coursectl
     monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
-    root = tmp_path / "host"
-    for name, text in HOST_ONLY.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
+    root = _host_course(tmp_path)
     monkeypatch.chdir(root)
     assert coursectl("record", "--all").exit_code == 0
     before = coursectl("verify", "--all")
@@ -330,7 +316,6 @@ def test_verify_on_a_gpu_rebuilds_and_names_a_file_of_the_program_edited(tmp_pat
 
 @pytest.mark.slow
 def test_a_lesson_with_no_output_builds_and_runs_but_is_never_pass(tmp_path, monkeypatch, fake_gpu):
-    from conftest import coursectl
     monkeypatch.setenv("COURSECTL_CACHE", str(tmp_path / "cache"))
     root = tmp_path / "host"
     files = dict(HOST_ONLY)
@@ -372,10 +357,7 @@ def test_no_report_may_replace_any_file_of_the_program(tmp_path, monkeypatch):
     """A unit of the program outside lessons/ (prog/helper.c) is a file of the course no report may replace."""
     from orchestrator.cli.report import check_report_paths
     from orchestrator.errors import UsageError
-    root = tmp_path / "host"
-    for name, text in HOST_ONLY.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
+    root = _host_course(tmp_path)
     manifest = load_manifest(root / "lessons.yaml")
     monkeypatch.chdir(root)
     for name, what in (("prog/main.cpp", "the source"), ("prog/helper.c", "the source"), ("prog/helper.h", "a header")):
