@@ -9,23 +9,12 @@
 # COPY: a folder the course is copied into (edited there, never here); LESSON: default
 # day14-syncthreads; TOOL: default racecheck. coursectl is the one on PATH.
 set -u
-here=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/common.sh"
 copy=${1:?give a folder to copy the course into}
 lesson=${2:-day14-syncthreads}
 tool=${3:-racecheck}
-rm -rf "$copy" && mkdir -p "$copy" || exit 2
-(cd "$here" && tar --exclude=.git --exclude=.venv --exclude=.whl --exclude=.coursectl -cf - \
-    lessons.yaml lessons templates evidence README.md) | tar -xf - -C "$copy" || exit 2
-cd "$copy" || exit 2
-export COURSECTL_CACHE=${COURSECTL_CACHE:-$(mktemp -d)/cache}
+copy_course "$copy"
 evidence=$(ls -d evidence/"$lesson"/*/ | grep -v /build/ | head -1)
-
-step() {
-    echo
-    echo "\$ $*"
-    "$@" 2>&1
-    echo "(exit $?)"
-}
 
 echo "# recorded: the program's output under each pass is kept beside its report"
 step coursectl record "$lesson"

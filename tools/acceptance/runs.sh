@@ -7,17 +7,11 @@
 #
 # COURSE: a copy of tests/fixtures/runs (it is edited); COURSECTL: default `coursectl` on PATH.
 set -u
+. "$(dirname "$0")/common.sh"
 course=${1:?give a copy of tests/fixtures/runs}
 coursectl=${2:-coursectl}
 cd "$course" || exit 2
 export COURSECTL_CACHE=${COURSECTL_CACHE:-$PWD/.coursectl/cache}
-
-step() {
-    echo
-    echo "\$ $*"
-    "$@" 2>&1
-    echo "(exit $?)"
-}
 
 step "$coursectl" verify --all -v
 step "$coursectl" record --all

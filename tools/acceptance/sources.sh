@@ -8,18 +8,12 @@
 # COURSE: a copy of tests/fixtures/sources (it is edited); COURSECTL: default `coursectl` on PATH.
 # Add --offline to OFFLINE=--offline to walk the same steps without a GPU (record is then left out).
 set -u
+. "$(dirname "$0")/common.sh"
 course=${1:?give a copy of tests/fixtures/sources}
 coursectl=${2:-coursectl}
 offline=${OFFLINE:-}
 cd "$course" || exit 2
 export COURSECTL_CACHE=${COURSECTL_CACHE:-$PWD/.coursectl/cache}
-
-step() {
-    echo
-    echo "\$ $*"
-    "$@" 2>&1
-    echo "(exit $?)"
-}
 
 step "$coursectl" verify --all $offline -v
 if [ -z "$offline" ]; then

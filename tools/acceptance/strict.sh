@@ -9,21 +9,10 @@
 # COPY: a folder the course is copied into (it is edited there, never here); LESSON: default
 # day13-shared-memory, whose kernels.ms rule is the `x-ms` anchor. coursectl is the one on PATH.
 set -u
-here=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/common.sh"
 copy=${1:?give a folder to copy the course into}
 lesson=${2:-day13-shared-memory}
-rm -rf "$copy" && mkdir -p "$copy" || exit 2
-(cd "$here" && tar --exclude=.git --exclude=.venv --exclude=.whl --exclude=.coursectl -cf - \
-    lessons.yaml lessons templates evidence README.md) | tar -xf - -C "$copy" || exit 2
-cd "$copy" || exit 2
-export COURSECTL_CACHE=${COURSECTL_CACHE:-$(mktemp -d)/cache}
-
-step() {
-    echo
-    echo "\$ $*"
-    "$@" 2>&1
-    echo "(exit $?)"
-}
+copy_course "$copy"
 
 source=$(python3 - "$lesson" <<'PY'
 import sys, yaml
