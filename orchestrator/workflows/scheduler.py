@@ -143,8 +143,7 @@ class Scheduler:
         def start(claim: Claim) -> None:
             waited.end()
             if self.stopping.is_set():
-                claim.share.holder[claim.gpu.uuid] = None   # under the share's lock: given back at once
-                claim.held = False
+                claim.decline()
                 if (gathering := self.gatherings.get(lesson.group or "")) is not None:
                     gathering.leave(lesson.id)   # a run that will never reach it: its other runs go on
                 return

@@ -466,6 +466,12 @@ class Claim:
                 self.share.holder[self.gpu.uuid] = None
                 self.share._dispatch()
 
+    def decline(self) -> None:
+        """Give the GPU back unused, from the `then` of claim_later (under the share's lock, in its dispatch,
+        which goes on to hand the GPU to the next lesson waiting)."""
+        self.held = False
+        self.share.holder[self.gpu.uuid] = None
+
     def __enter__(self) -> Gpu:
         return self.gpu
 
