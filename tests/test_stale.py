@@ -306,3 +306,26 @@ def test_the_drift_report_names_a_weakened_rule_before_and_after(course, fake_gp
     text = drift.read_text()
     assert "No field moved; nothing changed underneath" not in text
     assert "field cases.ms checks less than when the evidence was recorded" in text and '"rel": 10.0' in text
+
+
+def test_a_gpu_verify_reads_and_parses_the_evidence_once(course, fake_gpu, prebuilt, monkeypatch):
+    """Comparing the fields, the drift, the rules and meta.json all judge one read and one parse of the set."""
+    from orchestrator.judge import evidence, judging
+    recorded(course)
+    loads, parses = [], []
+    real_load, real_parse = evidence.load_evidence, judging.parse_transcript
+
+    def load(*args, **kwargs):
+        loads.append(args)
+        return real_load(*args, **kwargs)
+
+    def parse(schema, text, name="<transcript>", *args, **kwargs):
+        if str(name).endswith("transcript.txt"):
+            parses.append(name)
+        return real_parse(schema, text, name, *args, **kwargs)
+
+    monkeypatch.setattr(evidence, "load_evidence", load)
+    monkeypatch.setattr(judging, "parse_transcript", parse)
+    result = coursectl("verify", "--all", "--strict", "-q")
+    assert (result.exit_code, statuses(result.stdout)) == (0, {DAY16: "PASS"}), result.stdout
+    assert (len(loads), len(parses)) == (1, 1), (loads, parses)

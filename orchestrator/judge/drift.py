@@ -21,7 +21,7 @@ from ..transcript.claims import ClaimResult
 from .comparison import FieldResult, FieldStatus
 from ..errors import EvidenceError, TranscriptError
 from ..cuda.build import BuildResult
-from .evidence import EvidenceMeta, lesson_digest, load_evidence, source_changes
+from .evidence import EvidenceMeta, Recorded, lesson_digest, load_evidence, source_changes
 from ..files import write_report
 from .judging import claims_on_evidence, judge_recorded_pass, parse_evidence, sources_now
 from ..manifest.model import Lesson, Manifest, SanitizerPass
@@ -169,7 +169,7 @@ def finding_changes(tool: str, old: Report, new: Report) -> list[FindingChange]:
 
 # -- the stage ----------------------------------------------------------------------------------
 def describe_drift(manifest: Manifest, lesson: Lesson, toolchain: Toolchain, gpu: Gpu, arch: str,
-                   result: LessonResult, build: BuildResult | None = None) -> None:
+                   result: LessonResult, build: BuildResult | None = None, recorded: Recorded | None = None) -> None:
     """What changed since this GPU's evidence: provenance, claims' outcomes, sanitizer findings.
 
     Call it after the run is judged and sanitized and before record replaces
@@ -177,12 +177,13 @@ def describe_drift(manifest: Manifest, lesson: Lesson, toolchain: Toolchain, gpu
     Evidence that cannot be read is left to judging to report.
     """
     try:
-        parsed = parse_evidence(manifest, lesson, gpu.slug)
+        parsed = parse_evidence(manifest, lesson, gpu.slug, recorded=recorded)
         evidence = parsed.evidence if parsed is not None else None
     except TranscriptError:
         parsed = None
         try:
-            evidence = load_evidence(manifest.root, lesson.id, gpu.slug)
+            evidence = (recorded.load(gpu.slug) if recorded is not None
+                        else load_evidence(manifest.root, lesson.id, gpu.slug))
         except EvidenceError:
             return
     except EvidenceError:

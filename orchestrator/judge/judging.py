@@ -161,7 +161,7 @@ def judge_run(manifest: Manifest, lesson: Lesson, result: CommandResult, gpu_slu
 
 def judge_runs(manifest: Manifest, lesson: Lesson, runs: list[CommandResult], gpu: Gpu, arch: str,
                *, compare: bool, resources: dict | None,
-               environment: RunEnvironment | None) -> tuple[LessonResult, int]:
+               environment: RunEnvironment | None, recorded: Recorded | None = None) -> tuple[LessonResult, int]:
     """Judge one or more runs; tolerance fields by their median; returns (result, chosen run).
 
     Every run must pass its gates. With several runs, each tolerance field is
@@ -193,7 +193,7 @@ def judge_runs(manifest: Manifest, lesson: Lesson, runs: list[CommandResult], gp
         flats = dict(parsed).get(chosen) or parsed[0][1]
         if medians:
             flats = [f.model_copy(update={"value": medians[f.path]}) if f.path in medians else f for f in flats]
-        compare_with_evidence(manifest, lesson, flats, gpu.slug, result)
+        compare_with_evidence(manifest, lesson, flats, gpu.slug, result, recorded)
     if not lesson.output.items and not lesson.claims:
         result.reasons.append("the lesson checks nothing: its output: declares no items and it makes no claims; "
                               "build and run it, then write its output schema from the transcript")
@@ -213,17 +213,18 @@ def describe_environment(before: GpuState | None, after: GpuState | None) -> Run
 
 # -- against evidence ----------------------------------------------------------------------------
 def compare_with_evidence(manifest: Manifest, lesson: Lesson, new: list[Flat], gpu_slug: str | None,
-                          out: LessonResult) -> None:
+                          out: LessonResult, recorded: Recorded | None = None) -> None:
     """Each field against this GPU's evidence (or another GPU's exact fields); moves are reasons.
 
-    The fields' statuses are compare_fields', given the run's ambiguous fields and whether its timings are trusted.
+    The fields' statuses are compare_fields', given the run's ambiguous fields and whether its timings are
+    trusted. With `recorded` (the turn's), evidence another stage read is not read again.
     """
-    slugs = list_gpus(manifest.root, lesson.id)
+    slugs = recorded.slugs() if recorded is not None else list_gpus(manifest.root, lesson.id)
     slug = gpu_slug if gpu_slug in slugs else (slugs[0] if slugs else None)
     if slug is None:
         return
     try:
-        old = parse_evidence(manifest, lesson, slug)
+        old = parse_evidence(manifest, lesson, slug, recorded=recorded)
         assert old is not None
     except (EvidenceError, TranscriptError) as exc:
         out.reasons.append(f"evidence: {exc}")
@@ -253,10 +254,11 @@ def sources_now(manifest: Manifest, lesson: Lesson, builds: list[BuildResult],
     return source_digests(manifest.root, source, files or [source])
 
 
-def compare_with_previous(manifest: Manifest, lesson: Lesson, out: LessonResult, slug: str) -> None:
+def compare_with_previous(manifest: Manifest, lesson: Lesson, out: LessonResult, slug: str,
+                          recorded: Recorded | None = None) -> None:
     """What moved since the evidence that record is about to replace (notes, never reasons)."""
     try:
-        previous = parse_evidence(manifest, lesson, slug)
+        previous = parse_evidence(manifest, lesson, slug, recorded=recorded)
     except EvidenceError as exc:
         out.notes.append(f"previous evidence was unreadable and is replaced: {exc}")
         return

@@ -83,7 +83,8 @@ def judge_the_runs_alone(turn: Turn, result: LessonResult) -> LessonResult:
 
 def _judged(turn: Turn, result: LessonResult, *, compare: bool) -> LessonResult:
     judged, turn.chosen = judge_runs(turn.manifest, turn.lesson, turn.runs, turn.gpu, turn.arch, compare=compare,
-                                     resources=turn.build.resources, environment=turn.environment)
+                                     resources=turn.build.resources, environment=turn.environment,
+                                     recorded=turn.recorded)
     judged.notes += result.notes
     return judged
 
@@ -98,7 +99,8 @@ def judge_the_first_run(turn: Turn, result: LessonResult) -> LessonResult:
 
 def compare_the_build_evidence(turn: Turn, result: LessonResult) -> LessonResult:
     """ptxas' report of this GPU's build against the build evidence."""
-    compare_build_evidence(turn.manifest, turn.lesson, turn.build, turn.toolchain.nvcc_version, result)
+    compare_build_evidence(turn.manifest, turn.lesson, turn.build, turn.toolchain.nvcc_version, result,
+                           turn.recorded)
     return result
 
 
@@ -110,14 +112,15 @@ def run_the_sanitizers(turn: Turn, result: LessonResult) -> LessonResult:
 
 def describe_the_drift(turn: Turn, result: LessonResult) -> LessonResult:
     """What changed since the evidence: provenance, claims, sanitizer findings (notes)."""
-    describe_drift(turn.manifest, turn.lesson, turn.toolchain, turn.gpu, turn.arch, result, turn.build)
+    describe_drift(turn.manifest, turn.lesson, turn.toolchain, turn.gpu, turn.arch, result, turn.build,
+                   turn.recorded)
     return result
 
 
 def check_the_rules(turn: Turn, result: LessonResult) -> LessonResult:
     """This GPU's evidence: its meta.json against the transcript, and rules that check less than it was
     recorded under (freshness.judge_currency); a changed source was built and judged as it is today."""
-    judge_currency(turn.manifest, turn.lesson, result, offline=False)
+    judge_currency(turn.manifest, turn.lesson, result, offline=False, recorded=turn.recorded)
     return result
 
 

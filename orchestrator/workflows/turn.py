@@ -24,8 +24,7 @@ from .. import __version__
 from ..cuda.build import BuildResult, cache_root, mangled_kernels
 from ..errors import EvidenceError, describe_os_error
 from ..files import relative
-from ..judge.evidence import (EvidenceMeta, Recorded, build_evidence_path, evidence_dir, lesson_digest, load_evidence,
-                       read_evidence_file, source_changes, write_build_evidence, write_evidence)
+from ..judge.evidence import (EvidenceMeta, Recorded, build_evidence_path, evidence_dir, lesson_digest, read_evidence_file, source_changes, write_build_evidence, write_evidence)
 from ..judge.judging import build_evidence_of, compare_with_previous, describe_environment, judge_sanitizer_run, sources_now
 from ..manifest.model import Lesson, Manifest, SanitizerPass
 from ..process import CommandResult, Runner
@@ -66,6 +65,9 @@ class Turn:
         self.files: dict[str, bytes] = {}              # the passes' logs and XML reports, named as stored
         self.gathering: Gathering | None = None          # a run of a lesson with claims across runs: where they meet
         self.waited = 0.0                                # seconds it waited there for the other runs
+        # This GPU's evidence and build evidence, read and parsed once for the stages that judge against them;
+        # store, the last stage of record, reads the set it replaces through it too, then writes.
+        self.recorded = Recorded(manifest.root, lesson.id)
 
     @property
     def build(self) -> BuildResult:
@@ -230,7 +232,7 @@ class Turn:
             return result
         manifest, lesson, gpu, toolchain = self.manifest, self.lesson, self.gpu, self.toolchain
         command = self.runs[self.chosen]
-        compare_with_previous(manifest, lesson, result, gpu.slug)
+        compare_with_previous(manifest, lesson, result, gpu.slug, self.recorded)
         meta = EvidenceMeta(
             lesson=lesson.id, date=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
             gpu_name=gpu.name, gpu_slug=gpu.slug, compute_capability=gpu.compute_capability,
@@ -280,7 +282,7 @@ class Turn:
         ran = {p.tool for p in result.sanitizers if not p.not_run}
         missing = [tool for tool in self.manifest.sanitizers(self.lesson) if tool not in ran]
         try:
-            previous = load_evidence(self.manifest.root, self.lesson.id, self.gpu.slug) if missing else None
+            previous = self.recorded.load(self.gpu.slug) if missing else None
         except EvidenceError:
             previous = None   # compare_with_previous has said why; there is nothing to keep
         if previous is None:
