@@ -189,7 +189,7 @@ def test_a_start_gap_that_is_no_number_of_seconds_from_0_to_10_is_a_usage_error(
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
 def test_coursectl_itself_refuses_a_start_gap_that_is_nan_or_infinite(value):
     """typer 0.16 to 0.28 let `--start-gap nan` through min=0 and max=10; coursectl's own check does not."""
-    from orchestrator.cli.commands import _seconds
+    from orchestrator.cli.common import seconds_option as _seconds
     from orchestrator.errors import UsageError
 
     with pytest.raises(UsageError, match=rf"^Invalid value for '--start-gap': {value} is not a number of seconds$"):

@@ -13,7 +13,6 @@ defers: CPU time of the import in a fresh process after cli/main.py's, without
 from __future__ import annotations
 
 import contextlib
-import math
 import shlex
 import sys
 import time
@@ -28,8 +27,9 @@ from rich.table import Table
 from . import annotations, common, display
 from .common import (LAST_REPORT, AllOpt, ArchOpt, CollectOnlyOpt, Command, DriftOpt, ExitFirstOpt, FailedFromOpt,
                      GpusOpt, JobsOpt, JsonOpt, JunitOpt, KeywordOpt, LastFailedOpt, LessonsArg, ManifestOpt, QuietOpt,
-                     RepeatOpt, RetriesOpt, SanitizerJobsOpt, ShardOpt, StartGapOpt, StrictOpt, VerboseOpt, jobs_or_cores,
-                     app, handle_errors, json_to_stdout, lesson_ids_to_complete, load, write_reports)
+                     RejudgeOpt, RepeatOpt, RetriesOpt, SanitizerJobsOpt, ShardOpt, StartGapOpt, StrictOpt, VerboseOpt,
+                     app, handle_errors, jobs_or_cores, json_to_stdout, lesson_ids_to_complete, load, seconds_option,
+                     write_reports)
 from ..names import check_arch
 from ..cuda.build import cache_root
 from ..cuda.buildkey import describe_host_compiler
@@ -307,14 +307,6 @@ def _keep_last(report, path: Path) -> None:
                                  "run", markup=False, soft_wrap=True)
 
 
-def _seconds(option: str, value: Optional[float]) -> Optional[float]:
-    """An option's number of seconds, refused when NaN or infinite: typer before 0.29 lets `nan` through
-    its min and max, as every comparison with NaN is false."""
-    if value is not None and not math.isfinite(value):
-        raise UsageError(f"Invalid value for '{option}': {value} is not a number of seconds")
-    return value
-
-
 @app.command(cls=Command)
 @handle_errors
 def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt, keyword: Optional[str] = KeywordOpt,
@@ -331,7 +323,8 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
            json_path: Optional[Path] = JsonOpt, junit_path: Optional[Path] = JunitOpt,
            drift_path: Optional[Path] = DriftOpt, last_failed: bool = LastFailedOpt,
            failed_from: Optional[Path] = FailedFromOpt, retries: int = RetriesOpt, collect_only: bool = CollectOnlyOpt,
-           quiet: bool = QuietOpt, verbose: int = VerboseOpt, manifest_path: Path = ManifestOpt) -> None:
+           rejudge: bool = RejudgeOpt, quiet: bool = QuietOpt, verbose: int = VerboseOpt,
+           manifest_path: Path = ManifestOpt) -> None:
     """Build, run, sanitize, parse, check claims and compare with this GPU's evidence.
 
     Its JSON report is also kept in $COURSECTL_CACHE/last-report.json, for --last-failed. Exits 0 when
@@ -342,7 +335,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
 
     if arch is not None:
         check_arch(arch)
-    start_gap = _seconds("--start-gap", start_gap)
+    start_gap = seconds_option("--start-gap", start_gap)
     json_to_stdout(json_path)
     if offline and drift_path:
         raise UsageError("--report compares a run on a GPU with the evidence; --offline runs nothing")
@@ -354,6 +347,9 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
                                          ("--retries", retries != 0)) if used]
         if given:
             raise UsageError(f"{', '.join(given)}: for runs on a GPU; --offline runs nothing on one")
+    elif rejudge:
+        raise UsageError("--rejudge: for --offline, which re-judges the recorded evidence; a run on a GPU judges "
+                         "every lesson it runs")
     manifest = load(manifest_path)
     check_report_paths(manifest, {"--json": json_path, "--junit": junit_path, "--report": drift_path}, stdout="--json")
     lessons, emptied = _selected(manifest, lesson_ids, all_=all_, keyword=keyword, shard=shard,
@@ -363,7 +359,7 @@ def verify(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
     tc = _discover()
     options = Options(jobs=jobs_or_cores(jobs), arch=arch, gpus=gpus, sanitize=not no_sanitize and not offline,
                       repeat=repeat, exitfirst=exitfirst, rerun_sanitizers=rerun_sanitizers,
-                      sanitizer_jobs=sanitizer_jobs, start_gap=start_gap, retries=retries)
+                      sanitizer_jobs=sanitizer_jobs, start_gap=start_gap, retries=retries, rejudge=rejudge)
     title = "verify --offline" if offline else "verify"
     if offline:
         tc.require_nvcc()   # before the note below, which would promise checks that never come
@@ -403,7 +399,7 @@ def record(lesson_ids: Optional[List[str]] = LessonsArg, *, all_: bool = AllOpt,
     # deferred: 44 ms of imports (workflows, render, jinja2; 25 from .pyc) that --help and doctor never need
     from ..workflows.pipeline import record as record_workflow
 
-    start_gap = _seconds("--start-gap", start_gap)
+    start_gap = seconds_option("--start-gap", start_gap)
     json_to_stdout(json_path)
     manifest = load(manifest_path)
     check_report_paths(manifest, {"--json": json_path, "--report": drift_path}, stdout="--json")

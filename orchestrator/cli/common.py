@@ -8,6 +8,7 @@ Commands print through `common.console` and `common.err_console`, which
 from __future__ import annotations
 
 import functools
+import math
 import os
 import signal
 import sys
@@ -21,7 +22,7 @@ import yaml
 from rich.console import Console
 
 from .. import __version__
-from ..errors import INTERRUPTED, CoursectlError, RunFailed, describe_os_error
+from ..errors import INTERRUPTED, CoursectlError, RunFailed, UsageError, describe_os_error
 from ..judge.evidence import evidence_of_no_lesson
 from ..manifest.load import load_manifest
 from ..manifest.model import Manifest
@@ -201,6 +202,17 @@ FailedFromOpt = typer.Option(None, "--failed-from", metavar="REPORT.json",
                                   "all of them when none failed.")
 
 
+def seconds_option(option: str, value: Optional[float]) -> Optional[float]:
+    """An option's number of seconds, refused when NaN or infinite: typer before 0.29 lets `nan` through
+    its min and max, as every comparison with NaN is false."""
+    if value is not None and not math.isfinite(value):
+        raise UsageError(f"Invalid value for '{option}': {value} is not a number of seconds")
+    return value
+
+
+RejudgeOpt = typer.Option(False, "--rejudge",
+                          help="With --offline: judge every lesson's evidence again, also a lesson whose sources, "
+                               "builds, evidence and entry did not change since it was last judged clean.")
 RetriesOpt = typer.Option(0, "--retries", min=0, max=10, metavar="N",
                           help="Run a lesson that crashed or timed out again, and judge it again, up to N times; "
                                "one that then passes is FLAKY (a failure with --strict).")

@@ -359,6 +359,10 @@ class Recorded:
         TranscriptError it raised, kept."""
         return _once(self._parsed, slug, lambda: parse(self.load(slug)), (EvidenceError, TranscriptError))
 
+    def loaded(self) -> list[Evidence]:
+        """The sets the stages have loaded, those that could be read."""
+        return [kept for kept in self._loaded.values() if isinstance(kept, Evidence)]
+
     def build(self, arch: str) -> BuildEvidence | None:
         return _once(self._builds, arch, lambda: load_build_evidence(self.root, self.lesson_id, arch),
                      (EvidenceError,))

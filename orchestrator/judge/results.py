@@ -172,6 +172,9 @@ class LessonResult(BaseModel):
     seconds: float = 0.0
     retried: list[str] = []          # --retries: each attempt before the one judged, that crashed or timed out: why
     covered: dict = {}               # what its verdict covered (coverage): gates held, fields by rule, passes
+    # verify --offline: its result is the one its last judging gave, nothing it is judged from having changed
+    # since (workflows/judged.py)
+    reused: bool = False
 
 
 class Options(BaseModel):
@@ -188,6 +191,7 @@ class Options(BaseModel):
     sanitizer_jobs: int | None = None         # passes at once (default: see sharing.GpuShare)
     start_gap: float | None = None            # seconds between timed runs' starts (default: sharing.START_GAP)
     retries: int = 0                          # verify: a timed run that crashed or timed out, run and judged again
+    rejudge: bool = False                     # verify --offline: judge every lesson, none taken from workflows/judged.py
 
 
 class Event(BaseModel):
@@ -344,7 +348,8 @@ def covered_words(covered: dict) -> str:
     if not covered:
         return "not recorded"
     fields = ", ".join(f"{n} {rule}" for rule, n in covered.get("fields_compared", {}).items()) or "none"
-    parts = ["ran" if covered.get("ran") else "re-judged, nothing ran", f"{covered.get('gates_held', 0)} gates held",
+    parts = ["ran" if covered.get("ran") else "as last judged, nothing it is judged from changed" if covered.get("reused")
+             else "re-judged, nothing ran", f"{covered.get('gates_held', 0)} gates held",
              f"fields compared: {fields}"]
     parts += [f"passes run: {', '.join(covered['passes_run'])}"] if covered.get("passes_run") else []
     parts += [f"re-judged: {', '.join(covered['passes_rejudged'])}"] if covered.get("passes_rejudged") else []
@@ -358,7 +363,7 @@ def coverage(result: LessonResult) -> dict:
     for f in result.fields:
         if f.status.value in ("same", "within"):
             fields[f.rule] = fields.get(f.rule, 0) + 1
-    return {"ran": ran(result),
+    return {"ran": ran(result), "reused": result.reused,
             "gates_held": sum(c.kind == "gate" and c.held for c in result.claims),
             "fields_compared": fields,
             "passes_run": [p.tool for p in result.sanitizers if p.command and not p.cached and not p.not_run],
@@ -370,7 +375,9 @@ def tally(results: list[LessonResult], seconds: float) -> str:
 
     Passed and failed are always named; the rest only when there are some. A
     PASS that ran nothing (verify --offline re-judged its evidence) is
-    counted as `re-judged`, not passed: `0 passed, 4 re-judged, 0 failed`.
+    counted as `re-judged`, not passed: `0 passed, 4 re-judged, 0 failed`; those whose result is the one their
+    last judging gave (nothing they are judged from changed) are counted within it: `0 passed, 4 re-judged, 0
+    failed in 0.1 s; 3 unchanged since last judged`.
     Failures say how they failed when any timed out or crashed.
     """
     parts = []
@@ -385,4 +392,5 @@ def tally(results: list[LessonResult], seconds: float) -> str:
     kinds = [f"{sum(r.status is s for r in failed)} {w}" for s, w in
              ((Status.TIMEOUT, "timed out"), (Status.CRASH, "crashed")) if any(r.status is s for r in failed)]
     parts.append(f"{len(failed)} failed" + (f" ({', '.join(kinds)})" if kinds else ""))
-    return f"{', '.join(parts)} in {seconds:.1f} s"
+    reused = sum(r.status is Status.PASS and r.reused for r in results)
+    return f"{', '.join(parts)} in {seconds:.1f} s" + (f"; {reused} unchanged since last judged" if reused else "")

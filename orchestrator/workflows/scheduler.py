@@ -32,12 +32,14 @@ from ..cuda.build import BuildResult, SharedBuilds, build_detail
 from ..cuda.sanitizer_cache import Footprint
 from ..cuda.toolchain import Toolchain, select_gpus
 from ..errors import CoursectlError, Interrupted, describe_os_error
+from ..files import relative
 from ..judge.results import Emit, Event, LessonResult, Options, Status, quiet, settle, stopped
 from ..manifest.model import Lesson, Manifest
 from ..process import Runner, interrupts_held, kill_all, resume, run_command
 from ..trace import span
 from ..judge.across import gathered, judge_across_runs
 from .gathering import gatherings
+from .judged import Judged
 from .sharing import Claim, GpuShare
 from .turn import OfflineTurn, Turn, Waited, expected_passes, passes_of
 from .waiting import completed
@@ -272,6 +274,8 @@ def walk_offline(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain
     except Interrupted as exc:
         raise Interrupted(str(exc), [stopped(lesson.id, Status.SKIPPED, NOT_FINISHED) for lesson in lessons])
     groups = gathered(manifest, lessons)
+    across = {run_id for ids in groups.values() for run_id in ids}   # judged every time (judged.py)
+    judged = Judged(manifest, toolchain, options)
     results: dict[str, LessonResult] = {}
     walked: set[str] = set()   # walked, not settled yet: the runs of a lesson in `groups` wait for the last
     for lesson in lessons:
@@ -279,7 +283,8 @@ def walk_offline(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain
             results[lesson.id] = stopped(lesson.id, Status.SKIPPED, NOT_RUN)
         else:
             builds = [build for built_lesson, _, build in built if built_lesson is lesson]
-            results[lesson.id] = _walk_offline_turn(OfflineTurn(manifest, toolchain, lesson), builds, stages, emit)
+            results[lesson.id] = _judged_offline(judged, OfflineTurn(manifest, toolchain, lesson), builds, stages,
+                                                 emit, keep=lesson.id not in across)
             walked.add(lesson.id)
         ids = groups.get(lesson.group or "", [lesson.id])
         if not all(run_id in results for run_id in ids):
@@ -291,6 +296,27 @@ def walk_offline(manifest: Manifest, lessons: list[Lesson], toolchain: Toolchain
             emit(Event(lesson=run_id, stage="done", detail=settle(results[run_id]).status.value,
                        result=results[run_id]))
     return [results[lesson.id] for lesson in lessons]
+
+
+def _judged_offline(judged: Judged, turn: OfflineTurn, builds: list[BuildResult | CoursectlError],
+                    stages: tuple[OfflineStage, ...], emit: Emit, *, keep: bool) -> LessonResult:
+    """One lesson's result: as its last judging gave it where nothing it is judged from changed since
+    (judged.Judged), else its stages walked, and the result kept for the next run where it came out clean."""
+    done = [build for build in builds if not isinstance(build, CoursectlError)]
+    if keep and len(done) == len(builds):
+        started = time.monotonic()
+        taken = judged.take(turn.lesson, done)
+        if taken is not None:
+            emit(Event(lesson=turn.lesson.id, stage="comparing"))
+            taken.reused = True
+            taken.seconds = sum(b.seconds for b in done if not b.cached) + time.monotonic() - started
+            return taken
+    result = _walk_offline_turn(turn, builds, stages, emit)
+    if keep and len(done) == len(builds):
+        read = [relative(path, turn.manifest.root) for path in turn.manifest.source_paths(turn.lesson)]
+        read += [name for evidence in turn.recorded.loaded() for name in evidence.meta.sources]
+        judged.keep(turn.lesson, done, result, read)
+    return result
 
 
 def _walk_offline_turn(turn: OfflineTurn, builds: list[BuildResult | CoursectlError],
