@@ -19,18 +19,33 @@ import os
 import select
 import signal
 import threading
-from concurrent.futures import FIRST_COMPLETED, Future
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, as_completed
 from concurrent.futures import wait as wait_for_futures
 from typing import Iterable, Iterator
 
 
 def completed(futures: Iterable[Future]) -> Iterator[Future]:
-    """as_completed, its main thread woken by a signal any thread took (see the module)."""
-    pending = set(futures)
-    while pending:
-        done = first_done(pending)
-        pending -= done
-        yield from done
+    """as_completed, its main thread woken by a signal any thread took (see the module), in the order they end.
+
+    Each future is given one callback, which files it as ended and rings the pipe: the work is one step a
+    future, however many are pending (a wait that looked at every pending future each time one ended was
+    quadratic: 860,000 looks for the 800 builds of a 400-lesson course)."""
+    pending = list(dict.fromkeys(futures))
+    if threading.current_thread() is not threading.main_thread():
+        yield from as_completed(pending)
+        return
+    ended: deque[Future] = deque()
+    with _Wakeup() as wakeup:
+        def end(future: Future) -> None:
+            ended.append(future)   # deque.append is atomic: the pool's threads file futures as they end
+            wakeup.ring()
+        for future in pending:
+            future.add_done_callback(end)   # one done already is called back at once, here
+        for _ in pending:
+            while not ended:
+                wakeup.sleep()
+            yield ended.popleft()
 
 
 def first_done(futures: set[Future]) -> set[Future]:
