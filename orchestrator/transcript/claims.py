@@ -268,13 +268,15 @@ def resources_view(resources: dict) -> TableView:
 
 
 def evaluate_claim(schema: OutputSchema, transcript: Transcript, claim: Any,
-                   extra: dict[str, Any] | None = None) -> ClaimResult:
-    """Evaluate one claim over a parsed transcript; failures name the element."""
+                   extra: dict[str, Any] | None = None, scope: dict[str, Any] | None = None) -> ClaimResult:
+    """Evaluate one claim over a parsed transcript; failures name the element. `scope`: the transcript's
+    names_in_scope, where the caller has made them already (they are read, never changed)."""
     outer = dict(extra or {})
     if claim.each:
         elements = list(_elements(schema.items, transcript.scope, claim.each.split("."), "", outer))
     else:
-        elements = [("", {**outer, **names_in_scope(schema.items, transcript.scope)})]
+        scope = names_in_scope(schema.items, transcript.scope) if scope is None else scope
+        elements = [("", {**outer, **scope})]
     failures: list[str] = []
     checked = 0
     budget = Budget()
@@ -304,7 +306,8 @@ def evaluate_claims(schema: OutputSchema, transcript: Transcript, claims: list,
                     resources: dict | None = None) -> list[ClaimResult]:
     """Every claim; those over the build evidence only where a build's report is at hand."""
     extra = {"resources": resources_view(resources)} if resources is not None else {}
-    return [evaluate_claim(schema, transcript, c, extra) for c in claims
+    scope = names_in_scope(schema.items, transcript.scope)   # once for all the claims, not once a claim
+    return [evaluate_claim(schema, transcript, c, extra, scope) for c in claims
             if resources is not None or not uses_resources(c)]
 
 

@@ -215,8 +215,9 @@ class _Parser:
 
     # -- items -----------------------------------------------------------
     def items(self, items: list, pos: int, scope: Scope, stop: Stop, at: tuple = ("items",)) -> int:
+        starters = [self.starter(x) for x in items]   # made once a list of items, not once an item
         for index, item in enumerate(items):
-            later = [s for s in (self.starter(x) for x in items[index + 1:]) if s is not None]
+            later = [s for s in starters[index + 1:] if s is not None]
 
             def stop_here(line: str, later=later) -> bool:
                 return stop(line) or any(s(line) for s in later)

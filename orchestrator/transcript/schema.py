@@ -36,6 +36,7 @@ class Pattern:
         self.source = source
         self.fields = fields
         self.is_regex = is_regex
+        self.needle: str | None = None   # a template's longest run of literal text, which any line it takes holds
         self.regex = self._compile()
 
     def _compile(self) -> BoundedRegex:
@@ -88,12 +89,18 @@ class Pattern:
         if "{" in tail or "}" in tail:
             raise ValueError(f"unbalanced brace in {self.source!r}")
         out.append(_literal(tail, first=pos == 0, last=True))
+        # What lies between the placeholders, less its runs of spaces (which match any whitespace), is matched
+        # as it is written: a line without the longest of it is no match, found without running the regex.
+        literal = [part for text in _PLACEHOLDER.split(self.source)[::3] for part in text.split(" ") if part]
+        self.needle = max(literal, key=len, default=None)
         extra = set(self.fields) - names
         if extra:
             raise ValueError(f"fields {sorted(extra)} are declared but not in {self.source!r}")
         return "".join(out)
 
     def match(self, line: str, budget: MatchBudget | None = None) -> dict[str, Any] | None:
+        if self.needle is not None and self.needle not in line:
+            return None
         m = self.regex.fullmatch(line.rstrip(), budget)
         if m is None:
             return None
