@@ -32,8 +32,12 @@ from .errors import CoursectlError
 TEXT_LIMIT = 16 * 2**20
 
 
-def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write `data` to `path` so that readers see the old file or the new one, never half."""
+def atomic_write(path: Path, data: bytes | str, *, durable: bool = True) -> None:
+    """Write `data` to `path` so that readers see the old file or the new one, never half.
+
+    `durable`: on the disk before it replaces the old file (fsync). A cache's entry, which its reader checks
+    and takes for a miss when it is not whole, is written without (durable=False): what a crash loses of it
+    is one slower run."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode("utf-8") if isinstance(data, str) else data
@@ -42,7 +46,8 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         if path.exists():
             os.chmod(tmp, path.stat().st_mode & 0o777)
         else:

@@ -162,7 +162,7 @@ def _remember(path: Path, material: dict, previous: bytes | None) -> None:
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, text)
+        atomic_write(path, text, durable=False)
     except (OSError, CoursectlError):
         pass
 

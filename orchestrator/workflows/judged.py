@@ -184,7 +184,8 @@ class Judged:
         # one line's worth of JSON, and the result is validated from its JSON at once.
         head = json.dumps({"format": FORMAT, "lesson": lesson.id, "key": key, "files": files})
         try:
-            atomic_write(self.path_of(lesson), f"{head}\n{result.model_dump_json()}\n")
+            # Not durable: an entry a crash cut short does not parse, and is no entry.
+            atomic_write(self.path_of(lesson), f"{head}\n{result.model_dump_json()}\n", durable=False)
         except OSError:
             pass   # a cache that cannot be written only costs the next run its judging
 
