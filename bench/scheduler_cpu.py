@@ -178,7 +178,8 @@ def main() -> None:
                if not name.startswith(("FAKE_SANITIZER_", "FAKE_GPU_", "STANDIN_", "COURSECTL_"))}
         env.update(PATH=os.pathsep.join([str(fakes(tmp / "bin")), env.get("PATH", "")]),
                    COURSECTL_CACHE=str(tmp / "cache"), COURSECTL_LOCK_DIR=str(tmp / "locks"),
-                   COURSECTL_NO_NVML="1", PYTHONPATH=str(ROOT))
+                   COURSECTL_NO_NVML="1",   # this checkout first, then wherever its dependencies are
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
         result["setup"] = coursectl(["verify", "--all", "--no-sanitize"], course, env, tmp / "setup.json")
         for index in range(args.runs):
             run = coursectl(["verify", "--all", "--rerun-sanitizers", *extra], course, env, tmp / f"run-{index}.json")
