@@ -398,7 +398,9 @@ class _Evaluator(Explaining, EvalWithCompoundTypes):
     def _explained(self, name: str, comprehension: ast.expr) -> bool:
         """all/any/increasing over one comprehension, noting the first element that decides it."""
         generator = comprehension.generators[0]
-        target = ast.get_source_segment(self.expr.strip(), generator.target) or "element"
+
+        def target() -> str:   # the comprehension's variable as written: only a note names it
+            return ast.get_source_segment(self.expr.strip(), generator.target) or "element"
         bound: dict[str, Any] = {}
         previous_lookup = self.nodes[ast.Name]
 
@@ -419,13 +421,13 @@ class _Evaluator(Explaining, EvalWithCompoundTypes):
                 mark = len(self.notes)
                 value = self._eval(comprehension.elt)
                 if name == "all" and not value:
-                    self.notes.insert(mark, f"first {target} to break it: {_show(item)}")
+                    self.notes.insert(mark, f"first {target()} to break it: {_show(item)}")
                     return False
                 if name == "any" and value:
                     del self.notes[mark:]
                     return True
                 if name in _MONOTONE and seen and not _MONOTONE[name](seen[-1][1], value):
-                    self.notes.insert(mark, f"first {target} to break it: {_show(item)} "
+                    self.notes.insert(mark, f"first {target()} to break it: {_show(item)} "
                                             f"({value!r} {_WORDS[name]} {seen[-1][1]!r})")
                     return False
                 del self.notes[mark:]
@@ -434,7 +436,7 @@ class _Evaluator(Explaining, EvalWithCompoundTypes):
             self.nodes[ast.Name] = previous_lookup
             self._inside -= 1
         if name == "any":
-            self.notes.append(f"no {target} of {len(seen)} holds it"
+            self.notes.append(f"no {target()} of {len(seen)} holds it"
                               + (f", the first: {_show(seen[0][0])}" if seen else ""))
             return False
         return True

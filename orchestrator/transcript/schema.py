@@ -158,8 +158,11 @@ class _TemplatedLine(Strict):
 
     @property
     def pattern(self) -> Pattern:
-        assert self._pattern is not None
-        return self._pattern
+        # Read from the private attributes' dict itself: `self._pattern` goes through BaseModel.__getattr__,
+        # a fifth of a transcript's parse when every line asks each item whether it starts there.
+        pattern = self.__pydantic_private__["_pattern"]
+        assert pattern is not None
+        return pattern
 
 
 class LineItem(_TemplatedLine):
@@ -185,7 +188,7 @@ class LineItem(_TemplatedLine):
     @property
     def names(self) -> dict[str, FieldSpec]:
         """The fields this line sets, its flag included (worked out once: loading a course asks often)."""
-        return self._names
+        return self.__pydantic_private__["_names"]   # not through __getattr__ (see pattern)
 
 
 def _not_negative(value: int) -> int:
@@ -328,11 +331,12 @@ class TableItem(Strict):
 
     @property
     def header_pattern(self) -> Pattern | None:
-        return self._header
+        return self.__pydantic_private__["_header"]   # not through __getattr__ (see _TemplatedLine.pattern)
 
     def match_row(self, line: str, budget: MatchBudget | None = None) -> dict[str, Any] | None:
-        if self._row is not None:
-            return self._row.match(line, budget)
+        row = self.__pydantic_private__["_row"]   # not through __getattr__ (see _TemplatedLine.pattern)
+        if row is not None:
+            return row.match(line, budget)
         cells = line.split()
         if len(cells) != len(self.columns):
             return None
