@@ -56,6 +56,13 @@ def print_table(console: Console, table: Table) -> None:
         words = texts if column.no_wrap else [word for text in texts for word in text.split()]
         column.min_width = max((cell_len(word) for word in words), default=0) or None
         column.overflow = "fold"   # rich's own narrowing may still undershoot a word: fold it, never cut it
+    # The widest the table's minimum can be (each column its longest word, its padding and a rule, and the
+    # edges): where that fits, rich is not asked to measure every cell first, which a 400-row summary felt.
+    _, right, _, left = table.padding
+    widest_minimum = sum((column.min_width or 0) + left + right + 1 for column in table.columns) + 2
+    if widest_minimum <= console.width:
+        console.print(table, crop=False)
+        return
     width = console.measure(table, options=console.options.update_width(1_000_000))
     if width.minimum <= console.width:
         console.print(table, crop=False)

@@ -12,6 +12,7 @@ docs/schema.md is the reference; this module turns it into compiled regexes.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Annotated, Any, Iterator, Union
 
@@ -119,8 +120,10 @@ class Pattern:
         return values
 
 
+@functools.lru_cache(maxsize=4096)
 def _literal(text: str, *, first: bool = False, last: bool = False) -> str:
-    """Escape template text; a run of spaces matches any run of whitespace."""
+    """Escape template text; a run of spaces matches any run of whitespace. Made once a process for each text:
+    a course's lessons repeat their templates."""
     if "{" in text or "}" in text:
         raise ValueError(f"unbalanced brace near {text!r}")
     parts = re.split(r"( +)", text)
