@@ -16,7 +16,10 @@ already there is not made, rendered or filled again, and its JSON says so
 again without the cold builds (800 nvcc runs at 400 lessons).
 
     python3 bench/offline_scale.py [--lessons 100 400] [--runs 3] [--out bench/results/offline-scale.json]
-                                   [--workdir DIR]
+                                   [--workdir DIR] [--rejudge]
+
+A warm run takes each lesson's result from its last judging (nothing changed); --rejudge also times the
+same runs with `verify --offline --rejudge`, every lesson judged again, as after an upgrade of coursectl.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--coursectl", default=None, help="the coursectl command (default: coursectl on PATH)")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--rejudge", action="store_true",
+                        help="also time warm runs with --rejudge: every lesson judged again, none taken as last judged")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="keep the courses and caches here, and reuse those already there")
     args = parser.parse_args()
@@ -81,7 +86,19 @@ def main() -> None:
                 walls[count].append(done["wall_s"])
                 cpus[count].append(done["cpu_s"])
                 last[count] = done
+        rejudged: dict[int, list[float]] = {count: [] for count in args.lessons}
+        for _ in range(args.runs if args.rejudge else 0):
+            for count in args.lessons:
+                done = run(coursectl, ["verify", "--all", "--offline", "--rejudge"], tmp / f"course-{count}",
+                           tmp / f"cache-{count}", None)
+                rejudged[count].append(done["wall_s"])
         for count in args.lessons:
+            if rejudged[count]:
+                result.setdefault("rejudge", {})[str(count)] = {"median_s": statistics.median(rejudged[count]),
+                                                                "fastest_s": min(rejudged[count]),
+                                                                "runs_s": rejudged[count]}
+                print(f"verify --all --offline --rejudge, {count} lessons: median "
+                      f"{statistics.median(rejudged[count]):.2f} s", file=sys.stderr, flush=True)
             result["sizes"][str(count)] = {**setup[count], "warm_median_s": statistics.median(walls[count]),
                                            "warm_fastest_s": min(walls[count]), "warm_s": walls[count],
                                            "warm_cpu_median_s": statistics.median(cpus[count]),
