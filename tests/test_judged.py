@@ -210,3 +210,24 @@ def test_the_code_digest_covers_every_file_of_the_package(tmp_path, monkeypatch)
     (package / "judge" / "rules.py").write_text("RULE = 2\n")
     assert digest() != first
     assert Path(judged.__file__).resolve().parent.parent.name == "orchestrator"
+
+
+@pytest.mark.slow
+def test_the_runs_of_a_lesson_with_claims_across_them_are_judged_every_time(tmp_path, monkeypatch, fake_gpu):
+    """Those claims are judged on every run's parsed transcript, which a kept result does not hold."""
+    from test_runs import FIXTURE, _host
+
+    from conftest import fixture_course
+    course = fixture_course(FIXTURE, tmp_path, monkeypatch)
+    _host(course)
+    monkeypatch.chdir(course)
+    assert coursectl("record", "--all").exit_code == 0
+    report = tmp_path / "runs.json"
+    for _ in range(2):
+        result = coursectl("verify", "--all", "--offline", "--json", report)
+        assert result.exit_code == 0, result.stdout
+        entries = json.loads(report.read_text())["results"]
+        assert {entry["lesson"]: entry["reused"] for entry in entries} == {"day01-heat[basic]": False,
+                                                                          "day01-heat[shared]": False}
+        assert all(any(claim["id"] == "same-temperatures" and claim["held"] for claim in entry["claims"])
+                   for entry in entries), entries
