@@ -42,7 +42,7 @@ from .gathering import gatherings
 from .judged import Judged
 from .sharing import Claim, GpuShare
 from .turn import OfflineTurn, Turn, Waited, expected_passes, passes_of
-from .waiting import completed
+from .waiting import completed, first_done
 
 
 INTERRUPTED = "interrupted: running programs were stopped; nothing was recorded"
@@ -93,7 +93,9 @@ class Scheduler:
                 for lesson in self.lessons:
                     self._submit(shared, lesson)
             for lesson in self.lessons:
-                next(completed([self.futures[lesson.id]]))
+                # first_done, not next(completed(...)): a generator left suspended in its wait would close
+                # its pipe as it is collected, where a Ctrl-C that came meanwhile is lost (unraisable)
+                first_done({self.futures[lesson.id]})
                 results[lesson.id] = _joined(lesson.id, self.futures[lesson.id])
         except KeyboardInterrupt:
             raise self._interrupted(pool, results)
