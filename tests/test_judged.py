@@ -231,3 +231,19 @@ def test_the_runs_of_a_lesson_with_claims_across_them_are_judged_every_time(tmp_
                                                                           "day01-heat[shared]": False}
         assert all(any(claim["id"] == "same-temperatures" and claim["held"] for claim in entry["claims"])
                    for entry in entries), entries
+
+
+def test_a_file_named_outside_the_course_is_not_looked_at_and_nothing_is_kept(made, tmp_path):
+    from orchestrator.cuda.build import BuildResult
+    from orchestrator.judge.results import LessonResult
+
+    manifest = made.load()
+    lesson = manifest.lesson(DAY16)
+    kept = judged.Judged(manifest, Toolchain(), Options())
+    build = BuildResult(lesson=DAY16, arch="sm_90", binary=tmp_path / "binary", cached=True, command=["nvcc"])
+    clean = LessonResult(lesson=DAY16, evidence=GPU_SLUG)
+    kept.keep(lesson, [build], clean, ["standins/replay.cpp"])
+    assert kept.path_of(lesson).is_file()   # a clean result with its files inside the course is kept
+    kept.path_of(lesson).unlink()
+    kept.keep(lesson, [build], clean, ["../outside.h"])
+    assert not kept.path_of(lesson).exists()

@@ -175,7 +175,10 @@ class Judged:
             return
         root = Path(self.manifest.root)
         built = {name for build in builds for name in build.sources}
-        files = [[name, file_status(root / name)] for name in sorted(set(read) - built)]
+        others = sorted(set(read) - built)
+        if any(os.path.isabs(name) or os.path.normpath(name).startswith("..") for name in others):
+            return   # a name the evidence gives outside the course: its status is not looked at, nor kept
+        files = [[name, file_status(root / name)] for name in others]
         key = self._key(lesson, builds)
         newest = max([seen[5] for _, seen in files if seen] + _newest(evidence_root(root) / lesson.id), default=0)
         if newest > time.time_ns() - RACY_S * 1e9:
