@@ -40,6 +40,7 @@ from ..errors import CoursectlError
 from ..files import atomic_write, is_file, parse_json, read_file, sha256_bytes, sha256_file
 from ..process import CommandResult
 from .sanitizer import DEFAULT_ERROR_EXITCODE, sanitizer_command
+from .stamp import binary_stat
 from ..manifest.passes import Tool
 
 CACHE_FORMAT = 3  # 2: the dynamic loader's variables; 3: the files the arguments name
@@ -186,8 +187,10 @@ _DIGESTS: dict[tuple, str] = {}
 def _binary_sha256(binary: Path) -> str:
     """sha256 of a lesson's binary, hashed once a process while its device, inode, size, modification and
     change times stay the same (a lesson's passes share its binary)."""
-    seen = os.stat(binary)
-    known = (str(binary), seen.st_dev, seen.st_ino, seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns)
+    seen = binary_stat(binary)
+    if seen is None:   # gone or unreadable: read_bytes says why
+        return sha256_bytes(binary.read_bytes())
+    known = (str(binary), *seen)
     if known not in _DIGESTS:
         _DIGESTS[known] = sha256_bytes(binary.read_bytes())
     return _DIGESTS[known]

@@ -132,13 +132,16 @@ class Judged:
                        "nvcc": toolchain.nvcc_version, "course": manifest.model_dump(mode="json", exclude={"lessons"}),
                        "course lines": course_lines}
         self._index = {lesson.id: index for index, lesson in enumerate(manifest.lessons)}
-        self.taken = 0
 
-    def _key(self, lesson: Lesson, builds: list[BuildResult]) -> str:
+    def _evidence(self, lesson: Lesson) -> list:
+        return _tree(evidence_root(self.manifest.root) / lesson.id)
+
+    def _key(self, lesson: Lesson, builds: list[BuildResult], evidence: list) -> str:
+        """The key of `lesson` judged with `builds` and `evidence` (its _tree)."""
         material = {**self.common, "lesson": lesson.model_dump(mode="json"),
                     "lines": self._lines.get(self._index.get(lesson.id, -1), []),
                     "builds": [build.model_dump(mode="json", exclude={"cached", "seconds"}) for build in builds],
-                    "evidence": _tree(evidence_root(self.manifest.root) / lesson.id)}
+                    "evidence": evidence}
         return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()
 
     def path_of(self, lesson: Lesson) -> Path:
@@ -156,7 +159,7 @@ class Judged:
                 return None
             head, _, body = data.partition(b"\n")
             entry = json.loads(head)
-            if entry.get("key") != self._key(lesson, builds):
+            if entry.get("key") != self._key(lesson, builds, self._evidence(lesson)):
                 return None
             root = Path(self.manifest.root)
             if any(file_status(root / name) != seen for name, seen in entry["files"]):
@@ -165,7 +168,6 @@ class Judged:
         except (OSError, ValueError, TypeError, KeyError, AttributeError, ValidationError):
             return None   # an entry that cannot be read or trusted is no entry: the lesson is judged
         result.builds = list(builds)   # as this run found them: cached, their seconds
-        self.taken += 1
         return result
 
     def keep(self, lesson: Lesson, builds: list[BuildResult], result: LessonResult, read: list[str]) -> None:
@@ -179,10 +181,11 @@ class Judged:
         if any(os.path.isabs(name) or os.path.normpath(name).startswith("..") for name in others):
             return   # a name the evidence gives outside the course: its status is not looked at, nor kept
         files = [[name, file_status(root / name)] for name in others]
-        key = self._key(lesson, builds)
-        newest = max([seen[5] for _, seen in files if seen] + _newest(evidence_root(root) / lesson.id), default=0)
+        evidence = self._evidence(lesson)   # walked once, for the key and for the change times below
+        newest = max((seen[5] for _, seen in [*files, *evidence] if isinstance(seen, list)), default=0)
         if newest > time.time_ns() - RACY_S * 1e9:
             return
+        key = self._key(lesson, builds, evidence)
         # The key and the files on the first line, the result after it: a look-up that finds another key reads
         # one line's worth of JSON, and the result is validated from its JSON at once.
         head = json.dumps({"format": FORMAT, "lesson": lesson.id, "key": key, "files": files})
@@ -192,7 +195,3 @@ class Judged:
         except OSError:
             pass   # a cache that cannot be written only costs the next run its judging
 
-
-def _newest(folder: Path) -> list[int]:
-    """The change times of everything under `folder`, in nanoseconds."""
-    return [seen[5] for _, seen in _tree(folder) if isinstance(seen, list)]
