@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import threading
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -344,6 +345,12 @@ class _Evaluator(Explaining, EvalWithCompoundTypes):
     def __init__(self, names: dict[str, Any], budget: Budget):
         super().__init__(operators=OPERATORS, names=names)
         self.functions = dict(FUNCTIONS)   # without the list/tuple/dict/set simpleeval adds
+        self.reset(names, budget)
+
+    def reset(self, names: dict[str, Any], budget: Budget) -> None:
+        """Ready for an evaluation of its own: the names it reads, the budget it spends, no notes yet."""
+        self.names = names
+        self.nodes[ast.Name] = self._eval_name   # as made: a comprehension's scope never outlives it
         self.budget = budget
         self.notes: list[str] = []         # why an all/any/increasing call was false, outermost first
         self._inside = 0                   # explained all/any/increasing calls under way
@@ -459,13 +466,23 @@ EVAL_ERRORS = (InvalidExpression, LimitExceeded, ExpressionError, TypeError, Key
                 ArithmeticError, AttributeError, IndexError)
 
 
+# One evaluator a thread, reset for each evaluation: making one cost more than most claims take to evaluate.
+_EVALUATORS = threading.local()
+
+
 def evaluate(text: str, names: dict[str, Any], budget: Budget) -> tuple[Any, list[str]]:
     expression = parse_expression(text)
-    evaluator = _Evaluator(names, budget)
+    evaluator = getattr(_EVALUATORS, "one", None)
+    if evaluator is None:
+        evaluator = _EVALUATORS.one = _Evaluator(names, budget)
+    else:
+        evaluator.reset(names, budget)
     try:
         return evaluator.eval(text, previously_parsed=expression.body), evaluator.notes
     except RecursionError:
         raise LimitExceeded(_too_deep()) from None
+    finally:
+        evaluator.names = {}   # holds no transcript past its evaluation
 
 
 def explain(text: str, names: dict[str, Any], notes: list[str]) -> str:
