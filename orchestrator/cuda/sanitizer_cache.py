@@ -225,7 +225,10 @@ def store_pass(root: Path, lesson_id: str, key: PassKey, run: CommandResult, log
     if footprint is not None:
         fields["footprint"] = footprint.model_dump()
     path = entry_path(root, lesson_id, key)
-    atomic_write(path, json.dumps({**fields, "checksum": _checksum(fields)}), durable=False)   # checked as read
+    # The fields as _checksum writes them, the checksum added as their last key: dumped once, not twice.
+    text = json.dumps(fields, sort_keys=True)
+    checksum = sha256_bytes(text.encode())
+    atomic_write(path, f'{text[:-1]}, "checksum": {json.dumps(checksum)}}}', durable=False)   # checked as read
     return path
 
 
