@@ -106,14 +106,16 @@ class _Lines:
         self.matches = (_LINES if self.collapse else _ONE_LINE).finditer(text)
 
     def has(self, pos: int) -> bool:
-        while len(self.taken) <= pos and not self.done:
+        taken = self.taken
+        while len(taken) <= pos and not self.done:
             self._next()
-        return pos < len(self.taken)
+        return pos < len(taken)
 
     def __getitem__(self, pos: int) -> tuple[int, str]:
-        self.has(pos)
-        self.parser.at = self.taken[pos]   # fetched to be matched: a pattern that runs out of time is on it
-        return self.taken[pos]
+        if pos >= len(self.taken):
+            self.has(pos)
+        self.parser.at = line = self.taken[pos]   # fetched to be matched: a pattern that runs out of time is on it
+        return line
 
     def total(self) -> int:
         while not self.done:
