@@ -7,10 +7,12 @@ scheduler_cpu.py's; `verify --all --no-sanitize` fills the build cache
 whose functions below are wrapped to add up the CPU time of the thread that
 calls them (time.thread_time: what each call took of its thread, the
 functions it calls included, so the figures nest and overlap). Prints the
-sums in seconds, largest first, with TOTAL (getrusage of the process) and
-imports (coursectl's modules, before the command runs).
+sums in seconds, largest first, with TOTAL (getrusage of the process),
+imports (coursectl's modules, before the command runs) and each kind of
+thread's own CPU (`thread main`, `thread coursectl-pass`, ...: the name less
+its numbers, the threads of a kind added up).
 
-    python3 bench/cpu_breakdown.py WORKDIR [--lessons 400]
+    python3 bench/cpu_breakdown.py WORKDIR [--lessons 400] [--sanitizer-jobs N]
 
 WORKDIR keeps the course and its cache; one already there is used again.
 """
@@ -44,8 +46,17 @@ WRAPPED = [
 ]
 
 CHILD = r"""
-import atexit, importlib, json, resource, sys, time
+import atexit, importlib, json, re, resource, sys, threading, time
 sums = {}
+_run = threading.Thread.run
+def run(self):   # each thread's own CPU, added up by its kind (its name less the numbers)
+    started = time.thread_time()
+    try:
+        _run(self)
+    finally:
+        kind = "thread " + re.sub(r"[-_ ]?\d+", "", self.name)
+        sums[kind] = sums.get(kind, 0.0) + time.thread_time() - started
+threading.Thread.run = run
 def wrap(module, attribute):
     owner = importlib.import_module(module)
     *path, name = attribute.split(".")
@@ -70,6 +81,7 @@ pipeline.VERIFY = tuple(getattr(pipeline, stage.__name__) for stage in pipeline.
 def report():
     own = resource.getrusage(resource.RUSAGE_SELF)
     sums["TOTAL"] = own.ru_utime + own.ru_stime
+    sums["thread main"] = time.thread_time()
     with open(out, "w") as f:
         json.dump({k: round(v, 3) for k, v in sorted(sums.items(), key=lambda kv: -kv[1])}, f, indent=1)
 atexit.register(report)
@@ -82,14 +94,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("workdir", type=Path)
     parser.add_argument("--lessons", type=int, default=400)
+    parser.add_argument("--sanitizer-jobs", type=int, default=None, help="passed to verify (default: its own)")
     args = parser.parse_args()
+    extra = ["--sanitizer-jobs", str(args.sanitizer_jobs)] if args.sanitizer_jobs else []
     work = args.workdir.resolve()
     if not (work / "course").exists():
         work.mkdir(parents=True, exist_ok=True)
         scheduler_cpu.write_course(work / "course", args.lessons)
         scheduler_cpu.fakes(work / "bin")
     env = {name: value for name, value in os.environ.items()
-           if not name.startswith(("FAKE_SANITIZER_", "FAKE_GPU_", "STANDIN_", "COURSECTL_"))}
+           if not name.startswith(("FAKE_SANITIZER_", "FAKE_GPU_", "STANDIN_", "COURSECTL_"))
+           and name != "PYTHONDONTWRITEBYTECODE"}   # .pyc written by the untimed run, loaded as installed
     env.update(PATH=os.pathsep.join([str(work / "bin"), env.get("PATH", "")]), COURSECTL_CACHE=str(work / "cache"),
                COURSECTL_LOCK_DIR=str(work / "locks"), COURSECTL_NO_NVML="1",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
@@ -98,7 +113,7 @@ def main() -> None:
     out = work / "breakdown.json"
     out.unlink(missing_ok=True)
     done = subprocess.run([sys.executable, "-c", CHILD, str(out), json.dumps(WRAPPED), "verify", "--all", "--rerun-sanitizers",
-                           "-q", "--json", str(work / "report.json")], cwd=work / "course", env=env,
+                           *extra, "-q", "--json", str(work / "report.json")], cwd=work / "course", env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if done.returncode not in (0, 1) or not out.is_file():
         sys.exit(f"bench/cpu_breakdown.py: verify exited {done.returncode}: {done.stderr[-2000:]}")

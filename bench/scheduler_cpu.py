@@ -8,7 +8,9 @@ C++), printing the transcript recorded on an H200 and judged by day 13's
 output schema. Every lesson has a memcheck and a racecheck pass, every third
 an initcheck too (2.33 passes a lesson, as the course's scale runs had).
 
-`verify --all --no-sanitize` fills the build cache (untimed); then --runs
+`verify --all --no-sanitize` fills the build cache (untimed) and writes
+coursectl's .pyc (PYTHONDONTWRITEBYTECODE is taken out of the environment,
+so the timed runs load them as an installed coursectl does); then --runs
 times `verify --all --rerun-sanitizers`: nothing is built, every pass runs,
 as in a verify after the sanitizer's version changed (the first run's
 passes have never run here, those of the runs after it have, and the
@@ -175,7 +177,8 @@ def main() -> None:
         course = tmp / "course"
         write_course(course, args.lessons)
         env = {name: value for name, value in os.environ.items()
-               if not name.startswith(("FAKE_SANITIZER_", "FAKE_GPU_", "STANDIN_", "COURSECTL_"))}
+               if not name.startswith(("FAKE_SANITIZER_", "FAKE_GPU_", "STANDIN_", "COURSECTL_"))
+           and name != "PYTHONDONTWRITEBYTECODE"}   # .pyc written by the untimed run, loaded as installed
         env.update(PATH=os.pathsep.join([str(fakes(tmp / "bin")), env.get("PATH", "")]),
                    COURSECTL_CACHE=str(tmp / "cache"), COURSECTL_LOCK_DIR=str(tmp / "locks"),
                    COURSECTL_NO_NVML="1",   # this checkout first, then wherever its dependencies are
