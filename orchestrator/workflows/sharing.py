@@ -6,13 +6,13 @@ import contextlib
 import heapq
 import itertools
 import threading
-import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 from .concurrency import Concurrency, choose, cores, host_available_mib
 from .locks import gpu_lock
+from .starts import START_GAP, StartGap
 from ..cuda.sanitizer_cache import Footprint
 from ..cuda.toolchain import Gpu, free_memory_mib
 from ..words import plural
@@ -33,17 +33,6 @@ PASS_MEMORY_MIB = 4096
 PASSES_PER_GPU = 6
 
 
-# Seconds between the starts of timed runs on different GPUs of a host. The
-# driver starts CUDA programs (cuInit and their context) one at a time, GPUs
-# or not: on two H200s of one host, a short program's start-up took 250 ms
-# alone and 444-570 ms beside another program starting on the other GPU. So
-# two lessons' runs started together on two GPUs each lose a start-up; started
-# apart, each starts while the other runs. Twelve lesson runs on each GPU took
-# 13.4 s started together, 12.8 s with starts at least 0.15 s apart and 11.3
-# to 11.5 s at least 0.3 s apart, against 9.3 to 9.9 s for each GPU alone
-# (bench/results/HISTORY.md, 2026-11-30-nvidia-h200-x2-start-gap). One GPU's runs never
-# wait: its previous run has ended.
-START_GAP = 0.3
 
 
 def pass_slots(free_mib: int | None, jobs: int, pass_mib: int = PASS_MEMORY_MIB) -> int:
@@ -103,9 +92,10 @@ class GpuShare:
     GPU (or a place for a pass) to exactly the waiters whose turn it is, and
     sets their Events. A turn's passes wait in no thread at all: they are
     handed over (`run_pass`) and started, when their turn comes, on a pool
-    of as many threads as passes run at once. Every thread of the process
-    costs each time a `regex` match asks for the process's CPU time (it sums
-    the threads' times), and the transcripts' patterns are so matched.
+    of as many threads as passes run at once; a pass is judged after it, its
+    place given back, on one thread (`then`): Python runs one thread at a
+    time, and sixteen passes judged at once each waited for the others at
+    every system call, the switches costing more CPU than the judging.
     """
 
     def __init__(self, gpus: list[Gpu], jobs: int | None = None, free_memory=free_memory_mib,
@@ -134,6 +124,7 @@ class GpuShare:
         self.slots_lock = threading.Lock()      # held while free memory is asked
         self.closed = False
         self.pool: ThreadPoolExecutor | None = None   # the threads passes handed over by run_pass run in
+        self.judging: ThreadPoolExecutor | None = None   # the one thread their `then` runs in
 
     @property
     def passes_waiting(self) -> list[Ticket]:
@@ -170,9 +161,10 @@ class GpuShare:
             self.closed = True
             self.coming.clear()
             self._dispatch()
-            pool, self.pool = self.pool, None
-        if pool is not None:
-            pool.shutdown(wait=False)   # what it was given still runs; its threads end once idle
+            pools, self.pool, self.judging = (self.pool, self.judging), None, None
+        for pool in pools:
+            if pool is not None:
+                pool.shutdown(wait=False)   # what it was given still runs; its threads end once idle
         self.starts.close()
 
     @contextlib.contextmanager
@@ -241,16 +233,18 @@ class GpuShare:
                 self.running[chosen.uuid] -= 1
                 self._dispatch()
 
-    def run_pass(self, ticket: Ticket, job: Callable[[Gpu], object], on_wait: Callable[[str], None]) -> Future:
+    def run_pass(self, ticket: Ticket, job: Callable[[Gpu], object], on_wait: Callable[[str], None],
+                 then: Callable[[object], object] | None = None) -> Future:
         """The ticket's pass as `job(gpu)`, once its turn comes (as `sanitizing` would let it in), on a thread of
-        the share's pool, the GPU's lock held shared: no thread waits for a place meanwhile. The future has what
-        the job returned, or raised."""
+        the share's pool, the GPU's lock held shared: no thread waits for a place meanwhile. With `then`, its
+        place given back, `then(what job returned)` runs on the share's one judging thread. The future has what
+        the last of them returned, or raised."""
         gpu = ticket.gpu
         self._ask_free_memory()   # before taking the lock that every turn waits on
         future: Future = Future()
         with self.lock:
             ticket.candidates = [other for other in self.gpus if (other.name, other.arch) == (gpu.name, gpu.arch)]
-            ticket.job = job, future, on_wait
+            ticket.job = job, then, future, on_wait
             if not ticket.queued:   # withdrawn, yet asked for: queued again
                 ticket.queued = True
                 heapq.heappush(self.queues.setdefault((gpu.name, gpu.arch), []), ticket)
@@ -259,7 +253,7 @@ class GpuShare:
 
     def _run_job(self, ticket: Ticket, gpu: Gpu) -> None:
         """A pass started by `_start`, in the pool: its job run, its place given back, then its future set."""
-        job, future, on_wait = ticket.job
+        job, then, future, on_wait = ticket.job
         outcome, failure = None, None
         try:
             if not future.set_running_or_notify_cancel():
@@ -272,10 +266,26 @@ class GpuShare:
             with self.lock:
                 self.running[gpu.uuid] -= 1
                 self._dispatch()
-        if failure is not None:
+        if failure is None and then is not None and future.running():
+            self._then(future, then, outcome)
+        elif failure is not None:
             future.set_exception(failure)
         elif future.running():
             future.set_result(outcome)
+
+    def _then(self, future: Future, then: Callable[[object], object], outcome: object) -> None:
+        """`then(outcome)` on the judging thread (made as first needed), or in this one once the share is closed."""
+        with self.lock:
+            if self.judging is None and not self.closed:
+                self.judging = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coursectl-judge")
+            judging = self.judging
+        try:
+            if judging is not None:
+                judging.submit(_settle, future, then, outcome)
+                return
+        except RuntimeError:   # shut down meanwhile (close)
+            pass
+        _settle(future, then, outcome)
 
     def _dispatch(self) -> None:
         """Under `lock`, after any change: hand out what is free to the waiters whose turn it is, and wake them."""
@@ -392,47 +402,12 @@ class _Waiter:
         self.event.set()
 
 
-class StartGap:
-    """Timed runs' starts kept apart: each waits until the previous one has run `gap` seconds, or has ended.
-
-    See START_GAP. A run never waits for one that has ended, so the runs of
-    one GPU, one after another, never wait. Once closed, nothing waits.
-    """
-
-    def __init__(self, gap: float):
-        self.gap = gap
-        self.cond = threading.Condition()
-        self.last: _Start | None = None
-        self.closed = False
-
-    @contextlib.contextmanager
-    def start(self) -> Iterator[None]:
-        """Around one program's run: it starts once the previous start is `gap` old or its program has ended."""
-        with self.cond:
-            while self.last is not None and self.last.running and not self.closed:
-                left = self.last.at + self.gap - time.monotonic()
-                if left <= 0:
-                    break
-                self.cond.wait(left)
-            mine = self.last = _Start(time.monotonic())
-        try:
-            yield
-        finally:
-            with self.cond:
-                mine.running = False
-                self.cond.notify_all()
-
-    def close(self) -> None:
-        """Stop: a run waiting goes now (to be stopped at once)."""
-        with self.cond:
-            self.closed = True
-            self.cond.notify_all()
-
-
-@dataclass
-class _Start:
-    at: float              # when it started (time.monotonic())
-    running: bool = True
+def _settle(future: Future, then: Callable[[object], object], outcome: object) -> None:
+    """A pass's future, set to what `then(outcome)` returns or raises."""
+    try:
+        future.set_result(then(outcome))
+    except BaseException as exc:  # noqa: BLE001 - raised where the turn waits for it
+        future.set_exception(exc)
 
 
 @dataclass(eq=False)
@@ -445,7 +420,7 @@ class Ticket:
     lesson: str
     queued: bool = True                       # in its queue: neither started nor withdrawn
     waiter: _Waiter | None = None             # once its pass waits for a place (sanitizing)
-    job: tuple | None = None                  # or once it is handed over (run_pass): the job, its future, on_wait
+    job: tuple | None = None                  # or once handed over (run_pass): job, then, its future, on_wait
     candidates: list[Gpu] = field(default_factory=list)   # the GPUs it may run on
 
     def __lt__(self, other: Ticket) -> bool:

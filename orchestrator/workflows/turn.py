@@ -177,8 +177,9 @@ class Turn:
         if stored is None:
             waiting = Waited(f"waiting to run {tool}", f"{self.lesson.id} {tool}")
             return self.share.run_pass(ticket, lambda gpu: self._run_pass(
-                sanitizer, build, tool, spec, key, root, timeout, program_args, gpu, waiting),
-                lambda said: self._event("waiting", said))
+                sanitizer, build, tool, spec, program_args, timeout, gpu, waiting),
+                lambda said: self._event("waiting", said),
+                then=lambda ran: self._judge_pass(build, tool, spec, key, root, timeout, *ran))
         self.share.withdraw(ticket)
         self._event("sanitizing", f"{tool}, cached")
         done: Future = Future()
@@ -193,12 +194,11 @@ class Turn:
         done.set_result((outcome, stored.log_bytes, stored.xml_bytes, ran.stdout or b"", ""))
         return done
 
-    def _run_pass(self, sanitizer: str, build: BuildResult, tool: str, spec: SanitizerPass, key, root: Path,
-                  timeout: float, program_args: list[str], gpu: Gpu,
-                  waiting: Waited) -> tuple[PassResult, bytes, bytes | None, bytes, str]:
-        """One pass run now on `gpu`, in the GPU share's thread; stored in the sanitizer cache, and judged."""
+    def _run_pass(self, sanitizer: str, build: BuildResult, tool: str, spec: SanitizerPass, program_args: list[str],
+                  timeout: float, gpu: Gpu, waiting: Waited) -> tuple[CommandResult, bytes, bytes | None, float | None]:
+        """One pass run now on `gpu`, in the GPU share's thread: what it ran, its log, its XML, the most GPU memory
+        its processes held (None: not known). _judge_pass takes them from there."""
         waiting.end()
-        note = ""
         with span(tool, f"{self.lesson.id} {tool}", gpu=gpu.index):
             self._event("sanitizing", f"{tool}, GPU {gpu.index}")
             with tempfile.TemporaryDirectory(prefix="coursectl-") as tmp:
@@ -211,9 +211,16 @@ class Turn:
                 # Read as evidence files are, up to their limit: both may become evidence.
                 log = read_evidence_file(log_path) or b""
                 xml = read_evidence_file(xml_path) or None
+        return ran, log, xml, watch.most_mib
+
+    def _judge_pass(self, build: BuildResult, tool: str, spec: SanitizerPass, key, root: Path, timeout: float,
+                    ran: CommandResult, log: bytes, xml: bytes | None,
+                    gpu_mib: float | None) -> tuple[PassResult, bytes, bytes | None, bytes, str]:
+        """A pass just run, on the GPU share's judging thread: stored in the sanitizer cache, and judged."""
+        note = ""
         if is_cacheable(ran, log) and not self.stopping.is_set():
             try:
-                store_pass(root, self.lesson.id, key, ran, log, xml, gpu_mib=watch.most_mib)
+                store_pass(root, self.lesson.id, key, ran, log, xml, gpu_mib=gpu_mib)
             except OSError as exc:   # only the next verify is slower
                 note = f"{tool}: not stored in the sanitizer cache: {describe_os_error(exc)}"
         outcome = judge_sanitizer_run(self.manifest, self.lesson, tool, spec, ran, log, xml,
