@@ -407,6 +407,28 @@ def test_the_scheduler_walks_the_stages_in_order_and_settles_once_after_the_last
     assert sorted(walk.turns) == ["day13-shared-memory", "day16-tiled-matmul"]
 
 
+def test_lessons_run_with_the_longer_switch_interval_and_the_old_one_comes_back(make_course, prebuilt, nvcc_version):
+    """While the scheduler runs lessons, a thread runs Python SWITCH_INTERVAL before another waiting gets it;
+    after, the interval is the process's own again, a turn that raised or not."""
+    import sys
+    from orchestrator.workflows import scheduler
+
+    seen = []
+
+    def runner_for_lesson(lesson, day16_done, argv, kwargs):
+        seen.append(sys.getswitchinterval())
+        if lesson == "day13-shared-memory":
+            raise RuntimeError("boom")
+        return run_command(argv, **kwargs)
+
+    before = sys.getswitchinterval()
+    assert before < scheduler.SWITCH_INTERVAL   # Python's default, 0.005
+    manifest, toolchain, emit, runner, _ = _two_lesson_run(make_course, nvcc_version, runner_for_lesson)
+    verify(manifest, manifest.lessons, toolchain, Options(jobs=2, sanitize=False), emit, runner)
+    assert seen == [scheduler.SWITCH_INTERVAL] * 2
+    assert sys.getswitchinterval() == before
+
+
 def test_ctrl_c_keeps_what_finished_and_skips_the_rest(make_course, prebuilt, nvcc_version, ctrl_c):
     """Day 13 waits until day 16 is done, then Ctrl-C comes while day 13 runs."""
     from orchestrator.errors import Interrupted

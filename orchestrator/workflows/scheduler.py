@@ -23,6 +23,7 @@ after the last of them, once those claims are judged).
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -48,6 +49,13 @@ from .waiting import completed, first_done
 INTERRUPTED = "interrupted: running programs were stopped; nothing was recorded"
 NOT_FINISHED = "interrupted before it finished"
 NOT_RUN = "not run: an earlier lesson failed, and --exitfirst stops at the first failure"
+
+# How long a thread runs Python before one waiting for the interpreter gets it, while lessons run (Python's
+# default: 0.005 s). The threads mostly wait for programs; each time several want the interpreter at once,
+# they switch at every system call. 400 stand-in lessons on an H200 (bench/scheduler_cpu.py): 6.3-6.9 s
+# of coursectl's CPU at 0.005 s, 5.9-6.4 s at 0.02. What may wait the longer is coursectl's own work (a
+# program's end may be seen up to that much later), never a program: its kernels are timed by the program.
+SWITCH_INTERVAL = 0.02
 
 Stage = Callable[[Turn, LessonResult], LessonResult]
 OfflineStage = Callable[[OfflineTurn, LessonResult], LessonResult]
@@ -88,6 +96,8 @@ class Scheduler:
         pool = ThreadPoolExecutor(max_workers=max(1, self.options.jobs))
         shared = SharedBuilds(pool, self.nvcc, self.toolchain.nvcc_version, self.runner)
         results: dict[str, LessonResult] = {}
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(max(interval, SWITCH_INTERVAL))
         try:
             with interrupts_held():   # every worker thread the pool starts is one that a stop waits for
                 for lesson in self.lessons:
@@ -101,6 +111,7 @@ class Scheduler:
             raise self._interrupted(pool, results)
         finally:
             self._wind_down(pool)
+            sys.setswitchinterval(interval)
         return [results[lesson.id] for lesson in self.lessons]
 
     def _emit(self, event: Event) -> None:
