@@ -178,7 +178,7 @@ def main() -> None:
         write_course(course, args.lessons)
         env = {name: value for name, value in os.environ.items()
                if not name.startswith(("FAKE_SANITIZER_", "FAKE_GPU_", "STANDIN_", "COURSECTL_"))
-           and name != "PYTHONDONTWRITEBYTECODE"}   # .pyc written by the untimed run, loaded as installed
+               and name != "PYTHONDONTWRITEBYTECODE"}   # .pyc written by the untimed run, loaded as installed
         env.update(PATH=os.pathsep.join([str(fakes(tmp / "bin")), env.get("PATH", "")]),
                    COURSECTL_CACHE=str(tmp / "cache"), COURSECTL_LOCK_DIR=str(tmp / "locks"),
                    COURSECTL_NO_NVML="1",   # this checkout first, then wherever its dependencies are

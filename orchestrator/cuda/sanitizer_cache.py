@@ -207,8 +207,13 @@ def is_cacheable(run: CommandResult, log: bytes) -> bool:
             and bool(log))
 
 
+def _canonical(fields: dict) -> str:
+    """The fields as their checksum is taken of: JSON, keys sorted."""
+    return json.dumps(fields, sort_keys=True)
+
+
 def _checksum(fields: dict) -> str:
-    return sha256_bytes(json.dumps(fields, sort_keys=True).encode())
+    return sha256_bytes(_canonical(fields).encode())
 
 
 def store_pass(root: Path, lesson_id: str, key: PassKey, run: CommandResult, log: bytes, xml: bytes | None,
@@ -225,8 +230,8 @@ def store_pass(root: Path, lesson_id: str, key: PassKey, run: CommandResult, log
     if footprint is not None:
         fields["footprint"] = footprint.model_dump()
     path = entry_path(root, lesson_id, key)
-    # The fields as _checksum writes them, the checksum added as their last key: dumped once, not twice.
-    text = json.dumps(fields, sort_keys=True)
+    # The canonical dump, its checksum added as the last key: the fields are dumped once, not twice.
+    text = _canonical(fields)
     checksum = sha256_bytes(text.encode())
     atomic_write(path, f'{text[:-1]}, "checksum": {json.dumps(checksum)}}}', durable=False)   # checked as read
     return path

@@ -274,17 +274,14 @@ class GpuShare:
             future.set_result(outcome)
 
     def _then(self, future: Future, then: Callable[[object], object], outcome: object) -> None:
-        """`then(outcome)` on the judging thread (made as first needed), or in this one once the share is closed."""
-        with self.lock:
-            if self.judging is None and not self.closed:
-                self.judging = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coursectl-judge")
-            judging = self.judging
-        try:
-            if judging is not None:
+        """`then(outcome)` on the judging thread, or in this one once the share is closed."""
+        judging = self.judging
+        if judging is not None:
+            try:
                 judging.submit(_settle, future, then, outcome)
                 return
-        except RuntimeError:   # shut down meanwhile (close)
-            pass
+            except RuntimeError:   # shut down meanwhile (close)
+                pass
         _settle(future, then, outcome)
 
     def _dispatch(self) -> None:
@@ -329,8 +326,9 @@ class GpuShare:
         if ticket.job is None:
             ticket.waiter.wake(gpu)
             return
-        if self.pool is None:   # as many threads as passes run at once, made as they are first needed
+        if self.pool is None:   # as many threads as passes run at once, and one to judge them, made as first needed
             self.pool = ThreadPoolExecutor(max_workers=max(1, self.jobs), thread_name_prefix="coursectl-pass")
+            self.judging = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coursectl-judge")
         self.pool.submit(self._run_job, ticket, gpu)
 
     def _release_everyone(self) -> None:
