@@ -7,6 +7,7 @@ place. So nothing heavy is imported here, and both signals are held back
 while the rest is.
 """
 
+import gc
 import signal
 import sys
 
@@ -43,6 +44,9 @@ def main() -> None:
         # __del__ and print `Exception ignored in: ...` and a traceback; there is nothing left to stop.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # Nor is there anything left to collect: Python's exit would go through every object once more for
+        # cycles (a third of a second after a 400-lesson verify), to free memory the process is giving back.
+        gc.freeze()
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from ..judge.evidence import evidence_of_no_lesson
 from ..manifest.load import load_manifest
 from ..manifest.model import Manifest
 from ..manifest.shorthand import entry_id
+from ..collector import long_lived
 from ..trace import recording, span
 
 
@@ -299,7 +300,7 @@ def handle_errors(func: Callable) -> Callable:
         console, err_console = _consoles()
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
-            with recording():
+            with recording(), long_lived():
                 return func(*args, **kwargs)
         except (KeyboardInterrupt, CoursectlError, OSError) as exc:
             stop(exc)

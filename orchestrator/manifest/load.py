@@ -22,6 +22,7 @@ from ..transcript.schema import COUNT_TAGS
 from .model import Lesson, Manifest
 from .page import PageSpecError, check_page
 from .runs import expand_runs, split_claims
+from ..collector import freeze_more
 from .shorthand import entry_id, relocate_lines
 from .snippets import lesson_snippets
 from .yamlfile import line_of, load_yaml
@@ -80,7 +81,9 @@ def _collector_off(load):
         enabled = gc.isenabled()
         gc.disable()
         try:
-            return load(*args, **kwargs)
+            loaded = load(*args, **kwargs)
+            freeze_more()   # inside a command it lasts as long as the command (collector.py): never scanned
+            return loaded
         finally:
             if enabled:
                 gc.enable()

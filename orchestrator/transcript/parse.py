@@ -416,6 +416,10 @@ def parse_transcript(schema: OutputSchema, text: str, source: str = "<transcript
         line = _ONE_LINE.match(text, max(text.rfind(c, 0, at) for c in _BREAKS) + 1)
         raise TranscriptError(f"{exc}; found {clip_line(line.group('line').strip(), quote=True)}",
                               path=source, line=no) from None
+    finally:
+        # The parser and its lines refer to each other: parted, both go as the parse ends, not at the cycle
+        # collector's next full pass (which found 45,000 objects of 1,333 parses in a 400-lesson verify).
+        parser.__dict__.pop("lines", None)
 
 
 def flatten(items: list, scope: Scope, prefix: str = "") -> Iterator[Flat]:
