@@ -14,6 +14,7 @@ import pytest
 from conftest import (GPU_SLUG, SANITIZER_DATA, after, coursectl, sanitizer_runs, seconds_masked, table,
                       unverified, write_course)
 from orchestrator.process import CommandResult
+from orchestrator.workflows.turn import SCRATCH
 from orchestrator.cuda.sanitizer_cache import (FOLDER, entry_path, is_cacheable, key_environment, load_pass, pass_key,
                                           store_pass)
 
@@ -55,6 +56,12 @@ def test_the_key_holds_every_input_and_not_the_gpu_a_pass_ran_on(binary, monkeyp
                     "--error-exitcode", "86", "--leak-check", "full", "PROGRAM", "--check-only"],
         "sanitizer_version": "2025.3.1.0", "driver_version": "580.159.04", "gpu": "NVIDIA H200",
         "environment": key_environment(), "files": {}}
+    # The environment's variables that may change what a pass does, this process's with the pass's on top.
+    monkeypatch.setenv("CUDA_MODULE_LOADING", "EAGER")
+    assert key_of(binary, env={"CUDA_LAUNCH_BLOCKING": "1"}).environment == key_environment(
+        {**os.environ, "CUDA_LAUNCH_BLOCKING": "1"}) != key.environment
+    assert key_of(binary).environment["CUDA_MODULE_LOADING"] == "EAGER"
+    monkeypatch.delenv("CUDA_MODULE_LOADING")
     # Which of the GPUs of one model, and where the toolkit lies, change nothing.
     assert key_of(binary, env={"CUDA_VISIBLE_DEVICES": "GPU-00000001-test"}).digest() == key.digest()
     monkeypatch.setenv("CUDA_HOME", "/opt/cuda-elsewhere")
@@ -253,6 +260,18 @@ def test_a_warm_verify_takes_each_pass_from_the_cache_and_says_so(course, fake_s
     assert (rerun.exit_code, rerun.stderr) == (0, "")
     assert summary_row(rerun)[5] == "memcheck ok T s, racecheck ok T s"
     assert len(sanitizer_runs(pass_log)) == 4
+    # The tools wrote their logs and XML reports into the process's scratch folder, each read and removed.
+    assert SCRATCH.folder is not None and Path(SCRATCH.folder).is_dir()
+    assert list(Path(SCRATCH.folder).iterdir()) == []
+
+
+def test_each_pass_has_files_of_its_own_in_the_scratch_folder_made_again_if_it_is_gone():
+    first, second = SCRATCH.paths("memcheck"), SCRATCH.paths("memcheck")
+    assert first[0] != second[0] and first[1] != second[1]
+    assert first[0].parent == second[0].parent and first[0].suffix == ".log" and first[1].suffix == ".xml"
+    first[0].parent.rmdir()
+    again = SCRATCH.paths("racecheck")
+    assert again[0].parent.is_dir() and again[0].parent != first[0].parent
 
 
 def test_a_changed_expectation_is_judged_again_without_running_the_pass(course, fake_sanitizer, prebuilt,
