@@ -39,19 +39,23 @@ def atomic_write(path: Path, data: bytes | str, *, durable: bool = True) -> None
     and takes for a miss when it is not whole, is written without (durable=False): what a crash loses of it
     is one slower run."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except FileNotFoundError:   # the folder first (made only where it is missing: most writes find it there)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        try:
+            mode = os.stat(path).st_mode & 0o777   # the file replaced keeps its mode
+        except FileNotFoundError:
+            mode = 0o644
         with os.fdopen(fd, "wb") as handle:
+            os.fchmod(fd, mode)
             handle.write(payload)
             handle.flush()
             if durable:
                 os.fsync(handle.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        else:
-            os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException as exc:
         try:

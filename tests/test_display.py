@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import io
+import random
 
 import pytest
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from orchestrator.cli import display
@@ -42,6 +44,47 @@ def test_a_table_that_fits_is_printed_as_before():
         " lesson            ┃ status ┃ gpu ┃ evidence ┃ run ┃ sanitizers ┃ total",
         "━━━━━━━━━━━━━━━━━━━╇━━━━━━━━╇━━━━━╇━━━━━━━━━━╇━━━━━╇━━━━━━━━━━━━╇━━━━━━━━",
         " day14-syncthreads │ PASS   │ -   │ -        │ -   │ -          │ 1.94 s"]
+
+
+def _random_table(seed: int) -> Table:
+    pick = random.Random(seed)
+    table = Table(title="t", title_justify="left", show_edge=False)
+    words = ["a", "ok", "memcheck", "PASS", "1.20 s", "nvidia-h200", "día", "全角", "-", "x" * 12]
+    columns = pick.randint(1, 6)
+    for index in range(columns):
+        table.add_column(pick.choice(["lesson", "status", "gpu", "sanitizers", "é"]), no_wrap=pick.random() < 0.3)
+    for _ in range(pick.randint(0, 8)):
+        table.add_row(*[Text(" ".join(pick.choice(words) for _ in range(pick.randint(1, 5))),
+                             style=pick.choice(["", "red", "bold green"])) for _ in range(columns)])
+    return table
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_table_whose_cells_fit_prints_as_rich_lays_it_out_itself(seed, monkeypatch):
+    """print_table tells rich the widths of a table whose every cell fits on its line, so that rich measures no
+    cell: the table printed is the one printed where rich measures them, at widths that fit and that do not."""
+    def printed(width: int) -> str:
+        out = io.StringIO()
+        display.print_table(Console(file=out, width=width, color_system="standard", force_terminal=True),
+                            _random_table(seed))
+        return out.getvalue()
+
+    told = {width: printed(width) for width in (30, 60, 160)}
+    monkeypatch.setattr(display, "_natural_widths", lambda table: None)
+    assert told == {width: printed(width) for width in (30, 60, 160)}
+
+
+def test_the_widths_are_told_only_where_every_cell_is_plain_text_of_one_line():
+    table = Table()
+    table.add_column("lesson")
+    table.add_row(Text("day14"))
+    assert display._natural_widths(table) == [6]
+    table.add_row(Text("two\nlines"))
+    assert display._natural_widths(table) is None
+    markup = Table()
+    markup.add_column("lesson")
+    markup.add_row("[bold]day14[/bold]")   # rich's markup: only rich knows how wide it prints
+    assert display._natural_widths(markup) is None
 
 
 @pytest.mark.parametrize("statuses, strict, partial, style, reason", [

@@ -10,6 +10,7 @@ which element broke it and the values it read.
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 from typing import Any, Iterator
 
 from pydantic import BaseModel
@@ -251,13 +252,23 @@ def check_claims(schema: OutputSchema, claim: Any, known: dict[str | None, set[s
 
 def _refuse_computed_fields(schema: OutputSchema, key: str, text: str, body: ast.expr) -> None:
     """`table[0][c]` reads a row's field by a computed name, which no row allows: refused as the manifest loads."""
+    subscripts = _subscripted_subscripts(body)
+    if not subscripts:
+        return
     tables = {item.table for item in schema.items if isinstance(item, TableItem)} | {"resources"}
-    for node in ast.walk(body):
-        inner = node.value if isinstance(node, ast.Subscript) else None
-        if (isinstance(inner, ast.Subscript) and isinstance(inner.value, ast.Name) and inner.value.id in tables):
+    for node, inner in subscripts:
+        if inner.value.id in tables:
             segment = ast.get_source_segment(text.strip(), node) or "a subscript"
             raise ClaimError((key,), f"{quote(text)}: {segment!r} reads a field of a row by a computed name, "
                              f"which claims do not support; name the field: {ast.get_source_segment(text.strip(), inner)}.NAME")
+
+
+@lru_cache(maxsize=4096)
+def _subscripted_subscripts(body: ast.expr) -> tuple[tuple[ast.Subscript, ast.Subscript], ...]:
+    """Each `NAME[i][k]` in a parsed expression, with its `NAME[i]`: walked once an expression (parse_expression
+    keeps one tree a text), not once a claim of every lesson that shares it."""
+    return tuple((node, node.value) for node in ast.walk(body) if isinstance(node, ast.Subscript)
+                 and isinstance(node.value, ast.Subscript) and isinstance(node.value.value, ast.Name))
 
 
 def resources_view(resources: dict) -> TableView:
