@@ -187,6 +187,47 @@ def test_a_damaged_entry_is_a_miss(tmp_path, binary, fifo, how):
     assert load_pass(tmp_path, "day13-shared-memory", key).log_bytes == LOG
 
 
+def test_a_pass_stored_again_is_written_over_its_entry_in_place(tmp_path, binary):
+    """Renaming a new file over the entry freed the old one's blocks: most of the CPU of storing a pass run again."""
+    key = key_of(binary)
+    path = store_pass(tmp_path, "day13-shared-memory", key, ran(86, stdout=b"a longer transcript\n" * 50), LOG, XML)
+    inode = path.stat().st_ino
+    store_pass(tmp_path, "day13-shared-memory", key, ran(0), LOG, None)
+    assert path.stat().st_ino == inode
+    stored = load_pass(tmp_path, "day13-shared-memory", key)
+    assert (stored.exit_status, stored.command_result().stdout, stored.xml_bytes) == (0, b"transcript\n", None)
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+
+
+def test_an_entry_written_over_halfway_is_a_miss(tmp_path, binary):
+    """In place, a reader may meet the entry half-written (or a crash leave it so): its checksum makes it a miss."""
+    key = key_of(binary)
+    path = store_pass(tmp_path, "day13-shared-memory", key, ran(0, stdout=b"x" * 4000), LOG, XML)
+    old = path.read_bytes()
+    store_pass(tmp_path, "day13-shared-memory", key, ran(0, stdout=b"y" * 4000), LOG, XML)
+    new = path.read_bytes()
+    path.write_bytes(new[: len(new) // 2] + old[len(new) // 2:])
+    assert load_pass(tmp_path, "day13-shared-memory", key) is None
+
+
+@pytest.mark.parametrize("how", ["a-link", "a-second-name"])
+def test_an_entry_that_is_a_link_or_has_another_name_is_replaced_not_written_through(tmp_path, binary, how):
+    key = key_of(binary)
+    path = store_pass(tmp_path, "day13-shared-memory", key, ran(), LOG, XML)
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_bytes(path.read_bytes())
+    path.unlink()
+    if how == "a-link":
+        path.symlink_to(elsewhere)
+    else:
+        os.link(elsewhere, path)
+    before = elsewhere.read_bytes()
+    store_pass(tmp_path, "day13-shared-memory", key, ran(86), LOG, None)
+    assert elsewhere.read_bytes() == before
+    assert not path.is_symlink() and path.stat().st_nlink == 1
+    assert load_pass(tmp_path, "day13-shared-memory", key).exit_status == 86
+
+
 def test_an_entry_stored_under_another_key_is_a_miss(tmp_path, binary):
     """A file moved or copied to another key's name: the key inside it is checked too."""
     key, other = key_of(binary), key_of(binary, program_args=[])

@@ -37,7 +37,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from ..errors import CoursectlError
-from ..files import atomic_write, is_file, parse_json, read_file, sha256_bytes, sha256_file
+from ..files import is_file, overwrite_entry, parse_json, read_file, sha256_bytes, sha256_file
 from ..process import CommandResult
 from .sanitizer import DEFAULT_ERROR_EXITCODE, sanitizer_command
 from .stamp import binary_stat
@@ -245,7 +245,7 @@ def store_pass(root: Path, lesson_id: str, key: PassKey, run: CommandResult, log
     # The canonical dump, its checksum added as the last key: the fields are dumped once, not twice.
     text = _canonical(fields)
     checksum = sha256_bytes(text.encode())
-    atomic_write(path, f'{text[:-1]}, "checksum": {json.dumps(checksum)}}}', durable=False)   # checked as read
+    overwrite_entry(path, f'{text[:-1]}, "checksum": {json.dumps(checksum)}}}')   # checked as read (load_pass)
     return path
 
 
