@@ -29,7 +29,7 @@ from ..process import CommandResult, Runner, run_command, signal_name
 # Not render.course: the whole page (and jinja2) is not needed to check a source's header lines.
 from ..render.source_header import stale_source_header
 from . import scheduler
-from .scheduler import Scheduler, walk_offline
+from .scheduler import Scheduler, WaitingStage, walk_offline
 from .turn import OfflineTurn, Turn
 
 
@@ -104,10 +104,18 @@ def compare_the_build_evidence(turn: Turn, result: LessonResult) -> LessonResult
     return result
 
 
-def run_the_sanitizers(turn: Turn, result: LessonResult) -> LessonResult:
-    """The compute-sanitizer passes, from the cache or run now, judged (Turn.sanitize)."""
-    turn.sanitize(result)
+def _start_the_sanitizers(turn: Turn, result: LessonResult) -> list:
+    return turn.start_sanitizing(result)
+
+
+def _take_the_sanitizers(turn: Turn, result: LessonResult, done: list) -> LessonResult:
+    turn.take_the_passes(result, done)
     return result
+
+
+# The compute-sanitizer passes, from the cache or run now, judged (Turn.sanitize): a stage that waits for them,
+# which the scheduler walks without a thread waiting meanwhile.
+run_the_sanitizers = WaitingStage("run_the_sanitizers", _start_the_sanitizers, _take_the_sanitizers)
 
 
 def describe_the_drift(turn: Turn, result: LessonResult) -> LessonResult:

@@ -40,6 +40,7 @@ from ..process import Runner, interrupts_held, kill_all, resume, run_command
 from ..trace import span
 from ..judge.across import gathered, judge_across_runs
 from .gathering import gatherings
+from .paused import Paused, WaitingStage
 from .judged import Judged
 from .sharing import Claim, GpuShare
 from ..collector import freeze_more, long_lived
@@ -61,6 +62,9 @@ SWITCH_INTERVAL = 0.02
 # LONG_LIVED: while lessons run, what exists as they start (the manifest, the toolchain, the modules) is kept
 # out of the cycle collector's scans (collector.py). 400 stand-in lessons on a 2-core machine: 9.1-10.2 s of
 # coursectl's CPU with it scanned, 7.6-7.7 s without (7.2-8.1 s with the collector off altogether).
+
+# Threads that walk the rest of each lesson's stages once its passes are done (paused.py).
+FINISHING = 2
 
 Stage = Callable[[Turn, LessonResult], LessonResult]
 OfflineStage = Callable[[OfflineTurn, LessonResult], LessonResult]
@@ -94,6 +98,10 @@ class Scheduler:
         self.stopping = threading.Event()   # Ctrl-C: stop everything, show nothing more
         self.halted = threading.Event()     # --exitfirst after a failure: run nothing more
         self.threads: list[threading.Thread] = []
+        # Where the walks paused for their passes go on (paused.py): a few threads, not one a lesson.
+        self.finishing = ThreadPoolExecutor(max_workers=FINISHING, thread_name_prefix="coursectl-finish")
+        self.paused = 0                               # walks paused, not yet finished
+        self.unpaused = threading.Condition(self.lock)
         self.gatherings = gatherings(manifest, lessons, self.stopping)   # lessons with claims across runs
 
     @long_lived()   # see LONG_LIVED
@@ -180,31 +188,82 @@ class Scheduler:
         """A lesson's turn, in a thread of its own once it has a GPU: walk the stages, set its future.
 
         The GPU goes back when its timed runs are done (Turn.release), at the
-        latest when the turn ends.
+        latest when the turn ends. A walk paused for its passes (paused.py) goes on
+        in `finishing` once they are done, and sets the future there.
         """
         future = self.futures[lesson.id]
         gathering = self.gatherings.get(lesson.group or "")
+        paused = None
         try:
             with claim:
                 if self.stopping.is_set() or not future.set_running_or_notify_cancel():
                     return
                 try:
-                    future.set_result(stopped(lesson.id, Status.SKIPPED, NOT_RUN) if self.halted.is_set()
-                                      else self._take_turn(lesson, claim, expected))
+                    outcome = (stopped(lesson.id, Status.SKIPPED, NOT_RUN) if self.halted.is_set()
+                               else self._take_turn(lesson, claim, expected))
+                    if isinstance(outcome, Paused):
+                        paused = outcome
+                    else:
+                        future.set_result(outcome)
                 except BaseException as exc:  # noqa: BLE001 - becomes this lesson's result in the main thread
                     future.set_exception(exc)
                 finally:
-                    self.share.withdraw(lesson_id=lesson.id)   # passes it queued and never ran leave the queue
+                    if paused is None:
+                        self.share.withdraw(lesson_id=lesson.id)   # passes it queued and never ran leave the queue
         finally:
             if gathering is not None:   # a run that never reached the gathering: its other runs go on
                 gathering.leave(lesson.id)
+        if paused is not None:
+            self._pause(lesson, paused)
+            return
+        self._done(lesson, future)
+
+    def _done(self, lesson: Lesson, future: Future) -> None:
         result = _joined(lesson.id, future)
         if self.options.exitfirst and result.status.is_failure:
             self.halted.set()
         self._emit(Event(lesson=lesson.id, stage="done", detail=result.status.value, result=result))
 
-    def _take_turn(self, lesson: Lesson, claim: Claim, expected: dict[str, float]) -> LessonResult:
-        """The lesson on its GPU: unsupported there, failed to build, or its stages walked."""
+    def _pause(self, lesson: Lesson, paused: Paused) -> None:
+        """The rest of a paused walk, in `finishing` once its futures are done (here, if it is shut down)."""
+        with self.lock:
+            self.paused += 1
+
+        def resume() -> None:
+            try:
+                self.finishing.submit(self._resume, lesson, paused)
+            except RuntimeError:   # shut down: an interrupted run winds down
+                self._resume(lesson, paused)
+
+        paused.when_done(resume)
+
+    def _resume(self, lesson: Lesson, paused: Paused) -> None:
+        future, turn = self.futures[lesson.id], self.turns[lesson.id]
+        again = None
+        try:
+            with span("turn", lesson.id, gpu=turn.gpu.index):
+                stage = self.stages[paused.index]
+                outcome = self._walk(turn, paused.index + 1, stage.finish(turn, paused.result, paused.pending))
+            if isinstance(outcome, Paused):
+                outcome.done, again = paused.done, outcome
+            else:
+                future.set_result(paused.done(outcome))
+        except BaseException as exc:  # noqa: BLE001 - becomes this lesson's result in the main thread
+            future.set_exception(exc)
+        finally:
+            if again is None:
+                self.share.withdraw(lesson_id=lesson.id)
+            with self.lock:
+                self.paused -= 1
+                self.unpaused.notify_all()
+        if again is not None:
+            self._pause(lesson, again)
+            return
+        self._done(lesson, future)
+
+    def _take_turn(self, lesson: Lesson, claim: Claim, expected: dict[str, float]) -> LessonResult | Paused:
+        """The lesson on its GPU: unsupported there, failed to build, or its stages walked (or paused, to go on
+        once its passes are done)."""
         started = time.monotonic()
         gpu = claim.gpu
         arch = self.options.arch or gpu.arch
@@ -220,17 +279,34 @@ class Scheduler:
             turn = self.turns[lesson.id] = Turn(self.manifest, self.toolchain, self.options, lesson, builds,
                                                 self._emit, self.runner, self.stopping, claim, expected)
             turn.gathering = self.gatherings.get(lesson.group or "")
-            result = self._walk(turn)
-        result.builds = list(builds.values())
-        result.seconds = time.monotonic() - started - turn.waited   # its own time, not its other runs'
-        return result
+            outcome = self._walk(turn)
 
-    def _walk(self, turn: Turn) -> LessonResult:
-        """The stages in order, each handed the result of the one before; the last one's result settled."""
-        result = LessonResult(lesson=turn.lesson.id, gpu=turn.gpu.slug, arch=turn.arch,
-                              notes=list(self.notes.get(turn.lesson.id, [])))
-        for stage in self.stages:
-            result = stage(turn, result)
+        def done(result: LessonResult) -> LessonResult:
+            result.builds = list(builds.values())
+            result.seconds = time.monotonic() - started - turn.waited   # its own time, not its other runs'
+            return result
+
+        if isinstance(outcome, Paused):
+            outcome.done = done
+            return outcome
+        return done(outcome)
+
+    def _walk(self, turn: Turn, start: int = 0, result: LessonResult | None = None) -> LessonResult | Paused:
+        """The stages in order from `start`, each handed the result of the one before; the last one's result
+        settled. At a WaitingStage whose work is not all done the walk pauses (paused.py), unless the lesson
+        is a run that meets its other runs at a gathering, which waits in the thread that walks it."""
+        if result is None:
+            result = LessonResult(lesson=turn.lesson.id, gpu=turn.gpu.slug, arch=turn.arch,
+                                  notes=list(self.notes.get(turn.lesson.id, [])))
+        for index in range(start, len(self.stages)):
+            stage = self.stages[index]
+            if isinstance(stage, WaitingStage) and turn.gathering is None:
+                pending = stage.start(turn, result)
+                if not all(future.done() for future in pending):
+                    return Paused(index, result, pending)
+                result = stage.finish(turn, result, pending)
+            else:
+                result = stage(turn, result)
         return settle(result, compared=self.compared)
 
     def _interrupted(self, pool: ThreadPoolExecutor, results: dict[str, LessonResult]) -> Interrupted:
@@ -252,6 +328,9 @@ class Scheduler:
             begun = list(self.threads)
         for thread in begun:  # a turn that was stopped ends quickly; never leave one writing
             thread.join(timeout=30)
+        with self.lock:   # nor a walk paused for its passes, which a stop also ends quickly
+            self.unpaused.wait_for(lambda: self.paused == 0, timeout=30)
+        self.finishing.shutdown(wait=True)
         resume()
 
 

@@ -127,19 +127,27 @@ class Turn:
         Their problems become the lesson's reasons. Returns the logs and XML
         reports, named as record stores them, and keeps them as `files`.
         """
+        pending = self.start_sanitizing(result)
+        wait_for_futures(pending)
+        return self.take_the_passes(result, pending)
+
+    def start_sanitizing(self, result: LessonResult) -> list[Future]:
+        """sanitize's first half: each pass taken from the cache, or handed to the GPU share, which runs it on a
+        thread of its own when its turn comes; their futures, for take_the_passes once all are done (none
+        waits for a place meanwhile, and the turn need not wait for them in a thread of its own: Scheduler)."""
         self.release()
         if not self.options.sanitize:
             result.sanitizers += [PassResult(tool=tool, not_run="--no-sanitize") for tool in self.passes()]
-            return {}
+            return []
         build = self.builds.get(f"{self.arch}/lineinfo")
         passes = self.passes()
         if not passes or build is None:
-            return {}
+            return []
         sanitizer = self.toolchain.require_sanitizer()
-        # Each pass from the cache at once, or handed to the GPU share, which runs it on a thread of its own
-        # when its turn comes: no thread waits for a place meanwhile, only this turn for its passes.
-        pending = [self._sanitize_one(sanitizer, build, tool, spec) for tool, spec in passes.items()]
-        wait_for_futures(pending)
+        return [self._sanitize_one(sanitizer, build, tool, spec) for tool, spec in passes.items()]
+
+    def take_the_passes(self, result: LessonResult, pending: list[Future]) -> dict[str, bytes]:
+        """sanitize's second half, once every pass of start_sanitizing is done: their outcomes in the result."""
         done = [future.result() for future in pending]
         files: dict[str, bytes] = {}
         for outcome, log, xml, stdout, note in done:
@@ -151,7 +159,8 @@ class Turn:
             if xml:
                 files[f"{outcome.tool}.xml"] = xml
             files[program_output_name(outcome.tool)] = stdout
-        self.files = files
+        if pending:
+            self.files = files
         return files
 
     def _sanitize_one(self, sanitizer: str, build: BuildResult, tool: str, spec: SanitizerPass) -> Future:
