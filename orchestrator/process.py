@@ -201,13 +201,19 @@ def run_command(argv: Sequence[str | os.PathLike], *, timeout: float,
                          max_rss_mib=None if usage is None else round(usage.ru_maxrss / 1024, 1))
 
 
+def environ_bytes() -> Mapping[bytes, bytes] | None:
+    """This process's environment as os.environ holds it on POSIX, names and values in bytes, none of them
+    decoded; None elsewhere (os.environ itself is the one to read there)."""
+    return getattr(os.environ, "_data", None) if os.name == "posix" else None
+
+
 def _environment(env: Mapping[str, str] | None):
     """This process's environment with `env` on top, as Popen takes it; None (inherited as it is) for nothing on
     top. On POSIX made from os.environ's own bytes: read through os.environ, key by key, it cost more than
     starting the program."""
     if not env:
         return None
-    data = getattr(os.environ, "_data", None) if os.name == "posix" else None
+    data = environ_bytes()
     if data is None:
         return {**os.environ, **env}
     return {**data, **{os.fsencode(name): os.fsencode(value) for name, value in env.items()}}

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import CoursectlError
 from ..files import is_file, overwrite_entry, parse_json, read_file, sha256_bytes, sha256_file
-from ..process import CommandResult
+from ..process import CommandResult, environ_bytes
 from .sanitizer import DEFAULT_ERROR_EXITCODE, sanitizer_command
 from .stamp import binary_stat
 from ..manifest.passes import Tool
@@ -153,7 +153,7 @@ def _own_environment() -> Mapping[str, str]:
     """This process's variables that may belong in a key; on POSIX picked from os.environ's own bytes, the rest
     never decoded (every variable read through os.environ, name and value, for each of 933 passes cost more
     than the rest of their keys)."""
-    data = getattr(os.environ, "_data", None) if os.name == "posix" else None
+    data = environ_bytes()
     if data is None:
         return os.environ
     prefixes, names = tuple(os.fsencode(p) for p in ENV_PREFIXES), {os.fsencode(n) for n in ENV_NAMES}
