@@ -127,19 +127,31 @@ def relative(path: Path, root: Path) -> str:
 
 
 # -- the course's boundary ---------------------------------------------------------------------
-def _resolved(path: Path) -> Path | None:
-    """Where `path` leads, links followed; None where it cannot be told (a loop of links, a name too long)."""
+def _real(path: Path | str) -> str | None:
+    """Where `path` leads, links followed, as a string; None where it cannot be told (a loop of links, a name
+    too long, a NUL in it)."""
     try:
         os.stat(path)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:   # Python 3.13's resolve() returns a loop's path as it is, not an error
+        if exc.errno == errno.ELOOP:   # Python 3.13's realpath returns a loop's path as it is, not an error
             return None
     except ValueError:
         return None
     try:
-        return Path(path).resolve()
+        return os.path.realpath(path)
     except (OSError, RuntimeError, ValueError):
         return None
+
+
+def _resolved(path: Path) -> Path | None:
+    """Where `path` leads, links followed; None where it cannot be told (a loop of links, a name too long)."""
+    real = _real(path)
+    return None if real is None else Path(real)
+
+
+def _within(real: str, real_root: str) -> bool:
+    """Whether the resolved path `real` is `real_root` or lies in it (both as realpath gives them)."""
+    return real == real_root or real.startswith(real_root if real_root.endswith(os.sep) else real_root + os.sep)
 
 
 def link_out(path: Path, root: Path) -> tuple[Path, Path] | None:
@@ -152,12 +164,13 @@ def link_out(path: Path, root: Path) -> tuple[Path, Path] | None:
     whole folder is a link, not each template in it. A link that cannot be
     followed (a loop) counts as leading out, to itself.
     """
-    real_root = _resolved(root)
-    real = _resolved(path)
-    if real_root is None:
+    root_text = _real(root)
+    if root_text is None:
         return None
-    if real is not None and real.is_relative_to(real_root):
+    real_text = _real(path)
+    if real_text is not None and _within(real_text, root_text):   # the common case, told from two strings
         return None
+    real_root, real = Path(root_text), (None if real_text is None else Path(real_text))
     named = Path(os.path.normpath(Path(path).absolute()))
     for base in (Path(os.path.normpath(Path(root).absolute())), real_root):
         if named.is_relative_to(base):
@@ -276,10 +289,9 @@ def read_file(path: Path, limit: int, what: str, error: type[CoursectlError] = C
     message for one that is too big: `larger than 16 MiB, the most a
     transcript may hold`.
     """
-    path = Path(path)
-    name = path if shown is None else shown
+    name = Path(path) if shown is None else shown
     if root is not None:
-        check_inside(path, root, error)
+        check_inside(Path(path), root, error)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except FileNotFoundError:
@@ -360,7 +372,7 @@ def sha256_file(path: Path) -> str | None:
 def is_file(path: Path) -> bool:
     """Path.is_file(), where a name that cannot be a path (too long for the system, a NUL in it) names no file."""
     try:
-        return Path(path).is_file()
+        return stat.S_ISREG(os.stat(path).st_mode)
     except (OSError, ValueError):
         return False
 

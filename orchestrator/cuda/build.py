@@ -426,7 +426,7 @@ class SharedBuilds:
 
     def submit(self, manifest: Manifest, lesson: Lesson, arch: str, variant: str = "plain") -> Future:
         cache_root(manifest)   # a cache that is refused is refused here, in the thread that submits, not in a build
-        inputs = (tuple(str(unit.resolve()) for unit in manifest.source_paths(lesson)), tuple(manifest.flags(lesson)),
+        inputs = (tuple(os.path.realpath(unit) for unit in manifest.source_paths(lesson)), tuple(manifest.flags(lesson)),
                   arch, variant)
         if inputs not in self._first:
             future = self.pool.submit(build_lesson, manifest, lesson, arch, self.nvcc, self.nvcc_version, variant,

@@ -210,7 +210,7 @@ def _binary_sha256(binary: Path) -> str:
 
 def entry_path(root: Path, lesson_id: str, key: PassKey) -> Path:
     """Where the pass with `key` is stored under the cache root `root`."""
-    return Path(root) / FOLDER / lesson_id / f"{key.tool}-{key.digest()}.json"
+    return Path(os.path.join(root, FOLDER, lesson_id, f"{key.tool}-{key.digest()}.json"))
 
 
 def is_cacheable(run: CommandResult, log: bytes) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 from contextlib import contextmanager
 from datetime import date, datetime
 from pathlib import Path
@@ -164,15 +165,18 @@ def read_evidence_file(path: Path, limit: int = FILE_LIMIT) -> bytes | None:
     """
     path = Path(path)
     try:
-        if path.is_symlink():
+        if stat.S_ISLNK(os.lstat(path).st_mode):
             target = Path(os.path.realpath(path))
             if not target.is_relative_to(Path(os.path.realpath(path.parent))):
                 raise EvidenceError(f"a link leading out of the evidence folder, to {target}", path=path)
+    except (FileNotFoundError, ValueError):   # nothing there (or no name a file can have): nothing read
+        return None
     except OSError as exc:
         raise EvidenceError(f"cannot read: {exc.strerror}", path=path) from None
-    store = next((folder for folder in path.parents if folder.name == EVIDENCE), None)
-    if store is not None:   # <root>/evidence/<lesson>/<gpu>/<file>: nothing of it through a link out of the course
-        check_inside(path, store.parent, EvidenceError)
+    parts = path.parts[:-1]   # <root>/evidence/<lesson>/<gpu>/<file>: nothing of it through a link out of the course
+    if EVIDENCE in parts:
+        at = len(parts) - 1 - parts[::-1].index(EVIDENCE)   # the nearest folder of that name, as path.parents
+        check_inside(path, Path(*parts[:at]) if at else Path(), EvidenceError)
     return read_file(path, limit, "an evidence file", EvidenceError)
 
 

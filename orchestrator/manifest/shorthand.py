@@ -226,24 +226,24 @@ def _index(lines: dict[tuple, int]) -> tuple[dict[tuple, list[tuple[tuple, int]]
     index: dict[tuple, list[tuple[tuple, int]]] = {}
     under: dict[tuple, list[tuple]] = {}
     for path, line in lines.items():
-        for size in (3, 4, 5):
-            if len(path) >= size and isinstance(path[size - 1], int) and _is_item(path[:size]):
-                index.setdefault(path[:size], []).append((path[size:], line))
-                break
-        if path[:1] == ("lessons",):
-            for size in (3, 4):
-                if len(path) > size:
-                    under.setdefault(path[:size], []).append(path)
+        # An item: (defaults, output|claims, j), (lessons, i, claims|output, k), (lessons, i, output, items, k).
+        size = len(path)
+        if size > 3 and path[0] == "lessons":
+            kind = path[2]
+            if kind == "claims":
+                under.setdefault(path[:3], []).append(path)
+                if isinstance(path[3], int):
+                    index.setdefault(path[:4], []).append((path[4:], line))
+            elif kind == "output":
+                if isinstance(path[3], int):
+                    index.setdefault(path[:4], []).append((path[4:], line))
+                elif path[3] == "items" and size > 4:
+                    under.setdefault(path[:4], []).append(path)
+                    if isinstance(path[4], int):
+                        index.setdefault(path[:5], []).append((path[5:], line))
+        elif size >= 3 and path[0] == "defaults" and path[1] in ("output", "claims") and isinstance(path[2], int):
+            index.setdefault(path[:3], []).append((path[3:], line))
     return index, under
-
-
-def _is_item(prefix: tuple) -> bool:
-    if prefix[0] == "defaults":
-        return len(prefix) == 3 and prefix[1] in ("output", "claims")
-    if prefix[0] != "lessons" or len(prefix) < 4:
-        return False
-    return prefix[2:3] == ("claims",) and len(prefix) == 4 or prefix[2:3] == ("output",) and (
-        len(prefix) == 4 or prefix[3] == "items")
 
 
 def _move(lines: dict[tuple, int], index: dict, under: dict, target: tuple, moves: list[tuple[tuple, int]]) -> None:
