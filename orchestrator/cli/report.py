@@ -18,6 +18,7 @@ from ..errors import CoursectlError, ManifestError, UsageError
 from ..cuda.includes import local_headers
 from ..judge.evidence import first_error
 from ..files import parse_json, read_file, report_refusal, sha256_bytes, write_report
+from ..manifest.jsonschema import EmptyDefaults
 from ..manifest.model import Manifest
 from ..process import escape_char
 from ..judge.results import LessonResult, Status, Verdict, covered_words, run_verdict, why
@@ -51,10 +52,10 @@ Shard = Annotated[str, AfterValidator(_shard), Field(json_schema_extra={"pattern
 class Selection(BaseModel):
     """Which lessons the run took, of how many: the ids given, -k, --shard, and the lessons left out."""
 
-    ids: list[str] = []                  # the ids given on the command line (none: --all or -k)
+    ids: list[str] = Field(default_factory=list)                  # the ids given on the command line (none: --all or -k)
     keyword: str | None = None           # -k
     shard: Shard | None = None           # --shard K/N
-    lessons: list[str] = []              # the lessons selected, in order
+    lessons: list[str] = Field(default_factory=list)              # the lessons selected, in order
     deselected: int = 0                  # lessons of the manifest left out by the selection
 
 
@@ -62,7 +63,7 @@ class ModelRun(BaseModel):
     """What a merged report holds of one GPU model (its slug; `a+b` for a machine of two): the shards of
     its split, and the toolchain its first report ran with."""
 
-    shards: list[Shard] = []
+    shards: list[Shard] = Field(default_factory=list)
     toolchain: Toolchain | None = None
 
 
@@ -84,10 +85,10 @@ class VerifyReport(BaseModel):
     strict: bool = False
     manifest_sha256: str | None = None   # lessons.yaml's bytes: shards of one run share it
     shard: Shard | None = None           # K/N of a sharded verify
-    shards: list[Shard] = []             # a merged report: the shards it holds, of every model (models: whose)
+    shards: list[Shard] = Field(default_factory=list)             # a merged report: the shards it holds, of every model (models: whose)
     partial: bool = False                # merged with --allow-partial while shards were missing
     toolchain: Toolchain | None = None   # a merged report: only when every report ran on one GPU model
-    models: dict[str, ModelRun] = {}     # a merged report: each GPU model's shards and toolchain, by its slug
+    models: dict[str, ModelRun] = Field(default_factory=dict)     # a merged report: each GPU model's shards and toolchain, by its slug
     selection: Selection | None = None   # verify: which lessons it took, of how many
     results: list[LessonResult]
 
@@ -204,7 +205,7 @@ def read_json(path: Path) -> VerifyReport:
 
 def report_schema() -> dict:
     """The JSON Schema of the report format, generated from the models."""
-    schema = VerifyReport.model_json_schema()
+    schema = VerifyReport.model_json_schema(schema_generator=EmptyDefaults)
     schema["required"] = ["format", *schema.get("required", [])]   # a report without it is of format 0
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = f"https://coursectl.invalid/schemas/report-{REPORT_FORMAT}.json"

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from concurrent.futures import Executor, Future
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..errors import BuildError, CoursectlError, UsageError
 from ..files import TEXT_LIMIT, atomic_write, check_inside, parse_json, read_file, relative, sha256_bytes, sha256_file
@@ -55,9 +55,9 @@ class BuildResult(BaseModel):
     seconds: float = 0.0
     command: list[str]
     diagnostics: str = ""    # nvcc's stderr, file:line warnings included, ptxas' report left out
-    resources: dict[str, KernelResources] = {}   # per kernel, from ptxas
-    notes: list[str] = []    # e.g. why the cache entry could not be used
-    sources: dict[str, str] = {}  # every local file the compilation read, the source first: course path -> sha256
+    resources: dict[str, KernelResources] = Field(default_factory=dict)   # per kernel, from ptxas
+    notes: list[str] = Field(default_factory=list)    # e.g. why the cache entry could not be used
+    sources: dict[str, str] = Field(default_factory=dict)  # every local file the compilation read, the source first: course path -> sha256
 
 
 def mangled_kernels(builds: Iterable[BuildResult]) -> list[str]:

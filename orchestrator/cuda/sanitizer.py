@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..manifest.passes import Expectation, ExpectedFinding, Tool
 from ..files import relative
@@ -108,7 +108,7 @@ class Report(BaseModel):
     exit_status: int
     error_exitcode: int = DEFAULT_ERROR_EXITCODE
     summary: Summary
-    findings: list[Finding] = []
+    findings: list[Finding] = Field(default_factory=list)
     program_failed: bool = False
 
 

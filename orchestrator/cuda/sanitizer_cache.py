@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from ..errors import CoursectlError
 from ..files import is_file, overwrite_entry, parse_json, read_file, sha256_bytes, sha256_file
@@ -74,7 +74,7 @@ class PassKey(BaseModel):
     driver_version: str | None
     gpu: str                      # the GPU model's name
     environment: dict[str, str]   # see ENV_PREFIXES
-    files: dict[str, str | None] = {}   # each argument that names a file (where the pass runs), and its sha256
+    files: dict[str, str | None] = Field(default_factory=dict)   # each argument that names a file (where the pass runs), and its sha256
 
     def digest(self) -> str:
         return sha256_bytes(self.model_dump_json().encode())[:24]

@@ -11,7 +11,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..errors import ToolchainError
 from ..process import Runner, run_command
@@ -62,12 +62,12 @@ class Toolchain(BaseModel):
     nvcc_version: str | None = None      # "13.0.88"
     driver_version: str | None = None    # "580.159.04"
     cuda_version: str | None = None      # the driver's CUDA, "13.0"
-    gpus: list[Gpu] = []
+    gpus: list[Gpu] = Field(default_factory=list)
     gpu_source: str | None = None        # "nvml" or "nvidia-smi"
     sanitizer: str | None = None
     sanitizer_version: str | None = None
-    notes: list[str] = []
-    broken: dict[str, str] = {}          # tool -> why it was found but cannot start
+    notes: list[str] = Field(default_factory=list)
+    broken: dict[str, str] = Field(default_factory=dict)          # tool -> why it was found but cannot start
 
     def describe(self, tool: str) -> str:
         """What doctor says of nvcc or compute-sanitizer: where and which version, or what is wrong."""
@@ -385,7 +385,7 @@ class GpuState(BaseModel):
     sm_clock_mhz: int | None = None
     max_sm_clock_mhz: int | None = None
     throttle_reasons: int | None = None
-    processes: list[int] = []
+    processes: list[int] = Field(default_factory=list)
 
     @property
     def throttled(self) -> bool:

@@ -68,17 +68,17 @@ class EvidenceMeta(BaseModel):
     exit_status: int
     coursectl_version: str
     sanitizer_version: str | None = None
-    files: dict[str, str] = {}  # extra files (sanitizer reports) and their sha256
+    files: dict[str, str] = Field(default_factory=dict)  # extra files (sanitizer reports) and their sha256
     peak_gbps: float | None = None
     peak_fp32_gflops: float | None = None
     sm_count: int | None = None
     max_sm_clock_mhz: int | None = None
-    environment: dict = {}      # clocks, throttling and other processes around the run
-    repeat: dict = {}           # with record --repeat: runs and per-field spread
-    stale_passes: list[str] = []  # sanitizer reports kept from an earlier record whose build has changed since
+    environment: dict = Field(default_factory=dict)      # clocks, throttling and other processes around the run
+    repeat: dict = Field(default_factory=dict)           # with record --repeat: runs and per-field spread
+    stale_passes: list[str] = Field(default_factory=list)  # sanitizer reports kept from an earlier record whose build has changed since
     # Every local file the build read, by its path in the course: the source (as source_sha256) and its
     # headers. Evidence recorded before this field knows its source alone, and is judged by source_sha256.
-    sources: dict[str, str] = {}
+    sources: dict[str, str] = Field(default_factory=dict)
     # The rules the evidence was recorded under (judge/rules.py:rules_of); None: recorded before they were kept.
     rules: dict | None = None
 

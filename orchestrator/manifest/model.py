@@ -45,11 +45,11 @@ def _check_timeout(value: float | None) -> float | None:
 class SanitizerPass(Strict):
     """One compute-sanitizer tool run on a lesson, and what it must find."""
 
-    findings: list[ExpectedFinding] = []
+    findings: list[ExpectedFinding] = Field(default_factory=list)
     allow_other: bool = False
     timeout: float | None = Field(default=None, json_schema_extra=_TIMEOUT)
-    args: list[str] = []          # extra compute-sanitizer arguments
-    program_args: list[str] = []  # the lesson's own arguments under this pass, after its `args`
+    args: list[str] = Field(default_factory=list)          # extra compute-sanitizer arguments
+    program_args: list[str] = Field(default_factory=list)  # the lesson's own arguments under this pass, after its `args`
 
     _timeout = field_validator("timeout")(_check_timeout)
 
@@ -156,7 +156,7 @@ class Lesson(Strict):
     sources: list[Path] | None = Field(default=None, json_schema_extra={"minItems": 1,
                                                                         "items": {"minLength": 1}})
     flags: list[str] | None = None
-    args: list[str] = []
+    args: list[str] = Field(default_factory=list)
     # Variants: one build, several runs of it, each with its own arguments (after `args`), judged as a
     # lesson of its own named `id[run]` (manifest/runs.py); claims may compare them as `runs.NAME.FIELD`.
     runs: dict[str, list[str]] | None = Field(default=None, json_schema_extra={
@@ -165,19 +165,19 @@ class Lesson(Strict):
     min_compute_capability: str | None = Field(default=None, json_schema_extra=_pattern(COMPUTE_CAPABILITY))
     sanitizers: dict[str, SanitizerPass] | None = Field(default=None, json_schema_extra=_TOOLS_SCHEMA)
     output: OutputOrItems = Field(default_factory=lambda: OutputSchema(items=[]))   # none: build needs none
-    claims: list[Claim] = []
+    claims: list[Claim] = Field(default_factory=list)
     prose: Path | None = Field(default=None, json_schema_extra={"minLength": 1})
     page: PageSpec | None = None   # where its page is written, and what it shows: Key figures and charts
     source_header: bool = True     # false: render never writes its Build/Run/Verified lines into the source
     # Rules that check less than when the evidence was recorded, each with why (judge/rules.py names them:
     # `field kernels.ms`, `gate nothing-failed`, `pass racecheck`): a note instead of STALE.
-    weakened: dict[str, str] = {}
+    weakened: dict[str, str] = Field(default_factory=dict)
     # Claims of defaults.claims this lesson does not make; read when the manifest loads.
     skip_claims: list[str] = Field(default=[], exclude=True)
     # true: defaults.output does not start this lesson's output (a program that does not print it).
     skip_output: bool = Field(default=False, exclude=True)
     # Snippets by function name or line range, for a source the course must not edit (no markers).
-    snippets: dict[str, SnippetSpec] = {}
+    snippets: dict[str, SnippetSpec] = Field(default_factory=dict)
     # Set when `runs` is written out (manifest/runs.py), not read from YAML: the run's name, the lesson's id.
     run: SkipJsonSchema[str | None] = Field(default=None, exclude=True)
     group: SkipJsonSchema[str | None] = Field(default=None, exclude=True)
@@ -337,7 +337,7 @@ class Manifest(Strict):
                                      json_schema_extra={"items": {"type": "string", **_pattern(ARCH)}})
     defaults: Defaults = Defaults()
     # Days the course has no lesson for, by number, and the URL a mention of each in prose links to.
-    external_days: dict[int, str] = {}
+    external_days: dict[int, str] = Field(default_factory=dict)
     lessons: list[Lesson]
 
     # Set by load_manifest, not read from YAML.

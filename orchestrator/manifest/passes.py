@@ -62,5 +62,5 @@ class Expectation(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     tool: Tool
-    findings: list[ExpectedFinding] = []
+    findings: list[ExpectedFinding] = Field(default_factory=list)
     allow_other: bool = False

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import jinja2
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..cuda.build import display_command
 from ..transcript.claims import ClaimResult
@@ -86,10 +86,10 @@ class GpuEvidence(BaseModel):
     transcript_link: str      # relative to the page
     sanitizer_version: str | None = None
     build_evidence: str = ""  # ptxas' report for `arch`, relative to the course root
-    unchecked: list[str] = [] # claims not judged here: those over ptxas' report, without it
+    unchecked: list[str] = Field(default_factory=list) # claims not judged here: those over ptxas' report, without it
     peak_gbps: float | None = None         # the GPU's peaks, recorded with the evidence
     peak_fp32_gflops: float | None = None
-    spread: dict[str, float] = {}          # with record --repeat: each tolerance field's run-to-run spread
+    spread: dict[str, float] = Field(default_factory=dict)          # with record --repeat: each tolerance field's run-to-run spread
 
 
 class ClaimRow(BaseModel):
@@ -113,8 +113,8 @@ class SanitizerRow(BaseModel):
     gpu: str | None                   # None: no evidence yet
     recorded: bool = False
     findings: str = ""
-    kernels: list[str] = []
-    places: list[str] = []            # Markdown, file:line linked to the source
+    kernels: list[str] = Field(default_factory=list)
+    places: list[str] = Field(default_factory=list)            # Markdown, file:line linked to the source
     verdict: str = ""
 
 
@@ -132,8 +132,8 @@ class LessonModel(BaseModel):
     page: str                         # relative to the course root
     source_name: str
     source_link: str                  # relative to the page
-    units: dict[str, str] = {}        # a program of several files: each file (its name) -> its link from the page
-    files: list[ProgramFile] = []     # a program of several files: each file whole, as its section shows it
+    units: dict[str, str] = Field(default_factory=dict)        # a program of several files: each file (its name) -> its link from the page
+    files: list[ProgramFile] = Field(default_factory=list)     # a program of several files: each file whole, as its section shows it
     source_folder: SourceFolder | None  # None: the page lies beside the source
     template: str                     # the template's name under templates/
     banner: str

@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..judge.comparison import fraction_of_peak, tolerance_bound
 from ..transcript.fields import Compare, FieldSpec
@@ -39,7 +39,7 @@ class Figure(BaseModel):
     label: str
     unit: str | None
     values: dict[str, float | int | None]
-    shown: dict[str, str] = {}           # as the table prints them, one precision per field
+    shown: dict[str, str] = Field(default_factory=dict)           # as the table prints them, one precision per field
 
     @property
     def where(self) -> str:
@@ -67,7 +67,7 @@ class Chart(BaseModel):
     height: int
     x_title: str | None = None
     labels: list[str]          # each bar's name and value (GitHub's Mermaid may draw no data labels)
-    names: list[str] = []      # each bar's name alone
+    names: list[str] = Field(default_factory=list)      # each bar's name alone
     unit: str | None = None
     axis: str
     top: str

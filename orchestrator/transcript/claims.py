@@ -13,7 +13,7 @@ import ast
 from functools import lru_cache
 from typing import Any, Iterator
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..words import quoted
 from .expressions import (ALLOWED, EVAL_ERRORS, FUNCTIONS, Budget, ExpressionError, FieldView, OutOfBudget, evaluate,
@@ -29,7 +29,7 @@ class ClaimResult(BaseModel):
     expression: str
     held: bool
     checked: int = 0     # elements checked (1 for a claim without 'each')
-    failures: list[str] = []
+    failures: list[str] = Field(default_factory=list)
 
 # -- views: what an expression sees -------------------------------------------
 class RowView(FieldView):

@@ -40,3 +40,11 @@ class Explaining:
                 self.notes.append(f"the lists differ in length: {len(a)} and {len(b)}" if i is None
                                   else f"first element to differ: [{i}] {a[i]!r} != {b[i]!r}")
         return result
+
+
+def first_break(values: list, holds) -> int | None:
+    """The index of the first value that does not follow its predecessor as `holds` says."""
+    for index in range(1, len(values)):
+        if not holds(values[index - 1], values[index]):
+            return index
+    return None

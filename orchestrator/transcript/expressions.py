@@ -27,7 +27,7 @@ from simpleeval import (DEFAULT_OPERATORS, EvalWithCompoundTypes, FeatureNotAvai
                         IterableTooLong)
 
 from ..words import quoted, shown
-from .explaining import Explaining
+from .explaining import Explaining, first_break
 
 # -- limits (docs/schema.md, "Limits") ----------------------------------------------
 MAX_CHARS = 1000          # characters of one expression
@@ -38,14 +38,6 @@ MAX_ITERATIONS = simpleeval.MAX_COMPREHENSION_LENGTH  # rounds of all comprehens
 MAX_BUILT = 1_000_000     # items of every string and list one claim builds, together
 MAX_STEPS = 500_000       # evaluation steps of one claim, every row together
 CLAIM_SECONDS = 2.0       # wall time of one claim, every row together
-
-
-def _first_break(values: list, holds) -> int | None:
-    """The index of the first value that does not follow its predecessor as `holds` says."""
-    for index in range(1, len(values)):
-        if not holds(values[index - 1], values[index]):
-            return index
-    return None
 
 
 def _sum(values, start=0):
@@ -76,7 +68,7 @@ _WORDS = {"increasing": "is not above", "decreasing": "is not below",
 
 def _monotone(holds):
     def check(values) -> bool:
-        return _first_break(list(values), holds) is None
+        return first_break(list(values), holds) is None
     return check
 
 
@@ -97,7 +89,6 @@ class LimitExceeded(Exception):
 
 class OutOfBudget(LimitExceeded):
     """The claim as a whole used up its steps or its time: nothing more of it is evaluated."""
-
 
 
 class FieldView:
@@ -335,8 +326,9 @@ def _short(value: Any) -> str:
 
 OPERATORS = {**DEFAULT_OPERATORS, ast.Add: operator.add, ast.Mult: _multiply, ast.Pow: _power,
              ast.LShift: _lshift, ast.RShift: operator.rshift, ast.Mod: _modulo}
-_CHECKED = (ast.BinOp, ast.UnaryOp, ast.Call, ast.Subscript, ast.List, ast.Tuple, ast.Dict, ast.Set,
-            ast.ListComp, ast.GeneratorExp, ast.DictComp)
+_CHECKED = frozenset({ast.BinOp, ast.UnaryOp, ast.Call, ast.Subscript, ast.List, ast.Tuple, ast.Dict, ast.Set,
+                      ast.ListComp, ast.GeneratorExp, ast.DictComp})   # ast's own nodes: none is subclassed
+_SCALARS = frozenset({int, float, str, bool, type(None), bytes, complex})   # nothing forbidden can be inside
 
 
 class _Evaluator(Explaining, EvalWithCompoundTypes):
@@ -356,16 +348,24 @@ class _Evaluator(Explaining, EvalWithCompoundTypes):
         self._inside = 0                   # explained all/any/increasing calls under way
 
     def _eval(self, node):
+        """simpleeval's step, in one call: its handler for the node, the look for what is forbidden (none for a
+        number or a string), and the bounds (a claim of 6 expressions took 82 steps, each three calls deep)."""
         self.budget.step()
-        result = super()._eval(node)
-        if isinstance(node, _CHECKED):
+        try:
+            handler = self.nodes[type(node)]
+        except KeyError:
+            raise FeatureNotAvailable(f"Sorry, {type(node).__name__} is not available in this evaluator") from None
+        result = handler(node)
+        if type(result) not in _SCALARS:
+            self._check_disallowed_items(result)
+        if type(node) in _CHECKED:
             self.budget.check(result)
         return result
 
     def _check_disallowed_items(self, item):
         """simpleeval looks through every list for modules and forbidden functions, in every
         step; nothing a claim sees holds either, and the look costs time a claim has not got."""
-        if not isinstance(item, (list, tuple, set, frozenset, dict)):
+        if type(item) not in _SCALARS and not isinstance(item, (list, tuple, set, frozenset, dict)):
             super()._check_disallowed_items(item)
 
     def _eval_comprehension(self, node):
@@ -395,7 +395,7 @@ class _Evaluator(Explaining, EvalWithCompoundTypes):
                 return self._explained(name, argument)
             if name in _MONOTONE:
                 values = list(self._eval(argument))
-                index = _first_break(values, _MONOTONE[name])
+                index = first_break(values, _MONOTONE[name])
                 if index is not None:
                     self.notes.append(f"item {index} ({values[index]!r}) {_WORDS[name]} "
                                       f"item {index - 1} ({values[index - 1]!r})")

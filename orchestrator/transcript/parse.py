@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterator, Union
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..errors import TranscriptError
 from ..process import clip_line
@@ -37,10 +37,10 @@ class Block(BaseModel):
 
 
 class Scope(BaseModel):
-    values: dict[str, Value] = {}
-    lines: dict[str, int] = {}
-    tables: dict[str, list[Row]] = {}
-    sections: dict[str, list[Block]] = {}
+    values: dict[str, Value] = Field(default_factory=dict)
+    lines: dict[str, int] = Field(default_factory=dict)
+    tables: dict[str, list[Row]] = Field(default_factory=dict)
+    sections: dict[str, list[Block]] = Field(default_factory=dict)
 
 
 Block.model_rebuild()

@@ -16,7 +16,7 @@ import functools
 import re
 from typing import Annotated, Any, Iterator, Union
 
-from pydantic import (AfterValidator, BaseModel, Discriminator, Field, Tag, field_validator,
+from pydantic import (AfterValidator, BaseModel, Discriminator, Field, PrivateAttr, Tag, field_validator,
                       model_validator)
 
 from ..names import is_identifier
@@ -174,7 +174,7 @@ class LineItem(_TemplatedLine):
     optional: bool = False
     flag: str | None = None   # a bool field: true when the (optional) line is present
 
-    _names: dict[str, FieldSpec] = {}
+    _names: dict[str, FieldSpec] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _check_flag(self) -> "LineItem":
@@ -261,7 +261,7 @@ class TableItem(Strict):
     key: list[str] | str | None = None
     rows: CountOrRange = RowCount()
     keys: list[str] | None = Field(default=None, json_schema_extra={"uniqueItems": True})
-    notes: list[NoteItem] = []
+    notes: list[NoteItem] = Field(default_factory=list)
     optional: bool = False
     anywhere: bool = False
 
@@ -430,10 +430,10 @@ SectionItem.model_rebuild()
 class OutputSchema(Strict):
     """A lesson's whole transcript."""
 
-    ignore: list[str] = []
+    ignore: list[str] = Field(default_factory=list)
     items: list[Item]
 
-    _ignore: list[BoundedRegex] = []
+    _ignore: list[BoundedRegex] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")
     def _compile(self) -> "OutputSchema":

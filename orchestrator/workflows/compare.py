@@ -18,7 +18,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..judge.comparison import FieldResult, FieldStatus, compare_fields, describe_rule, value_ratio
 from ..judge.drift import markdown_table, provenance_changes, provenance_of
@@ -61,8 +61,8 @@ class LessonComparison(BaseModel):
     lesson: str
     a_date: str | None = None
     b_date: str | None = None
-    provenance: list[ProvenanceChange] = []   # old: side A, new: side B
-    fields: list[FieldResult] = []            # old: side A, new: side B; ratio B / A
+    provenance: list[ProvenanceChange] = Field(default_factory=list)   # old: side A, new: side B
+    fields: list[FieldResult] = Field(default_factory=list)            # old: side A, new: side B; ratio B / A
     problem: str | None = None
 
 
