@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import sys
@@ -161,12 +162,27 @@ class FieldSpec(Strict):
         return text
 
     def value_regex(self) -> str:
-        core = TYPE_REGEX[self.type]
-        if self.suffix:
-            core = f"(?:{core}){re.escape(self.suffix)}"
-        if self.missing is not None:
-            core = f"(?:{core}|{re.escape(self.missing)})"
-        return core
+        return _value_regex(self.type, self.suffix, self.missing)
+
+    def takes(self, cell: str) -> bool:
+        """Whether a cell of a table split on whitespace is a value of this field (before convert)."""
+        return _cell_regex(self.type, self.suffix, self.missing).fullmatch(cell) is not None
+
+
+@functools.lru_cache(maxsize=512)
+def _value_regex(type_: str, suffix: str | None, missing: str | None) -> str:
+    core = TYPE_REGEX[type_]
+    if suffix:
+        core = f"(?:{core}){re.escape(suffix)}"
+    if missing is not None:
+        core = f"(?:{core}|{re.escape(missing)})"
+    return core
+
+
+@functools.lru_cache(maxsize=512)
+def _cell_regex(type_: str, suffix: str | None, missing: str | None) -> re.Pattern:
+    """A field's value regex compiled, once a process: each cell of each row was matched by its text."""
+    return re.compile(_value_regex(type_, suffix, missing))
 
 
 FieldMap = dict[str, FieldSpec]

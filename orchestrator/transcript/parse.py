@@ -140,7 +140,7 @@ class _Lines:
                                   f"it is not parsed further; found {clip_line(line.strip(), quote=True)}",
                                   path=self.parser.source, line=self.count)
         self.parser.at = (self.count, line)
-        if any(p.search(line, self.budget) for p in self.ignore):
+        if self.ignore and any(p.search(line, self.budget) for p in self.ignore):
             return
         for table, match_row in self.anywhere:
             values = match_row(line, self.budget)

@@ -345,7 +345,7 @@ class TableItem(Strict):
             return None
         values = {}
         for cell, (name, spec) in zip(cells, self.columns.items()):
-            if re.fullmatch(spec.value_regex(), cell) is None:
+            if not spec.takes(cell):
                 return None
             try:
                 values[name] = spec.convert(cell)
