@@ -12,7 +12,7 @@ imports (coursectl's modules, before the command runs) and each kind of
 thread's own CPU (`thread main`, `thread coursectl-pass`, ...: the name less
 its numbers, the threads of a kind added up).
 
-    python3 bench/cpu_breakdown.py WORKDIR [--lessons 400] [--sanitizer-jobs N]
+    python3 bench/cpu_breakdown.py WORKDIR [--lessons 400] [--sanitizer-jobs N] [--gpu]
 
 WORKDIR keeps the course and its cache; one already there is used again.
 """
@@ -95,19 +95,22 @@ def main() -> None:
     parser.add_argument("workdir", type=Path)
     parser.add_argument("--lessons", type=int, default=400)
     parser.add_argument("--sanitizer-jobs", type=int, default=None, help="passed to verify (default: its own)")
+    parser.add_argument("--gpu", action="store_true", help="this machine's GPU answers, as scheduler_cpu.py --gpu")
     args = parser.parse_args()
     extra = ["--sanitizer-jobs", str(args.sanitizer_jobs)] if args.sanitizer_jobs else []
     work = args.workdir.resolve()
     if not (work / "course").exists():
         work.mkdir(parents=True, exist_ok=True)
         scheduler_cpu.write_course(work / "course", args.lessons)
-        scheduler_cpu.fakes(work / "bin")
+        scheduler_cpu.fakes(work / "bin", gpu=args.gpu)
     env = {name: value for name, value in os.environ.items()
            if not name.startswith(("FAKE_SANITIZER_", "FAKE_GPU_", "STANDIN_", "COURSECTL_"))
            and name != "PYTHONDONTWRITEBYTECODE"}   # .pyc written by the untimed run, loaded as installed
     env.update(PATH=os.pathsep.join([str(work / "bin"), env.get("PATH", "")]), COURSECTL_CACHE=str(work / "cache"),
-               COURSECTL_LOCK_DIR=str(work / "locks"), COURSECTL_NO_NVML="1",
+               COURSECTL_LOCK_DIR=str(work / "locks"),
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
+    if not args.gpu:
+        env["COURSECTL_NO_NVML"] = "1"
     subprocess.run([sys.executable, "-m", "orchestrator", "verify", "--all", "--no-sanitize", "-q"],
                    cwd=work / "course", env=env, stdout=subprocess.DEVNULL, check=False)
     out = work / "breakdown.json"

@@ -21,7 +21,12 @@ and passes', apart), with its voluntary context switches (a thread woken
 that finds nothing to do is one) and its wall seconds. Writes the JSON to
 standard output and, with --out, to a file; --md writes a short table too.
 
-    python3 bench/scheduler_cpu.py [--lessons 400] [--runs 1] [--out F.json] [--md F.md]
+    python3 bench/scheduler_cpu.py [--lessons 400] [--runs 1] [--out F.json] [--md F.md] [--gpu]
+
+With --gpu, on a GPU machine, that machine's GPU answers what coursectl asks
+of one, as in a real run (NVML for its state before and after each timed run
+and for each pass's GPU memory, nvidia-smi where NVML cannot); the passes are
+still the fake compute-sanitizer's and the lessons the stand-in's.
 
 coursectl is imported from the checkout the script is in (PYTHONPATH): to
 measure another commit, run the script from an export of it (`git archive`),
@@ -69,10 +74,12 @@ finally:
 """
 
 
-def fakes(folder: Path) -> Path:
-    """A folder of the fake nvidia-smi and compute-sanitizer (its --version answered by sh, as in the tests)."""
+def fakes(folder: Path, *, gpu: bool = False) -> Path:
+    """A folder of the fake nvidia-smi and compute-sanitizer (its --version answered by sh, as in the tests);
+    with `gpu`, of the fake compute-sanitizer alone (the machine's own GPU answers the rest)."""
     folder.mkdir(parents=True)
-    shutil.copyfile(FAKES / "nvidia-smi", folder / "nvidia-smi")
+    if not gpu:
+        shutil.copyfile(FAKES / "nvidia-smi", folder / "nvidia-smi")
     script = FAKES / "compute_sanitizer.py"
     version = subprocess.run([sys.executable, "-S", str(script), "--version"], capture_output=True, text=True,
                              check=True).stdout
@@ -81,7 +88,7 @@ def fakes(folder: Path) -> Path:
         'if [ "$#" = 1 ] && [ "$1" = --version ]; then\n'
         f"    printf '%s' {shlex.quote(version)}\n    exit 0\nfi\n"
         f'exec {shlex.quote(sys.executable)} -S {shlex.quote(str(script))} "$@"\n')
-    for name in ("nvidia-smi", "compute-sanitizer"):
+    for name in ("compute-sanitizer",) if gpu else ("nvidia-smi", "compute-sanitizer"):
         (folder / name).chmod(0o755)
     return folder
 
@@ -150,7 +157,8 @@ def markdown(result: dict) -> str:
                     f"({run['user_s']} + {run['system_s']}) | {run['voluntary_switches']} | {run['wall_s']} "
                     f"| {run['children_cpu_s']} | {run['exit']} |")
     return (f"# coursectl's own CPU: verify --all --rerun-sanitizers of {result['lessons']} stand-in lessons\n\n"
-            f"`python3 bench/scheduler_cpu.py --lessons {result['lessons']}` on {result['machine']['cpu_cores']} "
+            f"`python3 bench/scheduler_cpu.py --lessons {result['lessons']}"
+            f"{' --gpu' if result.get('gpu', '').startswith('this') else ''}` on {result['machine']['cpu_cores']} "
             f"cores, {result['date']}, commit {result['commit']}. Median coursectl CPU "
             f"{result['median_cpu_s']} s (target: under 5 s at 400 lessons).\n\n" + "\n".join(rows) + "\n")
 
@@ -163,12 +171,16 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--md", type=Path, default=None)
     parser.add_argument("--commit", default=None, help="the commit measured (default: this checkout's HEAD)")
+    parser.add_argument("--gpu", action="store_true",
+                        help="on a GPU machine: its own GPU answers what coursectl asks of one (NVML, nvidia-smi), "
+                             "as in a real run; only compute-sanitizer and the lessons are stand-ins")
     args = parser.parse_args()
     if not shutil.which("nvcc"):
         sys.exit("bench/scheduler_cpu.py: nvcc is not on PATH")
     commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                            text=True).stdout.strip() or None
     result: dict = {"format": 1, "date": now(), "commit": commit, "lessons": args.lessons,
+                    "gpu": "this machine's (NVML, nvidia-smi)" if args.gpu else "the fake nvidia-smi",
                     "machine": {"cpu_cores": len(os.sched_getaffinity(0)), "python": platform.python_version(),
                                 "host": platform.node()}, "runs": []}
     extra = ["--sanitizer-jobs", str(args.sanitizer_jobs)] if args.sanitizer_jobs else []
@@ -179,10 +191,12 @@ def main() -> None:
         env = {name: value for name, value in os.environ.items()
                if not name.startswith(("FAKE_SANITIZER_", "FAKE_GPU_", "STANDIN_", "COURSECTL_"))
                and name != "PYTHONDONTWRITEBYTECODE"}   # .pyc written by the untimed run, loaded as installed
-        env.update(PATH=os.pathsep.join([str(fakes(tmp / "bin")), env.get("PATH", "")]),
+        env.update(PATH=os.pathsep.join([str(fakes(tmp / "bin", gpu=args.gpu)), env.get("PATH", "")]),
                    COURSECTL_CACHE=str(tmp / "cache"), COURSECTL_LOCK_DIR=str(tmp / "locks"),
-                   COURSECTL_NO_NVML="1",   # this checkout first, then wherever its dependencies are
+                   # this checkout first, then wherever its dependencies are
                    PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
+        if not args.gpu:   # the fake nvidia-smi plays the GPU: NVML, which would find none, is not asked
+            env["COURSECTL_NO_NVML"] = "1"
         result["setup"] = coursectl(["verify", "--all", "--no-sanitize"], course, env, tmp / "setup.json")
         for index in range(args.runs):
             run = coursectl(["verify", "--all", "--rerun-sanitizers", *extra], course, env, tmp / f"run-{index}.json")

@@ -423,11 +423,14 @@ class SharedBuilds:
     def __init__(self, pool: Executor, nvcc: str, nvcc_version: str | None, runner: Runner = run_command):
         self.pool, self.nvcc, self.nvcc_version, self.runner = pool, nvcc, nvcc_version, runner
         self._first: dict[tuple, tuple[str, Future]] = {}
+        self._real: dict[Path, str] = {}   # each source's realpath, looked up once a run (a walk of its folders)
 
     def submit(self, manifest: Manifest, lesson: Lesson, arch: str, variant: str = "plain") -> Future:
         cache_root(manifest)   # a cache that is refused is refused here, in the thread that submits, not in a build
-        inputs = (tuple(os.path.realpath(unit) for unit in manifest.source_paths(lesson)), tuple(manifest.flags(lesson)),
-                  arch, variant)
+        real = self._real
+        units = [real[unit] if unit in real else real.setdefault(unit, os.path.realpath(unit))
+                 for unit in manifest.source_paths(lesson)]
+        inputs = (tuple(units), tuple(manifest.flags(lesson)), arch, variant)
         if inputs not in self._first:
             future = self.pool.submit(build_lesson, manifest, lesson, arch, self.nvcc, self.nvcc_version, variant,
                                       self.runner)
