@@ -163,6 +163,39 @@ def test_a_pass_s_gpu_memory_is_the_most_its_marked_processes_held_as_nvml_saw_t
     assert watch.most_mib == 3072
 
 
+def test_passes_watched_at_once_share_one_sampling_thread_and_each_keeps_its_own_memory(monkeypatch):
+    children: list = []
+
+    class FakeNvml:
+        @staticmethod
+        def nvmlDeviceGetHandleByUUID(uuid):
+            return "handle"
+
+        @staticmethod
+        def nvmlDeviceGetComputeRunningProcesses(handle):
+            return [SimpleNamespace(pid=child.pid, usedGpuMemory=(index + 1) * 1024 * 2**20)
+                    for index, child in enumerate(children)]
+
+    monkeypatch.delenv("COURSECTL_NO_NVML")
+    monkeypatch.setattr(gpu_memory.NVML, "get", lambda: FakeNvml)
+    monkeypatch.setattr(gpu_memory, "SAMPLE_SECONDS", 0.02)
+    def samplers() -> list:
+        return [t for t in threading.enumerate() if t.name == "coursectl-gpu-memory" and t.is_alive()]
+
+    with gpu_memory.watching(H200) as first, gpu_memory.watching(H200) as second:
+        for watch in (first, second):
+            children.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.4)"],
+                                             env={**os.environ, **watch.env}))
+        assert len(samplers()) == 1   # one sampler for both
+        for child in children:
+            child.wait()
+    assert (first.most_mib, second.most_mib) == (1024, 2048)
+    deadline = time.monotonic() + 2
+    while samplers() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert samplers() == []   # none watched: the sampler is gone
+
+
 def test_without_nvml_a_pass_runs_unmarked_and_its_gpu_memory_is_not_known():
     with gpu_memory.watching(H200) as watch:   # COURSECTL_NO_NVML, as in every test
         pass

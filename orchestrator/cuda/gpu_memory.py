@@ -2,7 +2,7 @@
 
 NVML tells each process's GPU memory now (nvmlDeviceGetComputeRunningProcesses),
 not its peak once it has ended (that needs accounting mode, which only root
-turns on). So while a pass runs, a thread of its own asks every
+turns on). So while a pass runs, one thread (for every pass at once) asks every
 SAMPLE_SECONDS and keeps the most that the processes of that pass held: those
 whose environment carries the pass's MARKER (compute-sanitizer starts the
 program as a child, and both inherit it). Without NVML (pynvml not
@@ -44,23 +44,72 @@ def watching(gpu: Gpu) -> Iterator[Watch]:
     nvml, device = handle
     token = f"{os.getpid()}-{next(_numbers)}"
     watch = Watch({MARKER: token})
-    done = threading.Event()
-
-    def sample() -> None:
-        while True:
-            held = _held(nvml, device, f"{MARKER}={token}".encode())
-            if held is not None:
-                watch.most_mib = max(watch.most_mib or 0.0, held)
-            if done.wait(SAMPLE_SECONDS):
-                return
-
-    thread = threading.Thread(target=sample, name=f"gpu memory of pass {token}", daemon=True)
-    thread.start()
+    _SAMPLER.add(token, watch, gpu.uuid, nvml, device)
     try:
         yield watch
     finally:
-        done.set()
-        thread.join(timeout=5)
+        _SAMPLER.remove(token)
+
+
+class _Sampler:
+    """One thread that samples every pass being watched: at once when one starts, then each SAMPLE_SECONDS,
+    until none is left (it ends then; the next watch starts another). A thread a pass was 933 threads
+    started and joined in a 400-lesson verify, each asking NVML for itself."""
+
+    def __init__(self):
+        self.changed = threading.Condition()
+        self.sampling = threading.Lock()    # held through a sample: a watch removed is written no more
+        self.watches: dict[str, tuple[Watch, str, object, object]] = {}
+        self.thread: threading.Thread | None = None
+        self.kicked = False
+
+    def add(self, token: str, watch: Watch, uuid: str, nvml, device) -> None:
+        with self.changed:
+            self.watches[token] = (watch, uuid, nvml, device)
+            self.kicked = True
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="coursectl-gpu-memory", daemon=True)
+                self.thread.start()
+            self.changed.notify()
+
+    def remove(self, token: str) -> None:
+        with self.changed:
+            self.watches.pop(token, None)
+        with self.sampling:   # a sample under way that took this watch ends before the pass reads it
+            pass
+
+    def _run(self) -> None:
+        while True:
+            with self.changed:
+                if not self.kicked:
+                    self.changed.wait(SAMPLE_SECONDS)
+                self.kicked = False
+                watched = list(self.watches.items())
+                if not watched:
+                    self.thread = None
+                    return
+                self.sampling.acquire()
+            try:
+                _sample(watched)
+            finally:
+                self.sampling.release()
+
+
+def _sample(watched: list[tuple[str, tuple[Watch, str, object, object]]]) -> None:
+    """Each watch's MiB now: NVML asked once a GPU, each process's environment read once."""
+    by_gpu: dict[str, list] = {}
+    for token, (watch, uuid, nvml, device) in watched:
+        by_gpu.setdefault(uuid, []).append((token, watch, nvml, device))
+    for entries in by_gpu.values():
+        _, _, nvml, device = entries[0]
+        held = _held(nvml, device, [f"{MARKER}={token}".encode() for token, *_ in entries])
+        if held is None:
+            continue
+        for (_, watch, _, _), mib in zip(entries, held):
+            watch.most_mib = max(watch.most_mib or 0.0, mib)
+
+
+_SAMPLER = _Sampler()
 
 
 def _handle(gpu: Gpu):
@@ -74,19 +123,22 @@ def _handle(gpu: Gpu):
         return None
 
 
-def _held(nvml, device, marker: bytes) -> float | None:
-    """The MiB the processes carrying `marker` hold on the GPU now; None if NVML did not answer."""
+def _held(nvml, device, markers: list[bytes]) -> list[float] | None:
+    """The MiB the processes carrying each of `markers` hold on the GPU now; None if NVML did not answer."""
     try:
         processes = nvml.nvmlDeviceGetComputeRunningProcesses(device)
     except Exception:  # noqa: BLE001
         return None
-    total = 0
+    totals = [0] * len(markers)
     for process in processes:
         try:
             with open(f"/proc/{process.pid}/environ", "rb") as environ:
-                mine = marker in environ.read().split(b"\0")
+                variables = set(environ.read().split(b"\0"))
         except OSError:   # ended, or another user's
             continue
-        if mine and isinstance(process.usedGpuMemory, int):   # None where the driver does not say
-            total += process.usedGpuMemory
-    return total / 2**20
+        if not isinstance(process.usedGpuMemory, int):   # None where the driver does not say
+            continue
+        for index, marker in enumerate(markers):
+            if marker in variables:
+                totals[index] += process.usedGpuMemory
+    return [total / 2**20 for total in totals]

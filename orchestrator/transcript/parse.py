@@ -107,14 +107,17 @@ class _Lines:
 
     def has(self, pos: int) -> bool:
         taken = self.taken
+        if pos < len(taken):   # the common case: a line already read
+            return True
         while len(taken) <= pos and not self.done:
             self._next()
         return pos < len(taken)
 
     def __getitem__(self, pos: int) -> tuple[int, str]:
-        if pos >= len(self.taken):
+        taken = self.taken
+        if pos >= len(taken):
             self.has(pos)
-        self.parser.at = line = self.taken[pos]   # fetched to be matched: a pattern that runs out of time is on it
+        self.parser.at = line = taken[pos]   # fetched to be matched: a pattern that runs out of time is on it
         return line
 
     def total(self) -> int:
