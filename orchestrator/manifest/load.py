@@ -140,6 +140,7 @@ def load_manifest(path: Path) -> Manifest:
     split_claims(manifest, fail)
     seen: dict[str, int] = {}
     days: dict[int, Lesson] = {}
+    readme: list[str] = []   # where README.md leads, looked up once (_check_page_path)
     for index, lesson in enumerate(manifest.lessons):
         if lesson.id in seen:
             raise fail(("lessons", index, "id"),
@@ -170,7 +171,7 @@ def load_manifest(path: Path) -> Manifest:
             if not full.is_file():
                 raise fail(at, f"{rel} does not exist")
         if lesson.page is not None and lesson.page.path is not None:
-            _check_page_path(manifest, lesson.page.path, ("lessons", index, "page", "path"), fail)
+            _check_page_path(manifest, lesson.page.path, ("lessons", index, "page", "path"), fail, readme)
         _check_sanitizer_snippets(manifest, lesson, index, fail)
         known: dict = {}
         for c_index, claim in enumerate(lesson.claims):
@@ -196,20 +197,24 @@ def _leaves(out: tuple[Path, Path], root: Path) -> str:
             f"nothing of the course through a link that leads out of it")
 
 
-def _check_page_path(manifest: Manifest, rel: Path, loc: tuple, fail) -> None:
-    """A page path names a Markdown file inside the course that render may own."""
+def _check_page_path(manifest: Manifest, rel: Path, loc: tuple, fail, readme: list[str]) -> None:
+    """A page path names a Markdown file inside the course that render may own. `readme` holds where the
+    course's README.md leads once a check has looked (the same for every page)."""
     root = manifest.root
     if rel.is_absolute():
         raise fail(loc, f"{rel} is absolute; give it relative to the course root {root}")
     if (out := link_out(root / rel, root)) is not None:
         raise fail(loc, _leaves(out, root))
-    if not (root / rel).resolve().is_relative_to(root):
+    real = os.path.realpath(root / rel)
+    if not Path(real).is_relative_to(root):
         raise fail(loc, f"{rel} lies outside the course root {root}")
     if rel.suffix != ".md":
         raise fail(loc, f"{rel} is not a Markdown file: a page's name ends in .md")
-    if (root / rel).resolve() == (root / "README.md").resolve():
+    if not readme:
+        readme.append(os.path.realpath(root / "README.md"))
+    if real == readme[0]:
         raise fail(loc, f"{rel} is the course's README.md, which holds the lessons table")
-    if (root / rel).is_dir():
+    if os.path.isdir(real):
         raise fail(loc, f"{rel} is a folder")
 
 

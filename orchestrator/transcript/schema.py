@@ -49,7 +49,13 @@ class Pattern:
             for name, spec in self.fields.items():
                 spec.check_type(name)
             return regex
-        return BoundedRegex(self.source, self._template(), written=False)
+        if self.fields:   # refined under `fields:`; else the same wherever it is written, and made once
+            return BoundedRegex(self.source, self._template(), written=False)
+        if (made := _TEMPLATES.get(self.source)) is None:
+            made = _TEMPLATES[self.source] = (self._template(), dict(self.fields), self.needle)
+        text, fields, self.needle = made
+        self.fields.update(fields)
+        return BoundedRegex(self.source, text, written=False)
 
     def _template(self) -> str:
         # A braced name that is no identifier is no brace amiss. The item is named only for a name that fails:
@@ -118,6 +124,9 @@ class Pattern:
             except ValueError:
                 return None
         return values
+
+
+_TEMPLATES: dict[str, tuple[str, dict[str, FieldSpec], str | None]] = {}   # lessons repeat their lines
 
 
 @functools.lru_cache(maxsize=4096)
