@@ -199,6 +199,31 @@ def test_a_pass_stored_again_is_written_over_its_entry_in_place(tmp_path, binary
     assert [p.name for p in path.parent.iterdir()] == [path.name]
 
 
+def test_a_new_entry_is_made_where_it_goes_with_no_file_beside_it(tmp_path, binary, monkeypatch):
+    """A temporary file and a rename for each new entry cost most of storing a pass run for the first time."""
+    import tempfile
+
+    def no_temporary_file(*args, **kwargs):
+        raise AssertionError("a temporary file was made")
+
+    monkeypatch.setattr(tempfile, "mkstemp", no_temporary_file)
+    key = key_of(binary)
+    path = store_pass(tmp_path, "day13-shared-memory", key, ran(), LOG, XML)   # its lesson's folder made too
+    assert load_pass(tmp_path, "day13-shared-memory", key).log_bytes == LOG
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+
+
+def test_a_dangling_link_where_an_entry_goes_is_replaced_not_followed(tmp_path, binary):
+    key = key_of(binary)
+    path = entry_path(tmp_path, "day13-shared-memory", key)
+    path.parent.mkdir(parents=True)
+    target = tmp_path / "made-through-the-link.json"
+    path.symlink_to(target)
+    store_pass(tmp_path, "day13-shared-memory", key, ran(), LOG, XML)
+    assert not target.exists() and not path.is_symlink()
+    assert load_pass(tmp_path, "day13-shared-memory", key).log_bytes == LOG
+
+
 def test_an_entry_written_over_halfway_is_a_miss(tmp_path, binary):
     """In place, a reader may meet the entry half-written (or a crash leave it so): its checksum makes it a miss."""
     key = key_of(binary)

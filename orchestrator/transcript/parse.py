@@ -244,13 +244,13 @@ class _Parser:
 
     def line(self, item: LineItem, pos: int, scope: Scope) -> int:
         p = self.skip_blank(pos)
-        values = item.pattern.match(self.lines[p][1], self.budget) if self.lines.has(p) else None
+        no, text = self.lines[p] if self.lines.has(p) else (None, None)
+        values = item.pattern.match(text, self.budget) if text is not None else None
         if values is not None:
             if item.flag is not None:
                 values[item.flag] = True
             scope.values.update(values)
-            for name in values:
-                scope.lines[name] = self.lines[p][0]
+            scope.lines.update(dict.fromkeys(values, no))
             return p + 1
         if item.optional:
             scope.values.update({name: None for name in item.pattern.fields})
@@ -276,6 +276,7 @@ class _Parser:
         for note in item.notes:
             scope.tables[note.name] = []
         p = self.skip_blank(pos)
+        key_columns = item.key_columns
         header = item.header_pattern
         if header is not None:
             if self.lines.has(p) and header.match(self.lines[p][1], self.budget) is not None:
@@ -299,7 +300,7 @@ class _Parser:
             if values is not None:
                 if count.max is not None and len(rows) >= count.max:
                     raise self.error(p, f"table {item.table!r} has more than {count.max} rows")
-                rows.append(Row(key=self._key(item.key_columns, values, len(rows)), line=no, values=values))
+                rows.append(Row(key=self._key(key_columns, values, len(rows)), line=no, values=values))
                 p += 1
                 continue
             for note in item.notes:
