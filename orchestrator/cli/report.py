@@ -151,6 +151,8 @@ class _Portable:
                          (str(Path(root).resolve()), "."), (str(Path(root)), ".")]
 
     def path(self, text: str) -> str:
+        if os.sep not in text:   # a flag or a word (most of a command): no path of this machine's in it
+            return next((name for prefix, name in self.prefixes if text == prefix), text)
         for prefix, name in self.prefixes:
             if text == prefix or text.startswith(prefix + os.sep):
                 return name + text[len(prefix):]
