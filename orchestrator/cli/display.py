@@ -113,8 +113,8 @@ def _plain_lines(console: Console, table: Table, widths: list[int]) -> list[str]
              and all(c.justify == "left" and not c.ratio for c in table.columns))
     title = table.title
     width = sum(widths) + 3 * len(widths) - 1
-    if not plain or (title is not None and not (isinstance(title, str) and _printable(title)
-                                                 and len(title) <= width and "[" not in title)):
+    if not plain or (title is not None and not (isinstance(title, str) and _printable(title) and len(title) <= width
+                                                 and "[" not in title and table.title_justify == "left")):
         return None
     rows = [[str(column.header), *(cell.plain for cell in column.cells)] for column in table.columns]
     if not all(_printable(text) for column in rows for text in column):
@@ -123,9 +123,7 @@ def _plain_lines(console: Console, table: Table, widths: list[int]) -> list[str]
     def line(cells: list[str], rule: str) -> str:
         return rule.join(f" {text.ljust(width)} " for text, width in zip(cells, widths))
 
-    lines = [] if title is None else [title.ljust(width) if table.title_justify == "left" else None]
-    if None in lines:
-        return None
+    lines = [] if title is None else [title.ljust(width)]
     lines.append(line([column[0] for column in rows], "┃"))
     lines.append("╇".join("━" * (width + 2) for width in widths))
     lines += [line(cells, "│") for cells in list(zip(*rows))[1:]]

@@ -75,8 +75,10 @@ class _Sampler:
     def remove(self, token: str) -> None:
         with self.changed:
             self.watches.pop(token, None)
-        with self.sampling:   # a sample under way that took this watch ends before the pass reads it
-            pass
+        # A sample under way that took this watch ends before the pass reads it (a driver that hangs in NVML
+        # holds the pass 5 s at most, as the thread of its own did).
+        if self.sampling.acquire(timeout=5):
+            self.sampling.release()
 
     def _run(self) -> None:
         while True:

@@ -42,8 +42,8 @@ def gpu_lock(gpu_id: str, on_wait: Callable[[str], None] | None = None, *, share
             if on_wait:
                 on_wait(f"waiting for GPU {gpu_id}: held by {holder}")
             fcntl.flock(fd, mode)
-        name = f"coursectl pid {os.getpid()}" + (" (sanitizer passes)" if shared else "")
-        os.pwrite(fd, name.encode(), 0)
+        name = (f"coursectl pid {os.getpid()}" + (" (sanitizer passes)" if shared else "")).encode()
+        os.pwrite(fd, name, 0)
         os.ftruncate(fd, len(name))
         try:
             yield
