@@ -39,7 +39,7 @@ class CommandResult(BaseModel):
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     seconds: float = 0.0
-    notes: list[str] = Field(default_factory=list)       # what else happened, e.g. LEFT_A_CHILD
+    notes: list[str] = Field(default_factory=list)   # what else happened, e.g. LEFT_A_CHILD
     # What the program used, with the children it waited for (wait4); None where it was not reaped so
     # (stopped, timed out, or without a pidfd to wait on).
     cpu_seconds: float | None = None

@@ -52,10 +52,10 @@ Shard = Annotated[str, AfterValidator(_shard), Field(json_schema_extra={"pattern
 class Selection(BaseModel):
     """Which lessons the run took, of how many: the ids given, -k, --shard, and the lessons left out."""
 
-    ids: list[str] = Field(default_factory=list)                  # the ids given on the command line (none: --all or -k)
+    ids: list[str] = Field(default_factory=list)   # the ids given on the command line (none: --all or -k)
     keyword: str | None = None           # -k
     shard: Shard | None = None           # --shard K/N
-    lessons: list[str] = Field(default_factory=list)              # the lessons selected, in order
+    lessons: list[str] = Field(default_factory=list)   # the lessons selected, in order
     deselected: int = 0                  # lessons of the manifest left out by the selection
 
 
@@ -85,10 +85,12 @@ class VerifyReport(BaseModel):
     strict: bool = False
     manifest_sha256: str | None = None   # lessons.yaml's bytes: shards of one run share it
     shard: Shard | None = None           # K/N of a sharded verify
-    shards: list[Shard] = Field(default_factory=list)             # a merged report: the shards it holds, of every model (models: whose)
+    # a merged report: the shards it holds, of every model (models: whose)
+    shards: list[Shard] = Field(default_factory=list)
     partial: bool = False                # merged with --allow-partial while shards were missing
     toolchain: Toolchain | None = None   # a merged report: only when every report ran on one GPU model
-    models: dict[str, ModelRun] = Field(default_factory=dict)     # a merged report: each GPU model's shards and toolchain, by its slug
+    # a merged report: each GPU model's shards and toolchain, by its slug
+    models: dict[str, ModelRun] = Field(default_factory=dict)
     selection: Selection | None = None   # verify: which lessons it took, of how many
     results: list[LessonResult]
 

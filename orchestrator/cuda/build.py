@@ -56,8 +56,9 @@ class BuildResult(BaseModel):
     command: list[str]
     diagnostics: str = ""    # nvcc's stderr, file:line warnings included, ptxas' report left out
     resources: dict[str, KernelResources] = Field(default_factory=dict)   # per kernel, from ptxas
-    notes: list[str] = Field(default_factory=list)    # e.g. why the cache entry could not be used
-    sources: dict[str, str] = Field(default_factory=dict)  # every local file the compilation read, the source first: course path -> sha256
+    notes: list[str] = Field(default_factory=list)   # e.g. why the cache entry could not be used
+    # every local file the compilation read, the source first: course path -> sha256
+    sources: dict[str, str] = Field(default_factory=dict)
 
 
 def mangled_kernels(builds: Iterable[BuildResult]) -> list[str]:

@@ -74,7 +74,8 @@ class PassKey(BaseModel):
     driver_version: str | None
     gpu: str                      # the GPU model's name
     environment: dict[str, str]   # see ENV_PREFIXES
-    files: dict[str, str | None] = Field(default_factory=dict)   # each argument that names a file (where the pass runs), and its sha256
+    # each argument that names a file (where the pass runs), and its sha256
+    files: dict[str, str | None] = Field(default_factory=dict)
 
     def digest(self) -> str:
         return sha256_bytes(self.model_dump_json().encode())[:24]

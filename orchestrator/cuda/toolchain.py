@@ -67,7 +67,7 @@ class Toolchain(BaseModel):
     sanitizer: str | None = None
     sanitizer_version: str | None = None
     notes: list[str] = Field(default_factory=list)
-    broken: dict[str, str] = Field(default_factory=dict)          # tool -> why it was found but cannot start
+    broken: dict[str, str] = Field(default_factory=dict)   # tool -> why it was found but cannot start
 
     def describe(self, tool: str) -> str:
         """What doctor says of nvcc or compute-sanitizer: where and which version, or what is wrong."""

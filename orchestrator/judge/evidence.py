@@ -73,9 +73,10 @@ class EvidenceMeta(BaseModel):
     peak_fp32_gflops: float | None = None
     sm_count: int | None = None
     max_sm_clock_mhz: int | None = None
-    environment: dict = Field(default_factory=dict)      # clocks, throttling and other processes around the run
-    repeat: dict = Field(default_factory=dict)           # with record --repeat: runs and per-field spread
-    stale_passes: list[str] = Field(default_factory=list)  # sanitizer reports kept from an earlier record whose build has changed since
+    environment: dict = Field(default_factory=dict)   # clocks, throttling and other processes around the run
+    repeat: dict = Field(default_factory=dict)   # with record --repeat: runs and per-field spread
+    # sanitizer reports kept from an earlier record whose build has changed since
+    stale_passes: list[str] = Field(default_factory=list)
     # Every local file the build read, by its path in the course: the source (as source_sha256) and its
     # headers. Evidence recorded before this field knows its source alone, and is judged by source_sha256.
     sources: dict[str, str] = Field(default_factory=dict)

@@ -67,7 +67,7 @@ class PassResult(BaseModel):
     """One compute-sanitizer tool run on one lesson (or its recorded report), judged."""
 
     tool: str
-    command: list[str] = Field(default_factory=list)          # empty for a recorded report re-judged
+    command: list[str] = Field(default_factory=list)   # empty for a recorded report re-judged
     recorded: bool = False           # judged from the evidence, not run now
     cached: bool = False             # judged from the sanitizer cache: the tool was not run now
     seconds: float = 0.0             # when cached, those of the run it was stored from
@@ -124,7 +124,7 @@ class ClaimChange(BaseModel):
     says: str
     was: bool                        # held on the evidence's transcript
     now: bool                        # holds on this run
-    failures: list[str] = Field(default_factory=list)         # the first failures of the side where it does not hold
+    failures: list[str] = Field(default_factory=list)   # the first failures of the side where it does not hold
 
 
 class FindingChange(BaseModel):
@@ -142,10 +142,11 @@ class FindingChange(BaseModel):
 class LessonResult(BaseModel):
     lesson: str
     status: Status = Status.PASS
-    reasons: list[str] = Field(default_factory=list)          # why it failed, or why it was stopped (UNSUPPORTED, SKIPPED)
+    reasons: list[str] = Field(default_factory=list)   # why it failed, or why it was stopped (UNSUPPORTED, SKIPPED)
     unverified: str | None = None    # NO_EVIDENCE: what was not checked, and the command that fixes it
-    stale: list[str] = Field(default_factory=list)            # STALE: what changed since the evidence, each with the command that fixes it
-    notes: list[str] = Field(default_factory=list)            # predictions that did not hold, and other remarks
+    # STALE: what changed since the evidence, each with the command that fixes it
+    stale: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)   # predictions that did not hold, and other remarks
     gpu: str | None = None
     arch: str | None = None
     builds: list[BuildResult] = Field(default_factory=list)
@@ -157,12 +158,12 @@ class LessonResult(BaseModel):
     recorded: bool = False
     sanitizers: list[PassResult] = Field(default_factory=list)
     environment: RunEnvironment = RunEnvironment()
-    spread: dict[str, float] = Field(default_factory=dict)    # with --repeat: (max - min) / |median| per tolerance field
+    spread: dict[str, float] = Field(default_factory=dict)   # with --repeat: (max - min) / |median| per tolerance field
     ambiguous: SkipJsonSchema[list[str]] = Field(default=[], exclude=True)  # with --repeat: spread past tolerance
     suggestions: SkipJsonSchema[list[Suggestion]] = Field(default=[], exclude=True)  # record --repeat
     evidence_date: str | None = None  # when the evidence compared against was recorded
     provenance: list[ProvenanceChange] = Field(default_factory=list)  # what differs underneath, evidence -> now
-    claim_changes: list[ClaimChange] = Field(default_factory=list)    # claims whose outcome differs from the evidence's
+    claim_changes: list[ClaimChange] = Field(default_factory=list)   # claims whose outcome differs from the evidence's
     finding_changes: list[FindingChange] = Field(default_factory=list)  # sanitizer findings that appeared or went away
     flats: list[Flat] | None = Field(default=None, exclude=True)  # the parsed fields; None: no parse
     # The parsed transcript it was judged on, by GPU slug (a run: this GPU's; verify --offline: each GPU's
@@ -170,8 +171,10 @@ class LessonResult(BaseModel):
     transcripts: SkipJsonSchema[dict[str, Transcript]] = Field(default={}, exclude=True)
     runs: int = 1
     seconds: float = 0.0
-    retried: list[str] = Field(default_factory=list)          # --retries: each attempt before the one judged, that crashed or timed out: why
-    covered: dict = Field(default_factory=dict)               # what its verdict covered (coverage): gates held, fields by rule, passes
+    # --retries: each attempt before the one judged, that crashed or timed out: why
+    retried: list[str] = Field(default_factory=list)
+    # what its verdict covered (coverage): gates held, fields by rule, passes
+    covered: dict = Field(default_factory=dict)
     # verify --offline: its result is the one its last judging gave, nothing it is judged from having changed
     # since (workflows/judged.py)
     reused: bool = False

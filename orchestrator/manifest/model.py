@@ -48,8 +48,9 @@ class SanitizerPass(Strict):
     findings: list[ExpectedFinding] = Field(default_factory=list)
     allow_other: bool = False
     timeout: float | None = Field(default=None, json_schema_extra=_TIMEOUT)
-    args: list[str] = Field(default_factory=list)          # extra compute-sanitizer arguments
-    program_args: list[str] = Field(default_factory=list)  # the lesson's own arguments under this pass, after its `args`
+    args: list[str] = Field(default_factory=list)   # extra compute-sanitizer arguments
+    # the lesson's own arguments under this pass, after its `args`
+    program_args: list[str] = Field(default_factory=list)
 
     _timeout = field_validator("timeout")(_check_timeout)
 

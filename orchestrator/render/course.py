@@ -89,7 +89,8 @@ class GpuEvidence(BaseModel):
     unchecked: list[str] = Field(default_factory=list) # claims not judged here: those over ptxas' report, without it
     peak_gbps: float | None = None         # the GPU's peaks, recorded with the evidence
     peak_fp32_gflops: float | None = None
-    spread: dict[str, float] = Field(default_factory=dict)          # with record --repeat: each tolerance field's run-to-run spread
+    # with record --repeat: each tolerance field's run-to-run spread
+    spread: dict[str, float] = Field(default_factory=dict)
 
 
 class ClaimRow(BaseModel):
@@ -114,7 +115,7 @@ class SanitizerRow(BaseModel):
     recorded: bool = False
     findings: str = ""
     kernels: list[str] = Field(default_factory=list)
-    places: list[str] = Field(default_factory=list)            # Markdown, file:line linked to the source
+    places: list[str] = Field(default_factory=list)   # Markdown, file:line linked to the source
     verdict: str = ""
 
 
@@ -132,8 +133,10 @@ class LessonModel(BaseModel):
     page: str                         # relative to the course root
     source_name: str
     source_link: str                  # relative to the page
-    units: dict[str, str] = Field(default_factory=dict)        # a program of several files: each file (its name) -> its link from the page
-    files: list[ProgramFile] = Field(default_factory=list)     # a program of several files: each file whole, as its section shows it
+    # a program of several files: each file (its name) -> its link from the page
+    units: dict[str, str] = Field(default_factory=dict)
+    # a program of several files: each file whole, as its section shows it
+    files: list[ProgramFile] = Field(default_factory=list)
     source_folder: SourceFolder | None  # None: the page lies beside the source
     template: str                     # the template's name under templates/
     banner: str

@@ -39,7 +39,7 @@ class Figure(BaseModel):
     label: str
     unit: str | None
     values: dict[str, float | int | None]
-    shown: dict[str, str] = Field(default_factory=dict)           # as the table prints them, one precision per field
+    shown: dict[str, str] = Field(default_factory=dict)   # as the table prints them, one precision per field
 
     @property
     def where(self) -> str:
@@ -67,7 +67,7 @@ class Chart(BaseModel):
     height: int
     x_title: str | None = None
     labels: list[str]          # each bar's name and value (GitHub's Mermaid may draw no data labels)
-    names: list[str] = Field(default_factory=list)      # each bar's name alone
+    names: list[str] = Field(default_factory=list)   # each bar's name alone
     unit: str | None = None
     axis: str
     top: str

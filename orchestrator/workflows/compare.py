@@ -62,7 +62,7 @@ class LessonComparison(BaseModel):
     a_date: str | None = None
     b_date: str | None = None
     provenance: list[ProvenanceChange] = Field(default_factory=list)   # old: side A, new: side B
-    fields: list[FieldResult] = Field(default_factory=list)            # old: side A, new: side B; ratio B / A
+    fields: list[FieldResult] = Field(default_factory=list)   # old: side A, new: side B; ratio B / A
     problem: str | None = None
 
 
