@@ -46,17 +46,22 @@ def test_a_table_that_fits_is_printed_as_before():
         " day14-syncthreads │ PASS   │ -   │ -        │ -   │ -          │ 1.94 s"]
 
 
-def _random_table(seed: int) -> Table:
-    pick = random.Random(seed)
-    table = Table(title="t", title_justify="left", show_edge=False)
-    words = ["a", "ok", "memcheck", "PASS", "1.20 s", "nvidia-h200", "día", "全角", "-", "x" * 12]
-    columns = pick.randint(1, 6)
-    for index in range(columns):
-        table.add_column(pick.choice(["lesson", "status", "gpu", "sanitizers", "é"]), no_wrap=pick.random() < 0.3)
-    for _ in range(pick.randint(0, 8)):
-        table.add_row(*[Text(" ".join(pick.choice(words) for _ in range(pick.randint(1, 5))),
+def _table(pick: random.Random, title: str | None, words: list[str], headers: list[str], most_columns: int,
+           most_rows: int, joiner: str, most_words: int) -> Table:
+    """A table of random cells drawn from `words`, styled at random, as print_summary draws one."""
+    table = Table(title=title, title_justify="left", show_edge=False)
+    columns = pick.randint(1, most_columns)
+    for _ in range(columns):
+        table.add_column(pick.choice(headers), no_wrap=pick.random() < 0.3)
+    for _ in range(pick.randint(0, most_rows)):
+        table.add_row(*[Text(joiner.join(pick.choice(words) for _ in range(pick.randint(1, most_words))),
                              style=pick.choice(["", "red", "bold green"])) for _ in range(columns)])
     return table
+
+
+def _random_table(seed: int) -> Table:
+    words = ["a", "ok", "memcheck", "PASS", "1.20 s", "nvidia-h200", "día", "全角", "-", "x" * 12]
+    return _table(random.Random(seed), "t", words, ["lesson", "status", "gpu", "sanitizers", "é"], 6, 8, " ", 5)
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -77,15 +82,8 @@ def test_a_table_whose_cells_fit_prints_as_rich_lays_it_out_itself(seed, monkeyp
 def _ascii_table(seed: int) -> Table:
     pick = random.Random(seed)
     title = pick.choice([None, "verify", "record on nvidia-h200", "t" * pick.randint(1, 90)])
-    table = Table(title=title, title_justify="left", show_edge=False)
     words = ["a", "ok", "memcheck PASS 1.2 s", "NO_EVIDENCE", "nvidia-h200", "-", "x" * pick.randint(1, 40), "(cached)"]
-    columns = pick.randint(1, 7)
-    for _ in range(columns):
-        table.add_column(pick.choice(["lesson", "status", "gpu", "sanitizers", "total"]), no_wrap=pick.random() < 0.3)
-    for _ in range(pick.randint(0, 30)):
-        table.add_row(*[Text(", ".join(pick.choice(words) for _ in range(pick.randint(1, 3))),
-                             style=pick.choice(["", "red", "bold green"])) for _ in range(columns)])
-    return table
+    return _table(pick, title, words, ["lesson", "status", "gpu", "sanitizers", "total"], 7, 30, ", ", 3)
 
 
 @pytest.mark.parametrize("seed", range(60))
