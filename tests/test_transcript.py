@@ -569,6 +569,48 @@ def test_a_schema_that_ignores_blank_lines_still_sees_each_of_them(schemas):
     assert [row.line for row in transcript.scope.tables["kernels"]] == [12, 13, 14, 15]
 
 
+
+def _outcome(schema: OutputSchema, text: str):
+    """The parse or its error, and the lines the parser is given: numbered, blank runs collapsed, rows set aside."""
+    parser = transcript_module._Parser(schema, text, "t.txt")
+    lines = transcript_module._Lines(parser, text)
+    read = (lines.total(), lines.taken, parser.anywhere_rows)
+    try:
+        return parse_transcript(schema, text, "t.txt").model_dump(), read
+    except TranscriptError as exc:
+        return (str(exc), exc.line), read
+
+
+@pytest.mark.parametrize("seed_name", [0, 1, 2, 3])
+def test_a_text_split_at_once_parses_as_the_same_text_read_line_by_line(schemas, monkeypatch, seed_name):
+    """A text up to SPLIT_AT_ONCE is split into its lines in one call: on 300 texts of the seed's lines, blank
+    lines, whitespace and every kind of line break, each parse (or its error, and its line) is the one of the
+    text read a line at a time, with blank lines collapsed and, where an ignore pattern takes them, not."""
+    import random
+    chance = random.Random(seed_name)
+    lines = seed("shared_memory.txt").splitlines()
+    breaks = ["\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\u2028"]
+    written = real_lessons()[DAY13]
+    kept = [schemas[DAY13], OutputSchema.model_validate({**written["output"], "ignore": [r"^\s*$", "^========= "]})]
+    differed = 0
+    for _ in range(300):
+        parts = []
+        for line in lines:
+            if chance.random() < 0.2:
+                parts.append(chance.choice(["", " ", "\t", "  \t"]) + chance.choice(breaks))
+            parts.append(line + (chance.choice(breaks) if chance.random() < 0.3 else "\n"))
+        text = "".join(parts)
+        if chance.random() < 0.3:
+            text = text.rstrip("\n") + chance.choice(["", " ", "\n \n", "\t"])
+        for schema in kept:
+            monkeypatch.setattr(transcript_module, "SPLIT_AT_ONCE", 1 << 18)
+            split = _outcome(schema, text)
+            monkeypatch.setattr(transcript_module, "SPLIT_AT_ONCE", -1)
+            one_by_one = _outcome(schema, text)
+            assert split == one_by_one, repr(text)
+            differed += isinstance(split[0], tuple)
+    assert 0 < differed < 600, "the texts should give parses and errors both"
+
 # -- a number too long to read --------------------------------------------------------------------
 TOO_LONG = ("the number here has 5,000 digits, too long to read: Python converts at most 4,300 digits to an int")
 

@@ -81,6 +81,9 @@ _BLANK_PROBES = ("", " ", "\t", "  ")
 # No lesson prints anywhere near this many lines; past it the parser reads no further, so
 # that what a program prints costs time in proportion to what the schema looks at.
 MAX_LINES = 100_000
+# A text up to this long is split into its lines at once (str.splitlines, the same lines as _LINES finds one
+# by one); a longer one is read a line at a time, as the parser asks for them.
+SPLIT_AT_ONCE = 1 << 18
 
 
 class _Lines:
@@ -103,7 +106,14 @@ class _Lines:
         # A schema whose ignore patterns or anywhere rows could take a blank line must see each one.
         self.collapse = not any(p.search(probe, budget) for p in ignore for probe in _BLANK_PROBES) and not any(
             t.match_row(probe, budget) is not None for t in parser.anywhere for probe in _BLANK_PROBES)
-        self.matches = (_LINES if self.collapse else _ONE_LINE).finditer(text)
+        split = text.splitlines() if len(text) <= SPLIT_AT_ONCE else None
+        if split is not None and len(split) <= MAX_LINES:
+            self.split = split
+            # A blank line is one a line break ends: the last, unended, is a line as it is (as _LINES reads it).
+            self.blank_until = len(split) if text and text[-1] in _BREAKS else len(split) - 1
+        else:
+            self.split = None
+            self.matches = (_LINES if self.collapse else _ONE_LINE).finditer(text)
 
     def has(self, pos: int) -> bool:
         taken = self.taken
@@ -126,6 +136,8 @@ class _Lines:
         return self.count
 
     def _next(self) -> None:
+        if self.split is not None:
+            return self._next_split()
         match = next(self.matches, None)
         if match is None or match.start() == len(self.text):
             self.done = True
@@ -142,6 +154,27 @@ class _Lines:
             raise TranscriptError(f"the output goes on past line {MAX_LINES:,}, longer than any transcript; "
                                   f"it is not parsed further; found {clip_line(line.strip(), quote=True)}",
                                   path=self.parser.source, line=self.count)
+        self._take(line)
+
+    def _next_split(self) -> None:
+        """_next, where the text was split at once: a run of blank lines is one entry here too."""
+        split, at = self.split, self.count
+        if at >= len(split):
+            self.done = True
+            return
+        line = split[at]
+        if self.collapse and at < self.blank_until and (not line or line.isspace()):
+            end = at + 1
+            while end < self.blank_until and (not split[end] or split[end].isspace()):
+                end += 1
+            self.taken.append((at + 1, ""))
+            self.count = end
+            return
+        self.count = at + 1
+        self._take(line)
+
+    def _take(self, line: str) -> None:
+        """The line just read, numbered self.count: set aside (ignored, an anywhere row) or taken."""
         self.parser.at = (self.count, line)
         if self.ignore and any(p.search(line, self.budget) for p in self.ignore):
             return

@@ -23,6 +23,7 @@ LINE_SECONDS = 1.0
 
 
 TRANSCRIPT_SECONDS = 5.0
+_clock = time.monotonic
 
 
 class MatchBudget:
@@ -37,14 +38,15 @@ class MatchBudget:
     def match(self, pattern: "BoundedRegex", method, text: str):
         """`method(text)` with the time left as its timeout: at most `line`, 0 once the whole is spent
         (`regex` then stops at once)."""
-        start = time.monotonic()
+        start = _clock()
         left = self.deadline - start
         try:
-            return method(text, timeout=max(0.0, min(self.line, left)))
+            return method(text, timeout=self.line if left > self.line else max(0.0, left))
         except TimeoutError:
             raise PatternTimeout(pattern, self, whole=left <= self.line) from None
         finally:
-            self.taken[pattern] = self.taken.get(pattern, 0.0) + time.monotonic() - start
+            taken = self.taken
+            taken[pattern] = taken.get(pattern, 0.0) + _clock() - start
 
 
 class PatternTimeout(Exception):
@@ -83,13 +85,10 @@ class BoundedRegex:
         return self.compiled.groupindex
 
     def fullmatch(self, text: str, budget: MatchBudget | None = None):
-        return self._match(self.compiled.fullmatch, text, budget)
+        return (budget or MatchBudget()).match(self, self.compiled.fullmatch, text)
 
     def search(self, text: str, budget: MatchBudget | None = None):
-        return self._match(self.compiled.search, text, budget)
-
-    def _match(self, method, text: str, budget: MatchBudget | None):
-        return (budget or MatchBudget()).match(self, method, text)
+        return (budget or MatchBudget()).match(self, self.compiled.search, text)
 
 
 @functools.lru_cache(maxsize=4096)
