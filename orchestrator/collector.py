@@ -11,6 +11,12 @@ is still freed when nothing refers to it); `long_lived` freezes as it begins,
 loaded), and the outermost `long_lived` hands them back to the collector as
 it ends, so that a process that runs many commands (the tests) keeps none
 frozen after them.
+
+What a command makes as it goes (each lesson's results, kept to the end) is
+scanned less often too: while `long_lived` lasts the collector runs after
+THRESHOLDS' allocations rather than Python's (700, 10, 10). In that 400-lesson
+verify the collector took 0.22 s at Python's thresholds (395 young passes,
+33 middle, 2 full of 60 ms each) and 0.08 s at these (54, 1, none).
 """
 
 from __future__ import annotations
@@ -22,14 +28,19 @@ from typing import Iterator
 
 _lock = threading.Lock()
 _depth = 0
+_thresholds: tuple[int, ...] = ()
+THRESHOLDS = (5000, 20, 20)
 
 
 @contextlib.contextmanager
 def long_lived() -> Iterator[None]:
     """Everything that exists now frozen out of the collector's scans until the outermost of these ends."""
-    global _depth
+    global _depth, _thresholds
     with _lock:
         _depth += 1
+        if _depth == 1:
+            _thresholds = gc.get_threshold()
+            gc.set_threshold(*(max(mine, theirs) for mine, theirs in zip(THRESHOLDS, _thresholds)))
         gc.freeze()
     try:
         yield
@@ -38,6 +49,7 @@ def long_lived() -> Iterator[None]:
             _depth -= 1
             if _depth == 0:
                 gc.unfreeze()
+                gc.set_threshold(*_thresholds)
 
 
 def freeze_more() -> None:
