@@ -172,11 +172,11 @@ def argument_files(arguments: Sequence[str], folder: Path | None) -> dict[str, s
     a regular file; one that names none is in the key as written, as before.
     """
     named: dict[str, str | None] = {}
-    base = Path(folder) if folder is not None else Path.cwd()
+    base = os.fspath(folder) if folder is not None else os.getcwd()
     for argument in arguments:
         for candidate in (argument, argument.partition("=")[2]):
-            if candidate and candidate not in named and is_file(base / candidate):
-                named[candidate] = sha256_file(base / candidate)
+            if candidate and candidate not in named and is_file(path := os.path.join(base, candidate)):
+                named[candidate] = sha256_file(path)
     return named
 
 
@@ -276,7 +276,7 @@ def expected_seconds(root: Path, lesson_id: str, tool: str) -> float:
     return last_run(root, lesson_id, tool)[0]
 
 
-def _newest_entry(folder: Path, prefix: str) -> Path | None:
+def _newest_entry(folder: str | Path, prefix: str) -> Path | None:
     """The most recently written entry of `folder` whose name starts with `prefix`; None if none (or no folder)."""
     newest, when = None, 0.0
     try:
@@ -295,7 +295,7 @@ def last_run(root: Path, lesson_id: str, tool: str) -> tuple[float, Footprint | 
     """The seconds the lesson's `tool` pass took when it last ran here (any key) and its footprint; (0.0, None)
     if it never has, None for a footprint not measured."""
     try:
-        newest = _newest_entry(Path(root) / FOLDER / lesson_id, f"{tool}-")
+        newest = _newest_entry(os.path.join(root, FOLDER, lesson_id), f"{tool}-")
         raw = read_file(newest, ENTRY_LIMIT, "a sanitizer cache entry") if newest is not None else None
         if raw is None:
             return 0.0, None

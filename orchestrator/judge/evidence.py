@@ -246,7 +246,7 @@ def first_error(exc: ValidationError) -> str:
 
 
 def evidence_root(course_root: Path) -> Path:
-    return Path(course_root) / EVIDENCE
+    return Path(os.path.join(course_root, EVIDENCE))
 
 
 def evidence_of_no_lesson(course_root: Path, lesson_ids: Iterable[str]) -> list[str]:
@@ -264,7 +264,7 @@ def evidence_of_no_lesson(course_root: Path, lesson_ids: Iterable[str]) -> list[
 
 
 def evidence_dir(course_root: Path, lesson_id: str, slug: str) -> Path:
-    return evidence_root(course_root) / lesson_id / slug
+    return Path(os.path.join(course_root, EVIDENCE, lesson_id, slug))
 
 
 def list_gpus(course_root: Path, lesson_id: str) -> list[str]:
@@ -477,7 +477,7 @@ def _aside_slug(name: str) -> str | None:
 
 
 def build_evidence_path(course_root: Path, lesson_id: str, arch: str) -> Path:
-    return evidence_root(course_root) / lesson_id / "build" / f"{arch}.json"
+    return Path(os.path.join(course_root, EVIDENCE, lesson_id, "build", f"{arch}.json"))
 
 
 def load_build_evidence(course_root: Path, lesson_id: str, arch: str):

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import (BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator,
+from pydantic import (BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator,
                       model_validator)
 from pydantic.json_schema import SkipJsonSchema
 
@@ -350,6 +350,7 @@ class Manifest(Strict):
     warnings: SkipJsonSchema[list[str]] = Field(default=[], exclude=True)
     # The claims that compare runs, by the id of the lesson whose `runs` they compare (manifest/runs.py).
     run_claims: SkipJsonSchema[dict[str, list[Claim]]] = Field(default_factory=dict, exclude=True)
+    _sources: dict[str, tuple[Path, Path]] = PrivateAttr(default_factory=dict)   # source_path's, by lesson.source
 
     def line_of(self, *key: str | int) -> int | None:
         """The line in lessons.yaml of a key path such as ("lessons", 2, "claims", 0)."""
@@ -398,7 +399,11 @@ class Manifest(Strict):
         return dict(lesson.sanitizers if lesson.sanitizers is not None else self.defaults.sanitizers)
 
     def source_path(self, lesson: Lesson) -> Path:
-        return self.root / lesson.source
+        # Asked for eight times a lesson in a verify: made once, while the root is the one it was made under.
+        made = self._sources.get(lesson.source)
+        if made is None or made[0] is not self.root:
+            made = self._sources[lesson.source] = (self.root, self.root / lesson.source)
+        return made[1]
 
     def source_paths(self, lesson: Lesson) -> list[Path]:
         """Every translation unit of the lesson's program, the source first."""

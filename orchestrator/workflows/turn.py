@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import datetime as dt
+import functools
 import itertools
 import os
 import shutil
@@ -77,7 +78,7 @@ class Turn:
     def build(self) -> BuildResult:
         return self.builds[f"{self.arch}/plain"]
 
-    @property
+    @functools.cached_property
     def folder(self) -> Path:
         """Where the lesson runs: its source's folder, so relative `args` mean what the page's run command means."""
         return self.manifest.source_path(self.lesson).parent
@@ -408,8 +409,8 @@ class _Scratch:
             if self.folder is None or not os.path.isdir(self.folder):
                 self.folder = tempfile.mkdtemp(prefix="coursectl-passes-")
                 atexit.register(shutil.rmtree, self.folder, ignore_errors=True)
-            stem = Path(self.folder) / f"{next(self.count)}-{tool}"
-        return stem.with_suffix(".log"), stem.with_suffix(".xml")
+            stem = os.path.join(self.folder, f"{next(self.count)}-{tool}")
+        return Path(stem + ".log"), Path(stem + ".xml")
 
     @staticmethod
     def remove(*paths: Path) -> None:
