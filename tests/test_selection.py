@@ -130,6 +130,23 @@ def test_failed_from_takes_a_report_of_its_own(course, fake_gpu, prebuilt, tmp_p
     assert both.exit_code == 2 and "give one" in both.stderr
 
 
+def test_the_json_report_and_the_last_report_are_one_dump_written_twice(course, fake_gpu, prebuilt, tmp_path,
+                                                                        monkeypatch):
+    from orchestrator.cli.report import VerifyReport
+
+    made = course(["day13-shared-memory", "fail"])
+    dumps = []
+    dump = VerifyReport.model_dump_json
+    monkeypatch.setattr(VerifyReport, "model_dump_json", lambda self, **kw: dumps.append(kw) or dump(self, **kw))
+    report = tmp_path / "ci.json"
+    assert coursectl("verify", "--all", "-q", "--json", report).exit_code == 1
+    kept = made.root / os.environ["COURSECTL_CACHE"] / "last-report.json"
+    assert report.read_bytes() == kept.read_bytes()
+    assert [r["status"] for r in json.loads(kept.read_text())["results"]] == ["NO_EVIDENCE", "FAIL"]
+    assert len(dumps) == 1
+    assert coursectl("verify", "--all", "-q").exit_code == 1   # no --json: the last report alone, dumped once
+    assert len(dumps) == 2
+
 def test_a_strict_reports_unverified_lessons_count_as_failed_for_last_failed(course, fake_gpu, prebuilt, tmp_path):
     """--last-failed takes the report's own verdict (run_verdict): under --strict a lesson without evidence failed."""
     course(["day13-shared-memory", "day14-syncthreads"])

@@ -265,7 +265,7 @@ def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, *, quie
         results = outcome.results
         with span("report", "coursectl"):
             # deferred: 5 ms of imports (cli/report.py; 2 from .pyc) that --help and doctor never need
-            from .report import make_report
+            from .report import make_report, report_json
 
             if verbosity >= 2:
                 display.print_commands(common.console, results)
@@ -282,11 +282,13 @@ def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, *, quie
                 write_drift_report(drift_path, title, results, tc)
             report = make_report(title, results, tc, manifest, offline=offline, shard=shard, strict=strict,
                                  selection=selection)
-            write_reports(report, json_path, junit_path, raise_on_failure=False)
+            kept = last_report is not None and interrupted is None
+            text = report_json(report) if kept and json_path else None   # one dump for --json and the cache
+            write_reports(report, json_path, junit_path, raise_on_failure=False, json_text=text)
             # After the reports asked for (a full disk is said once, for those); an interrupted run leaves the
             # cache as it was, and --last-failed the last run that ended.
-            if last_report is not None and interrupted is None:
-                _keep_last(report, last_report)
+            if kept:
+                _keep_last(report, last_report, text)
             if report.verdict().failed and interrupted is None and not emptied:
                 raise RunFailed()
     if interrupted is not None:
@@ -295,13 +297,13 @@ def _reported(title: str, manifest: Manifest, tc, json_path, junit_path, *, quie
         raise NothingSelected(emptied)
 
 
-def _keep_last(report, path: Path) -> None:
+def _keep_last(report, path: Path, text: str | None = None) -> None:
     """The report, written whole or not at all, for --last-failed; a cache that cannot be written is said, not fatal."""
     # deferred: 5 ms of imports (cli/report.py; 2 from .pyc) that --help and doctor never need
     from .report import write_json
 
     try:
-        write_json(report, path)
+        write_json(report, path, text)
     except OSError as exc:
         common.err_console.print(f"coursectl: warning: {describe_os_error(exc)}: --last-failed will not see this "
                                  "run", markup=False, soft_wrap=True)

@@ -335,13 +335,15 @@ def json_to_stdout(json_path: Optional[Path]) -> None:
         console = err_console
 
 
-def write_reports(report, json_path, junit_path, *, raise_on_failure: bool = True) -> None:
-    """Write the reports asked for; then RunFailed (exit 1) if the run failed (its verdict)."""
+def write_reports(report, json_path, junit_path, *, raise_on_failure: bool = True,
+                  json_text: str | None = None) -> None:
+    """Write the reports asked for; then RunFailed (exit 1) if the run failed (its verdict). `json_text`: the
+    report's JSON, where it was made already."""
     # deferred: 5 ms of imports (cli/report.py; 2 from .pyc) that --help and doctor never need
     from .report import write_json, write_junit
 
     if json_path:
-        write_json(report, json_path)
+        write_json(report, json_path, json_text)
     if junit_path:
         write_junit(report, junit_path)
     if report.verdict().failed and raise_on_failure:

@@ -176,9 +176,14 @@ class _Portable:
                                             "sanitizer": toolchain.sanitizer and self.path(toolchain.sanitizer)})
 
 
-def write_json(report: VerifyReport, path: Path) -> None:
-    """Write the report to `path`, or to standard output when it is `-`."""
-    text = report.model_dump_json(indent=2) + "\n"
+def report_json(report: VerifyReport) -> str:
+    """The report as write_json writes it."""
+    return report.model_dump_json(indent=2) + "\n"
+
+
+def write_json(report: VerifyReport, path: Path, text: str | None = None) -> None:
+    """Write the report to `path`, or to standard output when it is `-`; `text`: its report_json, where made."""
+    text = report_json(report) if text is None else text
     if str(path) == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
