@@ -391,3 +391,62 @@ def test_interrupts_held_outside_the_main_thread_holds_nothing_and_sets_no_handl
     thread.start()
     thread.join()
     assert found == [signal.getsignal(signal.SIGINT)]
+
+
+def _counted_polls(monkeypatch) -> list[int]:
+    """Each poll of a run's wait, as the number of the descriptors it found ready."""
+    import select as select_module
+
+    from orchestrator import process
+
+    made = select_module.poll
+    polls: list[int] = []
+
+    class Counted:
+        def __init__(self):
+            self.poller = made()
+            self.register, self.unregister = self.poller.register, self.poller.unregister
+
+        def poll(self, *timeout):
+            ready = self.poller.poll(*timeout)
+            polls.append(len(ready))
+            return ready
+
+    monkeypatch.setattr(process.select, "poll", Counted)
+    return polls
+
+
+SLEEPER = [sys.executable, "-c", "import sys, time; print('started', flush=True); time.sleep(0.6); print('done')"]
+
+
+def test_a_wait_in_a_worker_wakes_for_the_program_alone_and_in_the_main_thread_to_look_for_an_interrupt(
+        monkeypatch):
+    """The main thread looks every WAKE seconds (an interrupt_main is seen by no system call); a worker thread
+    is woken only by what the program does: its output, the end of its pipes, its exit."""
+    polls = _counted_polls(monkeypatch)
+    done: list[CommandResult] = []
+    worker = threading.Thread(target=lambda: done.append(run_command(SLEEPER, timeout=30)))
+    worker.start()
+    worker.join()
+    assert done[0].stdout == b"started\ndone\n" and done[0].ok
+    assert polls and 0 not in polls, polls   # before: a look every 0.1 s, 6 that found nothing
+    polls.clear()
+    assert run_command(SLEEPER, timeout=30).stdout == b"started\ndone\n"
+    assert polls.count(0) >= 3, f"the main thread looked {polls.count(0)} times in 0.6 s: {polls}"
+
+
+def test_a_pipe_is_read_on_to_its_end_in_the_wake_that_finds_its_output():
+    """What is in a pipe and its end, where the writer has closed it, take one read (one wake of the wait), and the
+    limit keeps only its first bytes while the rest is counted."""
+    from orchestrator.process import _Pipe
+
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    os.write(write_end, b"x" * 1000)
+    pipe = _Pipe(os.fdopen(read_end, "rb", buffering=0))
+    assert pipe.read(limit=300) is True, "the writer has not closed it: more may come"
+    os.write(write_end, b"y" * 500)
+    os.close(write_end)
+    assert pipe.read(limit=300) is False, "its last output and its end, in one read"
+    assert (b"".join(pipe.chunks), pipe.total) == (b"x" * 300, 1500)
+    pipe.stream.close()
