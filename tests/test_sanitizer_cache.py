@@ -116,6 +116,28 @@ def test_the_files_the_arguments_name_are_in_the_key_by_their_content(tmp_path, 
     assert key_of(binary, program_args=["x" * 5000, "a\0b", ""], folder=folder).files == {}
 
 
+def test_an_arguments_file_is_read_once_while_it_stays_as_it_was_and_every_time_while_it_is_new(tmp_path, monkeypatch):
+    from orchestrator.cuda import sanitizer_cache
+
+    data = tmp_path / "numbers.txt"
+    data.write_text("1 2 3\n")
+    reads: list[str] = []
+    read = sanitizer_cache.sha256_file
+    monkeypatch.setattr(sanitizer_cache, "sha256_file", lambda path: reads.append(path) or read(path))
+    monkeypatch.setattr(sanitizer_cache, "RACY", 3600.0)   # changed within the hour: as good as just now
+    for _ in range(3):
+        assert sanitizer_cache.argument_files(["numbers.txt"], tmp_path) == {
+            "numbers.txt": hashlib.sha256(b"1 2 3\n").hexdigest()}
+    assert len(reads) == 3, "a file just written is read each time: its times may not show a second write"
+    monkeypatch.setattr(sanitizer_cache, "RACY", 0.0)
+    for _ in range(3):
+        sanitizer_cache.argument_files(["numbers.txt"], tmp_path)
+    assert len(reads) == 4, "unchanged since it was read: read once"
+    data.write_text("1 2 3 4\n")
+    assert sanitizer_cache.argument_files(["numbers.txt"], tmp_path) == {
+        "numbers.txt": hashlib.sha256(b"1 2 3 4\n").hexdigest()}
+    assert len(reads) == 5
+
 def test_a_changed_data_file_runs_the_pass_again(course, fake_sanitizer, prebuilt, pass_log):
     """The replaying stand-in prints the transcript its argument names: changed, the pass is not taken as before."""
     lesson = "day13-shared-memory"
