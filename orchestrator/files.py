@@ -69,38 +69,27 @@ def atomic_write(path: Path, data: bytes | str, *, durable: bool = True) -> None
 
 def overwrite_entry(path: Path, data: bytes | str) -> None:
     """Write a cache entry whose reader checks that it is whole (a checksum) and takes one that is not for a
-    miss: over the old one in place where there is one, a regular file of one name (not a link, no other
-    link to it), made where it goes where there is none, else as atomic_write writes it (durable=False).
+    miss: in place, over the old one where there is one (a regular file of one name, not a link, no other
+    link to it) and made where it goes where there is none, else as atomic_write writes it (durable=False).
 
-    A reader may meet it half-written, or one crash may leave it so: a miss, one slower run. What in place
-    spares is the replacing: a file renamed over one whose blocks are on the disk frees them, which on this
-    machine's ext4 (discard) cost 0.1-0.3 ms of system CPU a write, a sanitizer pass run again most of its
-    storing. A new entry is made where it goes (O_EXCL), for the same reason: no temporary file beside it.
+    A reader may meet it half-written, or one crash (or two writers at once) may leave it so: a miss, one
+    slower run. What in place spares is the replacing: a file renamed over one whose blocks are on the disk
+    frees them, which on this machine's ext4 (discard) cost 0.1-0.3 ms of system CPU a write, a sanitizer
+    pass run again most of its storing. One open finds the old entry or makes the new one, and an entry
+    written over with as many bytes (a pass run again, as it ran before) is not truncated too.
     """
     payload = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:   # none there yet: made and written where it is (no file beside it, no rename)
-        try:
-            fd = _create(path)
-        except OSError:   # another process made it meanwhile, or ...
-            atomic_write(path, payload, durable=False)
-            return
-        try:
-            _write_all(fd, payload)
-        except OSError as exc:
-            raise OSError(exc.errno, exc.strerror, str(path)) from None
-        finally:
-            os.close(fd)
-        return
-    except OSError:   # a link, a FIFO without a reader, ...
+        fd = _open_or_create(path)
+    except OSError:   # a link, a FIFO without a reader, a folder, ...
         atomic_write(path, payload, durable=False)
         return
     try:
         seen = os.fstat(fd)
         if stat.S_ISREG(seen.st_mode) and seen.st_nlink == 1:
             _write_all(fd, payload)
-            os.ftruncate(fd, len(payload))
+            if seen.st_size > len(payload):
+                os.ftruncate(fd, len(payload))
             return
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, str(path)) from None
@@ -109,9 +98,9 @@ def overwrite_entry(path: Path, data: bytes | str) -> None:
     atomic_write(path, payload, durable=False)
 
 
-def _create(path: Path) -> int:
-    """A new file at `path` (none may be there, nor a link), its folder made where it is missing."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+def _open_or_create(path: Path) -> int:
+    """The file at `path` open to write, made (and its folder) where there is none; never through a link."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         return os.open(path, flags, 0o644)
     except FileNotFoundError:

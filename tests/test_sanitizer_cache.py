@@ -235,6 +235,29 @@ def test_a_new_entry_is_made_where_it_goes_with_no_file_beside_it(tmp_path, bina
     assert [p.name for p in path.parent.iterdir()] == [path.name]
 
 
+
+def test_an_entry_takes_one_open_and_is_truncated_only_when_it_shrinks(tmp_path, binary, monkeypatch):
+    from orchestrator import files
+
+    calls: list[str] = []
+    opened, truncated = os.open, os.ftruncate
+    monkeypatch.setattr(files.os, "open", lambda *a, **k: calls.append("open") or opened(*a, **k))
+    monkeypatch.setattr(files.os, "ftruncate", lambda *a: calls.append("truncate") or truncated(*a))
+    key, other = key_of(binary), key_of(binary, program_args=["--other"])
+    store_pass(tmp_path, "day13-shared-memory", key, ran(), LOG, XML)   # its folder made: one open more
+    calls.clear()
+    path = store_pass(tmp_path, "day13-shared-memory", other, ran(), LOG, XML)   # new, in a folder there
+    assert calls == ["open"]
+    calls.clear()
+    store_pass(tmp_path, "day13-shared-memory", other, ran(), LOG, XML)   # as many bytes as before
+    assert calls == ["open"]
+    calls.clear()
+    store_pass(tmp_path, "day13-shared-memory", other, ran(), LOG, None)   # fewer: cut to its length
+    assert calls == ["open", "truncate"]
+    assert load_pass(tmp_path, "day13-shared-memory", other).xml_bytes is None
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted(
+        [path.name, entry_path(tmp_path, "day13-shared-memory", key).name])
+
 def test_a_dangling_link_where_an_entry_goes_is_replaced_not_followed(tmp_path, binary):
     key = key_of(binary)
     path = entry_path(tmp_path, "day13-shared-memory", key)
