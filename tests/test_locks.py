@@ -35,3 +35,31 @@ def test_a_holder_of_the_other_kind_waits_and_is_told_who_holds_it(held_shared, 
         assert said == [f"waiting for GPU GPU-locks-test: held by coursectl pid {os.getpid()}{named}"]
     assert inside.wait(5)
     thread.join(5)
+
+
+def test_the_passes_of_one_process_hold_the_lock_through_one_descriptor_until_the_last_lets_go(monkeypatch):
+    from orchestrator.workflows import locks
+
+    opened: list[str] = []
+    real_open = os.open
+    monkeypatch.setattr(locks.os, "open", lambda path, *a: opened.append(path) or real_open(path, *a))
+    first, second = gpu_lock("GPU-locks-test", shared=True), gpu_lock("GPU-locks-test", shared=True)
+    first.__enter__()
+    second.__enter__()
+    assert len(opened) == 1, "the second pass opened the file again"
+    first.__exit__(None, None, None)
+    said: list[str] = []
+    inside = threading.Event()
+
+    def timed_run():
+        with gpu_lock("GPU-locks-test", said.append):
+            inside.set()
+
+    thread = threading.Thread(target=timed_run, daemon=True)
+    thread.start()
+    assert not inside.wait(QUIET), "a timed run came in beside the pass still running"
+    second.__exit__(None, None, None)   # the last pass: the lock let go
+    assert inside.wait(5)
+    thread.join(5)
+    assert said == [f"waiting for GPU GPU-locks-test: held by coursectl pid {os.getpid()} (sanitizer passes)"]
+    assert locks._SHARED == {}

@@ -10,13 +10,23 @@ import contextlib
 import fcntl
 import os
 import tempfile
+import threading
 from typing import Callable, Iterator
+
+_MADE: set[str] = set()   # the lock folders made (or found) by this process
+# The passes of this process that hold a GPU's lock shared hold it through one descriptor: [fd, holders], by
+# the lock file's path. The first opens and locks it, the last unlocks and closes it; in between a pass takes
+# it with no system call (each holder opened, locked, named itself in and closed the file: 7 calls a pass).
+_SHARED: dict[str, list[int]] = {}
+_SHARED_LOCK = threading.Lock()
 
 
 def lock_dir() -> str:
     """The folder of the GPU locks (COURSECTL_LOCK_DIR, else coursectl-locks in the temporary folder), made."""
     base = os.environ.get("COURSECTL_LOCK_DIR") or os.path.join(tempfile.gettempdir(), "coursectl-locks")
-    os.makedirs(base, exist_ok=True)
+    if base not in _MADE:
+        os.makedirs(base, exist_ok=True)
+        _MADE.add(base)
     return base
 
 
@@ -25,15 +35,61 @@ def gpu_lock(gpu_id: str, on_wait: Callable[[str], None] | None = None, *, share
     """Hold the lock for `gpu_id` (its UUID); call on_wait once if another process has it.
 
     `shared` holds it beside other shared holders (sanitizer passes) and
-    excludes only the exclusive ones (timed runs). Each call opens the file
-    anew, so threads of one process exclude each other too.
+    excludes only the exclusive ones (timed runs). An exclusive holder opens
+    the file anew, so threads of one process exclude each other too: a timed
+    run waits for this process's passes as for another's.
     """
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in gpu_id)
     path = os.path.join(lock_dir(), f"gpu-{safe}.lock")
+    if shared:
+        with _SHARED_LOCK:
+            held = _SHARED.get(path)
+            if held is not None:
+                held[1] += 1
+        if held is None:
+            fd = _locked(path, gpu_id, on_wait, shared=True)
+            with _SHARED_LOCK:
+                held = _SHARED.get(path)
+                if held is None:
+                    _SHARED[path] = [fd, 1]
+                else:   # another pass of this process took it meanwhile: its descriptor holds for both
+                    held[1] += 1
+                    os.close(fd)
+        try:
+            yield
+        finally:
+            with _SHARED_LOCK:
+                held = _SHARED[path]
+                held[1] -= 1
+                if held[1] == 0:
+                    del _SHARED[path]
+                    try:
+                        fcntl.flock(held[0], fcntl.LOCK_UN)
+                    finally:
+                        os.close(held[0])
+        return
+    fd = _locked(path, gpu_id, on_wait, shared=False)
+    try:
+        yield
+    finally:
+        try:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+
+def _locked(path: str, gpu_id: str, on_wait: Callable[[str], None] | None, *, shared: bool) -> int:
+    """The lock file open and locked, shared or not (waited for, and on_wait told who holds it, if another
+    process does), with this holder's name written in: its descriptor."""
     mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     # Opened without O_APPEND, so that each holder writes its name over the last one's; the descriptor itself
     # (no file object: a lesson's run and each of its passes take the lock, 1,333 times in 400 lessons).
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    except FileNotFoundError:   # its folder went away meanwhile: made again
+        _MADE.discard(os.path.dirname(path))
+        fd = os.open(os.path.join(lock_dir(), os.path.basename(path)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
     try:
         try:
             fcntl.flock(fd, mode | fcntl.LOCK_NB)
@@ -45,11 +101,7 @@ def gpu_lock(gpu_id: str, on_wait: Callable[[str], None] | None = None, *, share
         name = (f"coursectl pid {os.getpid()}" + (" (sanitizer passes)" if shared else "")).encode()
         os.pwrite(fd, name, 0)
         os.ftruncate(fd, len(name))
-        try:
-            yield
-        finally:
-            if not shared:   # another shared holder may still be there, and is named
-                os.ftruncate(fd, 0)
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
+    except BaseException:
         os.close(fd)
+        raise
+    return fd
