@@ -167,7 +167,7 @@ def run_command(argv: Sequence[str | os.PathLike], *, timeout: float,
     """Run argv in its own process group and collect bounded output."""
     argv = [str(a) for a in argv]
     start = time.monotonic()
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(argv, stdin=_devnull(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, cwd=cwd, env=_environment(env),
                             start_new_session=True)
     with _LIVE_LOCK:
@@ -200,6 +200,19 @@ def run_command(argv: Sequence[str | os.PathLike], *, timeout: float,
                          cpu_seconds=None if usage is None else round(usage.ru_utime + usage.ru_stime, 3),
                          user_seconds=None if usage is None else round(usage.ru_utime, 3),
                          max_rss_mib=None if usage is None else round(usage.ru_maxrss / 1024, 1))
+
+
+_DEVNULL: list[int] = []
+
+
+def _devnull() -> int:
+    """The null device, open to read, as every program's standard input: opened once a process (Popen's
+    DEVNULL opens and closes it for each program)."""
+    if not _DEVNULL:
+        with _LIVE_LOCK:
+            if not _DEVNULL:
+                _DEVNULL.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+    return _DEVNULL[0]
 
 
 def environ_bytes() -> Mapping[bytes, bytes] | None:

@@ -450,3 +450,17 @@ def test_a_pipe_is_read_on_to_its_end_in_the_wake_that_finds_its_output():
     assert pipe.read(limit=300) is False, "its last output and its end, in one read"
     assert (b"".join(pipe.chunks), pipe.total) == (b"x" * 300, 1500)
     pipe.stream.close()
+
+
+def test_every_program_reads_the_null_device_opened_once_for_all(monkeypatch):
+    from orchestrator import process
+
+    process.run_command([sys.executable, "-c", "pass"], timeout=30)   # opened by now, if it ever is
+    opened: list = []
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda path, *a, **k: opened.append(path) or real_open(path, *a, **k))
+    reads = [sys.executable, "-c", "import os, sys; print(repr(sys.stdin.read()), os.path.samefile('/dev/stdin', "
+                                   "os.devnull), sys.stdin.isatty())"]
+    for _ in range(3):
+        assert process.run_command(reads, timeout=30).stdout == b"'' True False\n"
+    assert os.devnull not in opened, f"opened again for a run: {opened}"
