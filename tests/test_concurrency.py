@@ -210,3 +210,27 @@ def test_a_pass_needs_the_cores_of_its_user_space_cpu_not_the_drivers_waits():
     assert Footprint(wall_s=6.29, cpu_s=103.33, max_rss_mib=900).cores > 16   # stored before user_s was kept
     ran = run_command(["python3", "-c", "sum(range(3_000_000))"], timeout=30)
     assert ran.user_seconds is not None and 0 < ran.user_seconds <= ran.cpu_seconds
+
+
+def test_a_watch_is_first_sampled_a_sample_after_it_begins_not_before_its_program_is_on_the_gpu(monkeypatch):
+    asked: list[float] = []
+
+    class FakeNvml:
+        @staticmethod
+        def nvmlDeviceGetHandleByUUID(uuid):
+            return "handle"
+
+        @staticmethod
+        def nvmlDeviceGetComputeRunningProcesses(handle):
+            asked.append(time.monotonic())
+            return []
+
+    monkeypatch.delenv("COURSECTL_NO_NVML")
+    monkeypatch.setattr(gpu_memory.NVML, "get", lambda: FakeNvml)
+    monkeypatch.setattr(gpu_memory, "SAMPLE_SECONDS", 0.3)
+    began = time.monotonic()
+    with gpu_memory.watching(H200), gpu_memory.watching(H200):   # two passes begin: no sample yet for either
+        time.sleep(0.1)
+        assert asked == []
+        time.sleep(0.4)
+    assert asked and asked[0] - began >= 0.3

@@ -93,3 +93,19 @@ def test_nvml_that_fails_to_start_is_asked_once_and_nvidia_smi_answers(session, 
     monkeypatch.setenv("FAKE_GPU_FREE_MIB", "81920")
     assert [free_memory_mib(tc.gpus[0]) for _ in range(3)] == [81920] * 3
     assert calls == ["init"]
+
+
+def test_a_gpus_handle_is_asked_of_nvml_once_while_it_is_open(session, monkeypatch):
+    calls: list[str] = []
+    nvml = fake_pynvml(calls)
+    asked: list[str] = []
+    nvml.nvmlDeviceGetHandleByUUID = lambda uuid: asked.append(uuid) or uuid
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    found = H200.model_copy(update={"max_sm_clock_mhz": 1980})
+    for _ in range(3):
+        assert gpu_state(found).processes == [4242]
+    assert free_memory_mib(found) == 140 * 1024
+    assert asked == [H200.uuid]
+    session.close()
+    assert gpu_state(found).sm_clock_mhz == 1755
+    assert asked == [H200.uuid, H200.uuid], "asked again of NVML started again"

@@ -52,25 +52,24 @@ def watching(gpu: Gpu) -> Iterator[Watch]:
 
 
 class _Sampler:
-    """One thread that samples every pass being watched: at once when one starts, then each SAMPLE_SECONDS,
-    until none is left (it ends then; the next watch starts another). A thread a pass was 933 threads
-    started and joined in a 400-lesson verify, each asking NVML for itself."""
+    """One thread that samples every pass being watched each SAMPLE_SECONDS, until none is left (it ends then;
+    the next watch starts another). A thread a pass was 933 threads started and joined in a 400-lesson
+    verify, each asking NVML for itself. A pass is first asked for at the next sample after its watch
+    begins, not at once: the watch begins before its program starts, which has reached no GPU by then (a
+    sample at each start was 933 samples more, each a wake of this thread, that found nothing new)."""
 
     def __init__(self):
         self.changed = threading.Condition()
         self.sampling = threading.Lock()    # held through a sample: a watch removed is written no more
         self.watches: dict[str, tuple[Watch, str, object, object]] = {}
         self.thread: threading.Thread | None = None
-        self.kicked = False
 
     def add(self, token: str, watch: Watch, uuid: str, nvml, device) -> None:
         with self.changed:
             self.watches[token] = (watch, uuid, nvml, device)
-            self.kicked = True
             if self.thread is None:
                 self.thread = threading.Thread(target=self._run, name="coursectl-gpu-memory", daemon=True)
                 self.thread.start()
-            self.changed.notify()
 
     def remove(self, token: str) -> None:
         with self.changed:
@@ -83,9 +82,7 @@ class _Sampler:
     def _run(self) -> None:
         while True:
             with self.changed:
-                if not self.kicked:
-                    self.changed.wait(SAMPLE_SECONDS)
-                self.kicked = False
+                self.changed.wait(SAMPLE_SECONDS)
                 watched = list(self.watches.items())
                 if not watched:
                     self.thread = None
@@ -120,7 +117,7 @@ def _handle(gpu: Gpu):
         return None
     try:
         nvml = NVML.get()
-        return nvml, nvml.nvmlDeviceGetHandleByUUID(gpu.uuid)
+        return nvml, NVML.handle(nvml, gpu.uuid)
     except Exception:  # noqa: BLE001 - without NVML the memory is not known
         return None
 

@@ -166,6 +166,7 @@ class NvmlSession:
         self.lock = threading.Lock()
         self.module = None
         self.error: Exception | None = None
+        self.handles: dict[tuple[object, str], object] = {}   # each GPU's, by NVML and UUID, while it is open
 
     def get(self):
         with self.lock:
@@ -183,9 +184,18 @@ class NvmlSession:
                 atexit.register(self.close)
             return self.module
 
+    def handle(self, nvml, uuid: str):
+        """The GPU's handle, asked of `nvml` once while it stays open (before and after each timed run, and for
+        each pass, it was asked again)."""
+        known = (nvml, uuid)
+        if known not in self.handles:
+            self.handles[known] = nvml.nvmlDeviceGetHandleByUUID(uuid)
+        return self.handles[known]
+
     def close(self) -> None:
         with self.lock:
             module, self.module = self.module, None
+            self.handles.clear()
         if module is not None:
             try:
                 module.nvmlShutdown()
@@ -354,7 +364,7 @@ def _through_nvml(gpu: Gpu, read):
         return None
     try:
         nvml = NVML.get()
-        return read(nvml, nvml.nvmlDeviceGetHandleByUUID(gpu.uuid))
+        return read(nvml, NVML.handle(nvml, gpu.uuid))
     except Exception:  # noqa: BLE001 - any failure of NVML falls back to nvidia-smi
         return None
 
