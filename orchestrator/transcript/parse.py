@@ -69,6 +69,11 @@ def _never(_: str) -> bool:
     return False
 
 
+def _needle(pattern) -> str | None:
+    """A pattern's longest literal text, which every line it takes holds; None for no pattern or no such text."""
+    return getattr(pattern, "needle", None)
+
+
 # Where str.splitlines() ends a line, so that line numbers agree with it.
 _BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _BREAK = r"\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]"
@@ -102,7 +107,9 @@ class _Lines:
         self.done = False
         self.ignore = ignore = parser.schema.ignore_patterns
         self.budget = budget = parser.budget
-        self.anywhere = [(table.table, table.match_row) for table in parser.anywhere]
+        # Each with its row's needle (Pattern.needle): a line without it is no row, known without a call.
+        self.anywhere = [(table.table, table.match_row, _needle(table.__pydantic_private__["_row"]))
+                         for table in parser.anywhere]
         # A schema whose ignore patterns or anywhere rows could take a blank line must see each one.
         self.collapse = not any(p.search(probe, budget) for p in ignore for probe in _BLANK_PROBES) and not any(
             t.match_row(probe, budget) is not None for t in parser.anywhere for probe in _BLANK_PROBES)
@@ -178,7 +185,9 @@ class _Lines:
         self.parser.at = (self.count, line)
         if self.ignore and any(p.search(line, self.budget) for p in self.ignore):
             return
-        for table, match_row in self.anywhere:
+        for table, match_row, needle in self.anywhere:
+            if needle is not None and needle not in line:
+                continue
             values = match_row(line, self.budget)
             if values is not None:
                 self.parser.anywhere_rows[table].append((self.count, values))
@@ -239,7 +248,10 @@ class _Parser:
     def starter(self, item: Any) -> Stop | None:
         budget = self.budget
         if isinstance(item, LineItem):
-            return lambda line: item.pattern.match(line, budget) is not None
+            pattern = item.pattern
+            if (needle := pattern.needle) is not None:   # most lines asked lack it: told apart without a call
+                return lambda line: needle in line and pattern.match(line, budget) is not None
+            return lambda line: pattern.match(line, budget) is not None
         if isinstance(item, TableItem):
             if item.anywhere:
                 return None
