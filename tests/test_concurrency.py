@@ -136,9 +136,8 @@ def test_the_sanitizer_cache_keeps_a_footprint_of_a_stand_in_pass_and_verify_v_s
     assert made.root.is_dir()
 
 
-def test_a_pass_s_gpu_memory_is_the_most_its_marked_processes_held_as_nvml_saw_them(monkeypatch):
-    held = {"mib": 3072}
-
+def nvml_answering(monkeypatch, processes, sample_seconds: float) -> None:
+    """NVML allowed, and a fake of it whose GPU runs `processes()` now; the sampler asking each sample_seconds."""
     class FakeNvml:
         @staticmethod
         def nvmlDeviceGetHandleByUUID(uuid):
@@ -147,12 +146,18 @@ def test_a_pass_s_gpu_memory_is_the_most_its_marked_processes_held_as_nvml_saw_t
 
         @staticmethod
         def nvmlDeviceGetComputeRunningProcesses(handle):
-            return [SimpleNamespace(pid=child.pid, usedGpuMemory=held["mib"] * 2**20),
-                    SimpleNamespace(pid=os.getpid(), usedGpuMemory=50 * 2**30)]   # not the pass's
+            return processes()
 
     monkeypatch.delenv("COURSECTL_NO_NVML")
     monkeypatch.setattr(gpu_memory.NVML, "get", lambda: FakeNvml)
-    monkeypatch.setattr(gpu_memory, "SAMPLE_SECONDS", 0.02)
+    monkeypatch.setattr(gpu_memory, "SAMPLE_SECONDS", sample_seconds)
+
+
+def test_a_pass_s_gpu_memory_is_the_most_its_marked_processes_held_as_nvml_saw_them(monkeypatch):
+    held = {"mib": 3072}
+    nvml_answering(monkeypatch, lambda: [SimpleNamespace(pid=child.pid, usedGpuMemory=held["mib"] * 2**20),
+                                         SimpleNamespace(pid=os.getpid(), usedGpuMemory=50 * 2**30)],   # not the pass's
+                   0.02)
     with gpu_memory.watching(H200) as watch:
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"],
                                  env={**os.environ, **watch.env})
@@ -165,20 +170,9 @@ def test_a_pass_s_gpu_memory_is_the_most_its_marked_processes_held_as_nvml_saw_t
 
 def test_passes_watched_at_once_share_one_sampling_thread_and_each_keeps_its_own_memory(monkeypatch):
     children: list = []
+    nvml_answering(monkeypatch, lambda: [SimpleNamespace(pid=child.pid, usedGpuMemory=(index + 1) * 1024 * 2**20)
+                                         for index, child in enumerate(children)], 0.02)
 
-    class FakeNvml:
-        @staticmethod
-        def nvmlDeviceGetHandleByUUID(uuid):
-            return "handle"
-
-        @staticmethod
-        def nvmlDeviceGetComputeRunningProcesses(handle):
-            return [SimpleNamespace(pid=child.pid, usedGpuMemory=(index + 1) * 1024 * 2**20)
-                    for index, child in enumerate(children)]
-
-    monkeypatch.delenv("COURSECTL_NO_NVML")
-    monkeypatch.setattr(gpu_memory.NVML, "get", lambda: FakeNvml)
-    monkeypatch.setattr(gpu_memory, "SAMPLE_SECONDS", 0.02)
     def samplers() -> list:
         return [t for t in threading.enumerate() if t.name == "coursectl-gpu-memory" and t.is_alive()]
 
@@ -214,20 +208,7 @@ def test_a_pass_needs_the_cores_of_its_user_space_cpu_not_the_drivers_waits():
 
 def test_a_watch_is_first_sampled_a_sample_after_it_begins_not_before_its_program_is_on_the_gpu(monkeypatch):
     asked: list[float] = []
-
-    class FakeNvml:
-        @staticmethod
-        def nvmlDeviceGetHandleByUUID(uuid):
-            return "handle"
-
-        @staticmethod
-        def nvmlDeviceGetComputeRunningProcesses(handle):
-            asked.append(time.monotonic())
-            return []
-
-    monkeypatch.delenv("COURSECTL_NO_NVML")
-    monkeypatch.setattr(gpu_memory.NVML, "get", lambda: FakeNvml)
-    monkeypatch.setattr(gpu_memory, "SAMPLE_SECONDS", 0.3)
+    nvml_answering(monkeypatch, lambda: asked.append(time.monotonic()) or [], 0.3)
     began = time.monotonic()
     with gpu_memory.watching(H200), gpu_memory.watching(H200):   # two passes begin: no sample yet for either
         time.sleep(0.1)
