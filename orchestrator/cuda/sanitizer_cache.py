@@ -31,7 +31,7 @@ import base64
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 
@@ -182,20 +182,9 @@ def argument_files(arguments: Sequence[str], folder: Path | None) -> dict[str, s
 
 
 def _file_sha256(path: str) -> str | None:
-    """sha256 of an argument's file, read once a process while it stays the same file unwritten (as a binary's,
-    _binary_sha256: a lesson's passes all read its transcript or data). A file changed in the last RACY seconds
-    is read every time: the system's clock for file times moves in steps of milliseconds, so a file written
-    twice within one step would look unchanged."""
-    seen = binary_stat(path)
-    if seen is None or time.time_ns() - seen[4] < RACY * 1e9:
-        return sha256_file(path)
-    known = (path, *seen)
-    if known not in _DIGESTS:
-        digest = sha256_file(path)
-        if digest is None:
-            return None
-        _DIGESTS[known] = digest
-    return _DIGESTS[known]
+    """sha256 of an argument's file (a lesson's passes all read its transcript or data), None if it cannot be
+    read; hashed once while it stays as it was (_sha256_once)."""
+    return _sha256_once(path, lambda: sha256_file(path))
 
 
 def pass_key(binary: Path, tool: str, tool_args: Sequence[str], program_args: Sequence[str],
@@ -217,14 +206,25 @@ RACY = 2.0
 
 
 def _binary_sha256(binary: Path) -> str:
-    """sha256 of a lesson's binary, hashed once a process while its device, inode, size, modification and
-    change times stay the same (a lesson's passes share its binary)."""
-    seen = binary_stat(binary)
-    if seen is None:   # gone or unreadable: read_bytes says why
-        return sha256_bytes(binary.read_bytes())
-    known = (str(binary), *seen)
+    """sha256 of a lesson's binary (a lesson's passes share it), hashed once while it stays as it was
+    (_sha256_once); one gone or unreadable is read anyway, and read_bytes says why."""
+    return _sha256_once(str(binary), lambda: sha256_bytes(binary.read_bytes()))
+
+
+def _sha256_once(path: str, digest: Callable[[], str | None]) -> str | None:
+    """`digest()` of the file at `path`, taken once a process while its device, inode, size, modification and
+    change times stay the same. A file changed in the last RACY seconds is hashed every time: the system's
+    clock for file times moves in steps of milliseconds, so a file written twice within one step would look
+    unchanged. A file that cannot be stat'ed is hashed every time (`digest` says what is wrong with it)."""
+    seen = binary_stat(path)
+    if seen is None or time.time_ns() - seen[4] < RACY * 1e9:
+        return digest()
+    known = (path, *seen)
     if known not in _DIGESTS:
-        _DIGESTS[known] = sha256_bytes(binary.read_bytes())
+        made = digest()
+        if made is None:
+            return None
+        _DIGESTS[known] = made
     return _DIGESTS[known]
 
 
