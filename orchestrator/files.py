@@ -100,12 +100,16 @@ def overwrite_entry(path: Path, data: bytes | str) -> None:
 
 def _open_or_create(path: Path) -> int:
     """The file at `path` open to write, made (and its folder) where there is none; never through a link."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    return open_making_folder(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+
+
+def open_making_folder(path: str | Path, flags: int, mode: int) -> int:
+    """os.open(path, flags, mode), with O_CREAT among the flags: its folder made first where it is missing."""
     try:
-        return os.open(path, flags, 0o644)
+        return os.open(path, flags, mode)
     except FileNotFoundError:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        return os.open(path, flags, 0o644)
+        return os.open(path, flags, mode)
 
 
 def _write_all(fd: int, payload: bytes) -> None:

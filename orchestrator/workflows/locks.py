@@ -13,6 +13,8 @@ import tempfile
 import threading
 from typing import Callable, Iterator
 
+from ..files import open_making_folder
+
 _MADE: set[str] = set()   # the lock folders made (or found) by this process
 # The passes of this process that hold a GPU's lock shared hold it through one descriptor: [fd, holders], by
 # the lock file's path. The first opens and locks it, the last unlocks and closes it; in between a pass takes
@@ -85,11 +87,7 @@ def _locked(path: str, gpu_id: str, on_wait: Callable[[str], None] | None, *, sh
     mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     # Opened without O_APPEND, so that each holder writes its name over the last one's; the descriptor itself
     # (no file object: a lesson's run and each of its passes take the lock, 1,333 times in 400 lessons).
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-    except FileNotFoundError:   # its folder went away meanwhile: made again
-        _MADE.discard(os.path.dirname(path))
-        fd = os.open(os.path.join(lock_dir(), os.path.basename(path)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    fd = open_making_folder(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)   # made again if it went away
     try:
         try:
             fcntl.flock(fd, mode | fcntl.LOCK_NB)
