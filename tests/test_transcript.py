@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -742,6 +743,36 @@ def test_the_matches_of_one_transcript_are_bounded_in_all(tmp_path, monkeypatch)
                     f"give them narrower types (int, float, word); found '{line[:200]}'… (301 characters)"),
         str(info.value))
     assert (patterns_module.LINE_SECONDS, patterns_module.MatchBudget().total) == (1.0, 0.5)
+
+
+def _voluntary_switches() -> int:
+    with open("/proc/thread-self/status", encoding="ascii") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("voluntary_ctxt_switches"))
+
+
+@pytest.mark.skipif(not Path("/proc/thread-self/status").exists(), reason="counts a thread's switches from /proc")
+def test_a_parse_keeps_the_interpreter_beside_a_busy_thread(schemas):
+    """The patterns match holding the interpreter's lock: a thread that wants it all the while does not take it
+    at every line (`regex` lets go of it unless told not to, and this thread then waits to get it back)."""
+    stop = threading.Event()
+
+    def busy():
+        while not stop.is_set():
+            pass
+
+    text = seed("shared_memory.txt")
+    other = threading.Thread(target=busy)
+    other.start()
+    try:
+        time.sleep(0.01)   # the other thread is running
+        before = _voluntary_switches()
+        for _ in range(50):
+            parse_transcript(schemas[DAY13], text, "shared_memory.txt")   # about 15 matches a parse
+        switches = _voluntary_switches() - before
+    finally:
+        stop.set()
+        other.join()
+    assert switches < 25   # letting go at every match: 79-133 here
 
 
 def test_the_patterns_found_to_hang_end_at_once(schemas):

@@ -25,6 +25,15 @@ LINE_SECONDS = 1.0
 TRANSCRIPT_SECONDS = 5.0
 _clock = time.monotonic
 
+# `regex` lets go of the interpreter's lock for every match of a str unless told not to. A line's match takes
+# microseconds, and each letting go hands the lock to another thread that wants it, which this one then waits
+# to get back: in a verify, where the threads that wait for programs and the one that judges the passes take
+# turns, every line of every transcript was a switch of threads (2,000 matches beside one busy thread: 0.88 s
+# and 282 switches letting go, 0.004 s and 4 switches holding on). Held, a match that runs out of time holds
+# the other threads for its timeout: LINE_SECONDS, TRANSCRIPT_SECONDS a transcript at most, a lesson's error
+# in any case; its programs run on meanwhile, and a program's own timer times its kernels.
+CONCURRENT = False
+
 
 class MatchBudget:
     """The time the pattern matches of one transcript may take, and what each pattern took of it."""
@@ -37,11 +46,11 @@ class MatchBudget:
 
     def match(self, pattern: "BoundedRegex", method, text: str):
         """`method(text)` with the time left as its timeout: at most `line`, 0 once the whole is spent
-        (`regex` then stops at once)."""
+        (`regex` then stops at once), holding the interpreter's lock (see CONCURRENT)."""
         start = _clock()
         left = self.deadline - start
         try:
-            return method(text, timeout=self.line if left > self.line else max(0.0, left))
+            return method(text, timeout=self.line if left > self.line else max(0.0, left), concurrent=CONCURRENT)
         except TimeoutError:
             raise PatternTimeout(pattern, self, whole=left <= self.line) from None
         finally:
