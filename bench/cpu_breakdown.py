@@ -10,7 +10,10 @@ functions it calls included, so the figures nest and overlap). Prints the
 sums in seconds, largest first, with TOTAL (getrusage of the process),
 imports (coursectl's modules, before the command runs) and each kind of
 thread's own CPU (`thread main`, `thread coursectl-pass`, ...: the name less
-its numbers, the threads of a kind added up).
+its numbers, the threads of a kind added up), and under `voluntary switches`
+each kind's voluntary context switches (from /proc/thread-self/status; TOTAL
+is getrusage's): how often its threads waited, for a program, a lock or the
+interpreter.
 
     python3 bench/cpu_breakdown.py WORKDIR [--lessons 400] [--sanitizer-jobs N] [--gpu]
 
@@ -47,15 +50,24 @@ WRAPPED = [
 
 CHILD = r"""
 import atexit, importlib, json, re, resource, sys, threading, time
-sums = {}
+sums, counts, lock = {}, {}, threading.Lock()
+def switches():   # this thread's voluntary context switches so far (Linux), 0 where they cannot be read
+    try:
+        with open("/proc/thread-self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("voluntary_ctxt_switches"))
+    except (OSError, StopIteration):
+        return 0
 _run = threading.Thread.run
-def run(self):   # each thread's own CPU, added up by its kind (its name less the numbers)
-    started = time.thread_time()
+def run(self):   # each thread's own CPU and voluntary switches, added up by its kind (its name less the numbers)
+    started, switched = time.thread_time(), switches()
     try:
         _run(self)
     finally:
         kind = "thread " + re.sub(r"[-_ ]?\d+", "", self.name)
         sums[kind] = sums.get(kind, 0.0) + time.thread_time() - started
+        switched = switches() - switched
+        with lock:
+            counts[kind] = counts.get(kind, 0) + switched
 threading.Thread.run = run
 def wrap(module, attribute):
     owner = importlib.import_module(module)
@@ -82,8 +94,10 @@ def report():
     own = resource.getrusage(resource.RUSAGE_SELF)
     sums["TOTAL"] = own.ru_utime + own.ru_stime
     sums["thread main"] = time.thread_time()
+    counts["TOTAL"], counts["thread main"] = own.ru_nvcsw, switches()
     with open(out, "w") as f:
-        json.dump({k: round(v, 3) for k, v in sorted(sums.items(), key=lambda kv: -kv[1])}, f, indent=1)
+        json.dump({**{k: round(v, 3) for k, v in sorted(sums.items(), key=lambda kv: -kv[1])},
+                   "voluntary switches": dict(sorted(counts.items(), key=lambda kv: -kv[1]))}, f, indent=1)
 atexit.register(report)
 from orchestrator.__main__ import main
 main()
