@@ -211,6 +211,28 @@ def test_report_refusal_and_write_report_alone(tmp_path):
     assert (tmp_path / "new" / "r.json").read_text() == "{}\n"
 
 
+def test_many_paths_resolved_at_once_lead_where_realpath_says(tmp_path):
+    """files._Resolving, which looks up each folder once for the report paths' check, against files._real, one
+    path at a time: links within the tree and out of it, a link's loop, a missing file, a file as a folder,
+    a '..' after a link."""
+    from orchestrator.files import _Resolving, _real
+    (tmp_path / "c" / "lessons" / "a").mkdir(parents=True)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "c" / "lessons" / "a" / "x.cu").write_text("")
+    (tmp_path / "c" / "lessons" / "b").symlink_to("a")
+    (tmp_path / "c" / "lessons" / "far").symlink_to(tmp_path / "out")
+    (tmp_path / "c" / "lessons" / "a" / "y.cu").symlink_to("x.cu")
+    (tmp_path / "c" / "loop").symlink_to("loop")
+    names = ["c/lessons/a/x.cu", "c/lessons/b/x.cu", "c/lessons/b/y.cu", "c/lessons/far/new.md", "c/loop",
+             "c/loop/x", "c/lessons/a/missing/README.md", "c/lessons/a/x.cu/inside", "c/lessons/far/../a/x.cu",
+             "c/lessons/b/./x.cu", "c//lessons/a", "c/lessons/a/y.cu"]
+    resolved = _Resolving()
+    for name in names * 2:   # the second time from what it found the first
+        assert resolved(tmp_path / name) == _real(tmp_path / name), name
+    assert resolved(tmp_path / "c/loop") is None and resolved(tmp_path / "c/lessons/far/new.md") == str(
+        tmp_path / "out" / "new.md")
+
+
 # -- 5. templates through links, or no file at all --------------------------------------------------------
 def test_a_lesson_template_linked_out_of_the_course_is_never_published(course_copy, tmp_path, secret):
     """A lesson's template linked to /etc/passwd was published in its page."""

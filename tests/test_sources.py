@@ -366,3 +366,26 @@ def test_no_report_may_replace_any_file_of_the_program(tmp_path, monkeypatch):
         assert str(caught.value).startswith(f"--junit {name}: ") and f"{what} of lesson 'day03-host'" in str(
             caught.value), str(caught.value)
     check_report_paths(manifest, {"--junit": Path("prog/junit.xml")})   # a file of its own is fine
+
+
+def test_the_headers_are_looked_for_only_for_a_report_that_leads_into_the_course(tmp_path, monkeypatch):
+    """Finding a lesson's headers reads its sources: a report that leads out of the course cannot be one, and
+    reads none; one named outside it that leads into a header through a link is refused as that header."""
+    from orchestrator.cli import report as report_module
+    from orchestrator.errors import UsageError
+    root = _host_course(tmp_path)
+    manifest = load_manifest(root / "lessons.yaml")
+    monkeypatch.chdir(root)
+    looked: list[Path] = []
+    real_headers = report_module.local_headers
+    monkeypatch.setattr(report_module, "local_headers", lambda source, *rest: looked.append(source) or
+                        real_headers(source, *rest))
+    report_module.check_report_paths(manifest, {"--junit": tmp_path / "elsewhere" / "junit.xml"})
+    assert looked == []
+    (tmp_path / "into-the-course.xml").symlink_to(root / "prog" / "helper.h")
+    with pytest.raises(UsageError) as caught:
+        report_module.check_report_paths(manifest, {"--junit": tmp_path / "into-the-course.xml"})
+    assert "a header of lesson 'day03-host'" in str(caught.value) and looked, str(caught.value)
+    looked.clear()
+    report_module.check_report_paths(manifest, {"--junit": Path("prog/junit.xml")})
+    assert looked   # inside the course: every source's headers are among the files it may not be

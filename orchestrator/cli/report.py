@@ -17,7 +17,7 @@ from ..cuda.build import cache_root
 from ..errors import CoursectlError, ManifestError, UsageError
 from ..cuda.includes import local_headers
 from ..judge.evidence import first_error
-from ..files import parse_json, read_file, report_refusal, sha256_bytes, write_report
+from ..files import leads_to, parse_json, read_file, report_refusal, sha256_bytes, within, write_report
 from ..manifest.jsonschema import EmptyDefaults
 from ..manifest.model import Manifest
 from ..process import escape_char
@@ -372,12 +372,13 @@ def write_junit(report: VerifyReport, path: Path) -> None:
     write_report(path, junit_xml(report))
 
 
-def course_files(root: Path, manifest: Manifest | None = None) -> list[tuple[Path, str]]:
+def course_files(root: Path, manifest: Manifest | None = None, *, headers: bool = True) -> list[tuple[Path, str]]:
     """What of the course coursectl reads or writes, each with its name: no report may be written there.
 
     Without a manifest (`report merge`, run in a course's folder), what every
     course has; with one, also each lesson's source, prose and page, wherever
-    lessons.yaml puts them, and the build cache.
+    lessons.yaml puts them, the build cache and (`headers`) the local headers
+    its sources include, found by reading every source.
     """
     root = Path(root)
     owned = [(root / "lessons.yaml", "lessons.yaml, the course's manifest"),
@@ -395,11 +396,13 @@ def course_files(root: Path, manifest: Manifest | None = None) -> list[tuple[Pat
             if lesson.prose is not None:
                 owned.append((root / lesson.prose, f"the prose of lesson {lesson.id!r}"))
             owned.append((root / lesson.page_path, f"the page of lesson {lesson.id!r}"))
+            if not headers:
+                continue
             try:
-                headers = [header for unit in units for header in local_headers(unit, manifest.flags(lesson), root)]
+                found = [header for unit in units for header in local_headers(unit, manifest.flags(lesson), root)]
             except CoursectlError:   # the build says what is wrong with them
-                headers = []
-            owned += [(header, f"a header of lesson {lesson.id!r}") for header in headers]
+                found = []
+            owned += [(header, f"a header of lesson {lesson.id!r}") for header in found]
     return owned
 
 
@@ -422,7 +425,12 @@ def check_report_paths(manifest: Manifest | None, paths: dict[str, Path | None],
     if manifest is None and not Path("lessons.yaml").exists():
         owned: list[tuple[Path, str]] = []
     else:
-        owned = course_files(root, manifest)
+        # A local header leads inside the course (local_headers takes no other): a report can be one, or lie in
+        # one, only where it leads inside too, and only then is every source read to find them.
+        real_root = leads_to(root)
+        inside = real_root is None or any((real := leads_to(Path(path))) is None or within(real, real_root)
+                                          for path in given.values())
+        owned = course_files(root, manifest, headers=inside)
     seen: dict[Path, str] = {}
     for option, path in given.items():
         why = report_refusal(Path(path), owned, root)
