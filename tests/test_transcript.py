@@ -21,7 +21,7 @@ from orchestrator.errors import TranscriptError
 from orchestrator.manifest.load import load_manifest
 from orchestrator.transcript.schema import OutputSchema
 from orchestrator.transcript.fields import Compare
-from orchestrator.transcript.parse import Scope, Transcript, decode_output, flatten, parse_transcript
+from orchestrator.transcript.parse import Flat, Scope, Transcript, decode_output, flatten, parse_transcript
 
 REPO = Path(__file__).resolve().parent.parent
 COURSE = REPO / "tests" / "data" / "course"   # the fixture course (conftest.COURSE)
@@ -743,6 +743,18 @@ def test_the_matches_of_one_transcript_are_bounded_in_all(tmp_path, monkeypatch)
                     f"give them narrower types (int, float, word); found '{line[:200]}'… (301 characters)"),
         str(info.value))
     assert (patterns_module.LINE_SECONDS, patterns_module.MatchBudget().total) == (1.0, 0.5)
+
+
+def test_the_flat_fields_are_what_validating_them_would_make(schemas):
+    """flatten makes each Flat without validating it again: every one equals the Flat validated from its own
+    fields, value types included (an int stays an int, a list of floats a list of floats)."""
+    for lesson, name in ((DAY13, "shared_memory.txt"), (DAY16, "tiled_matmul.txt"), (DAY71, "matmul_fp16.txt")):
+        flats = list(flatten(schemas[lesson].items, parse(schemas, lesson, name).scope))
+        assert flats, lesson
+        for flat in flats:
+            again = Flat(path=flat.path, value=flat.value, spec=flat.spec, line=flat.line)
+            assert (again == flat and type(again.value) is type(flat.value)
+                    and again.model_dump_json() == flat.model_dump_json()), flat.path
 
 
 def _voluntary_switches() -> int:

@@ -335,10 +335,10 @@ class TableItem(Strict):
 
     @property
     def row_count(self) -> RowCount:
-        if isinstance(self.rows, int):
-            return RowCount(min=self.rows, max=self.rows)
-        if self.keys is not None and self.rows == RowCount():
-            return RowCount(min=len(self.keys), max=len(self.keys))
+        if isinstance(self.rows, int):   # made unvalidated: an exact count is a valid range
+            return RowCount.model_construct(min=self.rows, max=self.rows)
+        if self.keys is not None and self.rows.min == 0 and self.rows.max is None:
+            return RowCount.model_construct(min=len(self.keys), max=len(self.keys))
         return self.rows
 
     @property
