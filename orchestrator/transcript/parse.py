@@ -474,8 +474,10 @@ def parse_transcript(schema: OutputSchema, text: str, source: str = "<transcript
 def flatten(items: list, scope: Scope, prefix: str = "") -> Iterator[Flat]:
     """Every field of a parsed scope with its path, in schema order: made of what the parse and the schema hold,
     of the types Flat declares, so not validated again (11,600 Flats of a 400-lesson verify each checked its
-    FieldSpec again)."""
-    made = Flat.model_construct
+    FieldSpec again); a truth value (a flag's) is the int that validating made it."""
+    def made(*, value, **fields) -> Flat:
+        return Flat.model_construct(value=int(value) if value is True or value is False else value, **fields)
+
     for item in items:
         if isinstance(item, LineItem):
             for name, spec in item.names.items():
