@@ -207,7 +207,10 @@ def _within(real: str, real_root: str) -> bool:
     return real == real_root or real.startswith(real_root if real_root.endswith(os.sep) else real_root + os.sep)
 
 
-leads_to, within = _real, _within   # for the report paths' check (cli/report.py)
+def may_lead_inside(path: Path, root: Path) -> bool:
+    """Whether `path` leads inside the course `root`, links followed; True where either cannot be told."""
+    real_root, real = _real(root), _real(path)
+    return real_root is None or real is None or _within(real, real_root)
 
 
 def link_out(path: Path, root: Path) -> tuple[Path, Path] | None:

@@ -17,7 +17,7 @@ from ..cuda.build import cache_root
 from ..errors import CoursectlError, ManifestError, UsageError
 from ..cuda.includes import local_headers
 from ..judge.evidence import first_error
-from ..files import leads_to, parse_json, read_file, report_refusal, sha256_bytes, within, write_report
+from ..files import may_lead_inside, parse_json, read_file, report_refusal, sha256_bytes, write_report
 from ..manifest.jsonschema import EmptyDefaults
 from ..manifest.model import Manifest
 from ..process import escape_char
@@ -427,9 +427,7 @@ def check_report_paths(manifest: Manifest | None, paths: dict[str, Path | None],
     else:
         # A local header leads inside the course (local_headers takes no other): a report can be one, or lie in
         # one, only where it leads inside too, and only then is every source read to find them.
-        real_root = leads_to(root)
-        inside = real_root is None or any((real := leads_to(Path(path))) is None or within(real, real_root)
-                                          for path in given.values())
+        inside = any(may_lead_inside(Path(path), root) for path in given.values())
         owned = course_files(root, manifest, headers=inside)
     seen: dict[Path, str] = {}
     for option, path in given.items():
