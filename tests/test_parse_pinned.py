@@ -1,0 +1,135 @@
+"""parse_transcript pinned over the real transcripts and 2,000 edits of them, parses and errors alike.
+
+tests/data/parsed/seeds.json holds, for each text, a digest of what parsing
+it gave: the whole Transcript as model_dump() writes it (value types
+included: a flag's True is not a row's 1), or the TranscriptError's message,
+line and item. A change to the parser that changes any of them fails here,
+naming the texts. When a change is meant, run this file
+(`python tests/test_parse_pinned.py`) to write the digests again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import interleaved
+from orchestrator.errors import TranscriptError
+from orchestrator.manifest.load import load_manifest
+from orchestrator.transcript.parse import Block, Row, Scope, parse_transcript
+
+HERE = Path(__file__).parent
+COURSE = HERE / "data" / "course"
+SEEDS = HERE / "data" / "seeds"
+PINNED = HERE / "data" / "parsed" / "seeds.json"
+
+LESSONS = {"shared_memory": "day13-shared-memory", "syncthreads": "day14-syncthreads",
+           "tiled_matmul": "day16-tiled-matmul", "matmul_fp16": "day71-matmul-fp16"}
+# A failure line as day 13 prints one: a row of its `anywhere` table, a line the others' schemas have no place for.
+FAILURE = "FAILED transposeNaive: first wrong element at (7, 3): got 1.5, want 2.5"
+
+
+def _schemas() -> dict:
+    manifest = load_manifest(COURSE / "lessons.yaml")
+    return {lesson.id: lesson.output for lesson in manifest.lessons}
+
+
+def _edits(lines: list[str]):
+    """Each text made of the seed's lines with one edit: (what the edit is, the text)."""
+    def text(edited: list[str]) -> str:
+        return "".join(line + "\n" for line in edited)
+
+    yield "as recorded", text(lines)
+    yield "with CRLF line ends", "".join(line + "\r\n" for line in lines)
+    yield "with blanks after each line", text([line + " \t" for line in lines])
+    for i, line in enumerate(lines):
+        yield f"without line {i + 1}", text(lines[:i] + lines[i + 1:])
+        yield f"with line {i + 1} twice", text(lines[:i + 1] + lines[i:])
+        yield f"with a blank line before line {i + 1}", text(lines[:i] + ["  "] + lines[i:])
+        yield f"with line {i + 1} swapped with the next", text(lines[:i] + lines[i + 1:i + 2] + [line] + lines[i + 2:])
+        yield f"cut after line {i + 1}", text(lines[:i + 1])
+        yield f"with a failure line before line {i + 1}", text(lines[:i] + [FAILURE] + lines[i:])
+        if re.search(r"\d", line):
+            yield f"with line {i + 1}'s first digit an x", text(lines[:i] + [re.sub(r"\d", "x", line, count=1)]
+                                                               + lines[i + 1:])
+            yield (f"with line {i + 1}'s first number 5,000 digits long",
+                   text(lines[:i] + [re.sub(r"\d+", "7" * 5000, line, count=1)] + lines[i + 1:]))
+
+
+def _outcome(schema, text: str, name: str) -> str:
+    try:
+        return repr(parse_transcript(schema, text, name).model_dump())
+    except TranscriptError as exc:
+        return repr((str(exc), exc.line, exc.item))
+
+
+def outcomes() -> dict[str, dict[str, str]]:
+    """A digest of each text's parse, by seed and schema, then by edit: every seed with its lesson's schema,
+    and the two run under compute-sanitizer also with one that ignores the tool's lines."""
+    schemas = _schemas()
+    found: dict[str, dict[str, str]] = {}
+    for path in sorted(SEEDS.glob("*.txt")):
+        schema = schemas[LESSONS[path.name.split(".")[0]]]
+        kinds = [("", schema)] + ([(" ignoring the tool's lines", interleaved(schema))]
+                                  if path.name.endswith("check.txt") else [])
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for said, kept in kinds:
+            found[path.name + said] = {edit: hashlib.sha256(_outcome(kept, text, path.name).encode()).hexdigest()[:16]
+                                       for edit, text in _edits(lines)}
+    return found
+
+
+def test_every_parse_and_error_of_the_seeds_and_their_edits_is_the_one_pinned():
+    pinned = json.loads(PINNED.read_text(encoding="utf-8"))
+    found = outcomes()
+    assert sum(map(len, found.values())) > 2_000
+    assert {seed: set(edits) for seed, edits in found.items()} == {seed: set(edits) for seed, edits in pinned.items()}
+    moved = [f"{seed}, {edit}" for seed, edits in found.items() for edit in edits if edits[edit] != pinned[seed][edit]]
+    assert not moved, f"{len(moved)} parses differ from the pinned ones, among them: {moved[:10]}"
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in SEEDS.glob("*.txt") if "check" not in path.name))
+def test_each_row_block_and_scope_is_what_validating_it_would_make(name):
+    """The parser may build its rows and blocks without validating them: each equals the model validated from
+    its own fields, value types included (a bool column's value is the int that validating made it)."""
+    schema = _schemas()[LESSONS[name.split(".")[0]]]
+    text = (SEEDS / name).read_text(encoding="utf-8")
+    failures = {"shared_memory": FAILURE,
+                "syncthreads": "FAILED reverseTileSynced block 64: 3 mismatches, first at element 5: got 1, want 2",
+                "tiled_matmul": "FAILED matmulTiled case 256x256x256: first wrong element at (1, 2): got 3, want 4",
+                "matmul_fp16": "FAILED matmulTiledF32 case 256x256x256: element row 1, column 2: |got-ref| = 0.5 "
+                               "exceeds 0.25"}
+    transcript = parse_transcript(schema, text + failures[name.split(".")[0]] + "\n", name)
+    assert transcript.scope.tables["failures"], "the failure line is a row"
+    seen = {Row: 0, Block: 0, Scope: 0}
+
+    def same(made, again) -> None:
+        assert again == made and again.model_fields_set == made.model_fields_set
+        assert again.model_dump_json() == made.model_dump_json()
+
+    def check(scope: Scope) -> None:
+        seen[Scope] += 1   # made empty (Scope()) and filled as the parse goes: no field of it set by validating
+        assert type(scope) is Scope and scope.model_fields_set == set()
+        for rows in scope.tables.values():
+            for row in rows:
+                seen[Row] += 1
+                again = Row(key=row.key, line=row.line, values=row.values)
+                same(row, again)
+                assert [type(v) for v in again.values.values()] == [type(v) for v in row.values.values()], row
+        for blocks in scope.sections.values():
+            for block in blocks:
+                seen[Block] += 1
+                same(block, Block(key=block.key, line=block.line, scope=block.scope))
+                check(block.scope)
+
+    check(transcript.scope)
+    assert seen[Row] > 0
+
+
+if __name__ == "__main__":
+    PINNED.parent.mkdir(exist_ok=True)
+    PINNED.write_text(json.dumps(outcomes(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
