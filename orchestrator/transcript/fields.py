@@ -10,7 +10,7 @@ import math
 import re
 import sys
 from enum import Enum
-from typing import Any, Literal, get_args
+from typing import Any, Callable, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -142,31 +142,67 @@ class FieldSpec(Strict):
         return self
 
     def convert(self, text: str) -> Any:
-        text = text.strip()
-        if self.missing is not None and text == self.missing:
-            return None
-        if self.suffix and text.endswith(self.suffix):
-            text = text[: -len(self.suffix)]
-        if self.type == "int":
-            digits = len(text.lstrip("+-"))
-            limit = _INT_DIGITS()
-            if limit and digits > limit:
-                raise NumberTooLong(text, digits, limit)
-            return int(text)
-        if self.type == "float":
-            return float(text)
-        if self.type == "floats":
-            return [float(part) for part in _APART.split(text) if part]
-        if self.type == "bool":
-            return text in ("yes", "true")
-        return text
+        return _converter(self.type, self.suffix, self.missing)(text)
+
+    def converter(self) -> Callable[[str], Any]:
+        """convert as one function of the text, the same for every spec of this type, suffix and missing token:
+        a transcript's parser converts each value with it, without asking the spec again."""
+        return _converter(self.type, self.suffix, self.missing)
 
     def value_regex(self) -> str:
         return _value_regex(self.type, self.suffix, self.missing)
 
+    def cell_regex(self) -> re.Pattern:
+        """What a cell of a table split on whitespace matches in full when it is a value of this field."""
+        return _cell_regex(self.type, self.suffix, self.missing)
+
     def takes(self, cell: str) -> bool:
         """Whether a cell of a table split on whitespace is a value of this field (before convert)."""
         return _cell_regex(self.type, self.suffix, self.missing).fullmatch(cell) is not None
+
+
+def _to_int(text: str) -> int:
+    text = text.strip()   # stripped already by convert, but not when it is the whole of a field's converter
+    if len(text) <= _DIGITS_ALWAYS:
+        return int(text)
+    digits = len(text.lstrip("+-"))
+    limit = _INT_DIGITS()
+    if limit and digits > limit:
+        raise NumberTooLong(text, digits, limit)
+    return int(text)
+
+
+def _to_floats(text: str) -> list[float]:
+    return [float(part) for part in _APART.split(text) if part]
+
+
+def _to_bool(text: str) -> bool:
+    return text in ("yes", "true")
+
+
+_CONVERT: dict[str, Callable[[str], Any]] = {"int": _to_int, "float": float, "floats": _to_floats, "bool": _to_bool}
+
+
+@functools.lru_cache(maxsize=512)
+def _converter(type_: str, suffix: str | None, missing: str | None) -> Callable[[str], Any]:
+    """A field's text stripped, its missing token None, its suffix cut, then converted by type (a str kept as it
+    is). A field with neither token nor suffix, most of them, strips and converts in one call."""
+    to = _CONVERT.get(type_)
+    if missing is None and not suffix:
+        if to is None:
+            return str.strip
+        if to is _to_int:
+            return _to_int
+        return lambda text: to(text.strip())
+
+    def convert(text: str) -> Any:
+        text = text.strip()
+        if missing is not None and text == missing:
+            return None
+        if suffix and text.endswith(suffix):
+            text = text[: -len(suffix)]
+        return text if to is None else to(text)
+    return convert
 
 
 @functools.lru_cache(maxsize=512)
@@ -190,6 +226,9 @@ FieldMap = dict[str, FieldSpec]
 
 # Python before 3.10.7 converts ints of any length, and has no such limit.
 _INT_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 0)
+# Where there is one it is 0 (none) or more than this (sys.set_int_max_str_digits refuses less): a text this
+# short converts whatever the limit is set to, without asking for it.
+_DIGITS_ALWAYS = getattr(sys.int_info, "str_digits_check_threshold", 0)
 
 
 class NumberTooLong(ValueError):

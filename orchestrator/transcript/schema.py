@@ -21,8 +21,9 @@ from pydantic import (AfterValidator, BaseModel, Discriminator, Field, PrivateAt
 
 from ..names import is_identifier
 from ..words import quoted
-from .fields import TYPE_REGEX, FieldSpec, NumberTooLong, Strict, shorthand_schema, check_field_name
+from .fields import TYPE_REGEX, FieldSpec, Strict, shorthand_schema, check_field_name
 from .forms import first_field, key_of_keys, line_long_form, table_long_form
+from .matchers import Matcher, cells_matcher, pattern_matcher
 from .patterns import BoundedRegex, MatchBudget, compile_regex
 
 
@@ -39,6 +40,7 @@ class Pattern:
         self.is_regex = is_regex
         self.needle: str | None = None   # a template's longest run of literal text, which any line it takes holds
         self.regex = self._compile()
+        self._matcher: Matcher | None = None
 
     def _compile(self) -> BoundedRegex:
         if self.is_regex:
@@ -106,24 +108,15 @@ class Pattern:
         return "".join(out)
 
     def match(self, line: str, budget: MatchBudget | None = None) -> dict[str, Any] | None:
-        if self.needle is not None and self.needle not in line:
-            return None
-        m = self.regex.fullmatch(line.rstrip(), budget)
-        if m is None:
-            return None
-        values = {}
-        for name, spec in self.fields.items():
-            raw = m.group(name)
-            if raw is None:
-                values[name] = None
-                continue
-            try:
-                values[name] = spec.convert(raw)
-            except NumberTooLong:
-                raise
-            except ValueError:
-                return None
-        return values
+        """The line's values, each converted by its field; None for a line the template does not take whole
+        (trailing whitespace aside) or a value that does not convert (matchers.pattern_matcher)."""
+        return self.matcher()(line, budget or MatchBudget())
+
+    def matcher(self) -> Matcher:
+        """match as one function of the line and the budget, made when first asked for: the fields are settled."""
+        if self._matcher is None:
+            self._matcher = pattern_matcher(self.needle, self.regex, self.fields)
+        return self._matcher
 
 
 _TEMPLATES: dict[str, tuple[str, dict[str, FieldSpec], str | None]] = {}   # lessons repeat their lines
@@ -349,20 +342,7 @@ class TableItem(Strict):
         row = self.__pydantic_private__["_row"]   # not through __getattr__ (see _TemplatedLine.pattern)
         if row is not None:
             return row.match(line, budget)
-        cells = line.split()
-        if len(cells) != len(self.columns):
-            return None
-        values = {}
-        for cell, (name, spec) in zip(cells, self.columns.items()):
-            if not spec.takes(cell):
-                return None
-            try:
-                values[name] = spec.convert(cell)
-            except NumberTooLong:
-                raise
-            except ValueError:
-                return None
-        return values
+        return cells_matcher(self.columns)(line, budget)
 
     def describe_row(self) -> str:
         if self._row is not None:

@@ -1,0 +1,83 @@
+"""A line's values by a template (Pattern.match) or a table's columns (TableItem.match_row), as one function each.
+
+What the schema's objects would be asked again on each line (the needle, the
+compiled regex, each field's converter, the columns' cell regexes) is worked out
+when the function is made; the parser makes them once a schema (plan.py). A
+match gets the transcript's MatchBudget, through which every regex of a
+template goes (patterns.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .fields import FieldSpec, NumberTooLong
+from .patterns import BoundedRegex, MatchBudget
+
+Matcher = Callable[[str, MatchBudget], "dict[str, Any] | None"]
+
+
+def pattern_matcher(needle: str | None, regex: BoundedRegex, fields: dict[str, FieldSpec]) -> Matcher:
+    """The values of a line the template takes whole (trailing whitespace aside), each converted by its field,
+    or None: for a line without the needle, one the regex does not take, or a value that does not convert. A
+    number too long to convert is no such value: NumberTooLong says so to the parser."""
+    fullmatch = regex.compiled.fullmatch
+    names = tuple(fields)
+    converters = tuple(spec.converter() for spec in fields.values())
+    # A group asked for by its number, not its name: `regex` looks a name up on each call, a fifth of a
+    # microsecond. Where a field names no group (a regex's `fields:` may), each is asked for by name in turn,
+    # so that the error of that one comes where it did, after the fields before it.
+    groupindex = regex.groupindex
+    numbers = tuple(groupindex[name] for name in names) if all(name in groupindex for name in names) else None
+    several = len(names) > 1   # m.group(*numbers) is then a tuple of them, and one number's group a str
+
+    def match(line: str, budget: MatchBudget) -> dict[str, Any] | None:
+        if needle is not None and needle not in line:
+            return None
+        m = budget.match(regex, fullmatch, line.rstrip())
+        if m is None:
+            return None
+        if not names:
+            return {}
+        if numbers is None:
+            raws = (m.group(name) for name in names)
+        else:
+            raws = m.group(*numbers) if several else (m.group(numbers[0]),)
+        values = {}
+        try:
+            for name, raw, convert in zip(names, raws, converters):
+                values[name] = None if raw is None else convert(raw)
+        except NumberTooLong:
+            raise
+        except ValueError:
+            return None
+        return values
+
+    return match
+
+
+def cells_matcher(columns: dict[str, FieldSpec]) -> Matcher:
+    """The values of a row split on whitespace into as many cells as the table has columns, each a value of its
+    column (FieldSpec.takes) converted by it, or None. No regex of lessons.yaml is run: `budget` goes unused."""
+    names = tuple(columns)
+    takers = tuple(spec.cell_regex().fullmatch for spec in columns.values())
+    converters = tuple(spec.converter() for spec in columns.values())
+    width = len(names)
+
+    def match(line: str, budget: MatchBudget | None = None) -> dict[str, Any] | None:
+        cells = line.split()
+        if len(cells) != width:
+            return None
+        values = {}
+        try:   # each cell taken, then converted, in turn: a number too long is found before a later cell fails
+            for cell, name, takes, convert in zip(cells, names, takers, converters):
+                if takes(cell) is None:
+                    return None
+                values[name] = convert(cell)
+        except NumberTooLong:
+            raise
+        except ValueError:
+            return None
+        return values
+
+    return match
