@@ -46,11 +46,17 @@ class MatchBudget:
 
     def match(self, pattern: "BoundedRegex", method, text: str):
         """`method(text)` with the time left as its timeout: at most `line`, 0 once the whole is spent
-        (`regex` then stops at once), holding the interpreter's lock (see CONCURRENT)."""
+        (`regex` then stops at once), holding the interpreter's lock (see CONCURRENT).
+
+        `method` is a compiled pattern's fullmatch or search, given its arguments in their order (string, pos,
+        endpos, concurrent, partial, timeout), as `regex`'s own functions pass them: by keyword they took a
+        seventh of a short line's match more.
+        """
         start = _clock()
         left = self.deadline - start
+        line = self.line
         try:
-            return method(text, timeout=self.line if left > self.line else max(0.0, left), concurrent=CONCURRENT)
+            return method(text, None, None, CONCURRENT, False, line if left > line else max(0.0, left))
         except TimeoutError:
             raise PatternTimeout(pattern, self, whole=left <= self.line) from None
         finally:
