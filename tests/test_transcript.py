@@ -16,6 +16,7 @@ import pytest
 
 from conftest import real_lessons
 from orchestrator.transcript import patterns as patterns_module
+from orchestrator.transcript import lines as lines_module
 from orchestrator.transcript import parse as transcript_module
 from orchestrator.errors import TranscriptError
 from orchestrator.manifest.load import load_manifest
@@ -548,8 +549,8 @@ def test_output_that_goes_on_past_the_line_limit_is_not_parsed_further(schemas, 
 
     The limit is 100,000 lines; the test lowers it to 2,000, which parses the same way in a fiftieth of the time.
     """
-    assert transcript_module.MAX_LINES == 100_000
-    monkeypatch.setattr(transcript_module, "MAX_LINES", 2_000)
+    assert lines_module.MAX_LINES == 100_000
+    monkeypatch.setattr(lines_module, "MAX_LINES", 2_000)
     row = "FAILED copy: first wrong element at 1: got 2, want 3\n"
     text = seed("shared_memory.txt") + row * 4_000
     error = parse_error(schemas, DAY13, "shared_memory.txt", text)
@@ -574,7 +575,7 @@ def test_a_schema_that_ignores_blank_lines_still_sees_each_of_them(schemas):
 def _outcome(schema: OutputSchema, text: str):
     """The parse or its error, and the lines the parser is given: numbered, blank runs collapsed, rows set aside."""
     parser = transcript_module._Parser(schema, text, "t.txt")
-    lines = transcript_module._Lines(parser, text)
+    lines = lines_module.Lines(parser, text)
     read = (lines.total(), lines.taken, parser.anywhere_rows)
     try:
         return parse_transcript(schema, text, "t.txt").model_dump(), read
@@ -604,9 +605,9 @@ def test_a_text_split_at_once_parses_as_the_same_text_read_line_by_line(schemas,
         if chance.random() < 0.3:
             text = text.rstrip("\n") + chance.choice(["", " ", "\n \n", "\t"])
         for schema in kept:
-            monkeypatch.setattr(transcript_module, "SPLIT_AT_ONCE", 1 << 18)
+            monkeypatch.setattr(lines_module, "SPLIT_AT_ONCE", 1 << 18)
             split = _outcome(schema, text)
-            monkeypatch.setattr(transcript_module, "SPLIT_AT_ONCE", -1)
+            monkeypatch.setattr(lines_module, "SPLIT_AT_ONCE", -1)
             one_by_one = _outcome(schema, text)
             assert split == one_by_one, repr(text)
             differed += isinstance(split[0], tuple)
