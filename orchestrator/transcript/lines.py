@@ -52,7 +52,7 @@ class Lines:
         self.anywhere = plan.rows
         self.pure = plan.pure
         # A schema whose ignore patterns or anywhere rows could take a blank line must see each one.
-        self.collapse = not any(p.search(probe, budget) for p in ignore for probe in BLANK_PROBES) and (
+        self.collapse = not (ignore and any(p.search(probe, budget) for p in ignore for probe in BLANK_PROBES)) and (
             plan.no_blank_row or not any(match_row(probe, budget) is not None for _, match_row, _ in self.anywhere
                                          for probe in BLANK_PROBES))
         split = text.splitlines() if len(text) <= SPLIT_AT_ONCE else None
@@ -65,14 +65,48 @@ class Lines:
             self.matches = (LINES if self.collapse else ONE_LINE).finditer(text)
 
     def has(self, pos: int) -> bool:
+        """Whether the transcript has entry `pos`, reading lines up to it as needed.
+
+        A text split at once is read here: a run of blank lines is one entry too.
+        Past `pos` it reads on while a line runs no pattern to be set aside or
+        taken (the schema is `pure` and the line holds no needle): read early, it
+        fails in no way and takes no time of the budget, and the parser's next
+        lines are then mostly read already.
+        """
         taken = self.taken
         if pos < len(taken):   # the common case: a line already read
             return True
-        if self.split is not None:
-            self._read_split(pos)
-        else:
+        split = self.split
+        if split is None:
             while len(taken) <= pos and not self.done:
                 self._next()
+            return pos < len(taken)
+        at, pure, collapse, blank_until, last = self.count, self.pure, self.collapse, self.blank_until, len(split)
+        while at < last:
+            line = split[at]
+            if collapse and at < blank_until and (not line or line.isspace()):
+                end = at + 1
+                while end < blank_until and (not split[end] or split[end].isspace()):
+                    end += 1
+                taken.append((at + 1, ""))
+                at = end
+                continue
+            if pure is not None:
+                for needle in pure:
+                    if needle in line:
+                        break
+                else:   # neither ignored nor a row
+                    at += 1
+                    taken.append((at, line))
+                    continue
+            if len(taken) > pos:   # asked for no more
+                break
+            at += 1
+            self.count = at
+            self._take(line)
+        else:
+            self.done = True
+        self.count = at
         return pos < len(taken)
 
     def __getitem__(self, pos: int) -> tuple[int, str]:
@@ -84,7 +118,7 @@ class Lines:
 
     def total(self) -> int:
         if self.split is not None:
-            self._read_split(len(self.split))   # at most one entry a line: past the last
+            self.has(len(self.split))   # at most one entry a line: past the last
         while not self.done:
             self._next()
         return self.count
@@ -107,39 +141,6 @@ class Lines:
                                   f"it is not parsed further; found {clip_line(line.strip(), quote=True)}",
                                   path=self.parser.source, line=self.count)
         self._take(line)
-
-    def _read_split(self, pos: int) -> None:
-        """Lines of a text split at once read until entry `pos` is taken or the text ends; a run of blank lines
-        is one entry here too. Past `pos` it reads on while a line runs no pattern to be set aside or taken (the
-        schema is `pure` and the line holds no needle): read early, it fails in no way and takes no time of the
-        budget, and the parser's next lines are then mostly read already."""
-        split, taken, at, pure = self.split, self.taken, self.count, self.pure
-        collapse, blank_until, last = self.collapse, self.blank_until, len(split)
-        while at < last:
-            line = split[at]
-            if collapse and at < blank_until and (not line or line.isspace()):
-                end = at + 1
-                while end < blank_until and (not split[end] or split[end].isspace()):
-                    end += 1
-                taken.append((at + 1, ""))
-                at = end
-                continue
-            if pure is not None:
-                for needle in pure:
-                    if needle in line:
-                        break
-                else:   # neither ignored nor a row
-                    at += 1
-                    taken.append((at, line))
-                    continue
-            if len(taken) > pos:
-                break
-            at += 1
-            self.count = at
-            self._take(line)
-        else:
-            self.done = True
-        self.count = at
 
     def _take(self, line: str) -> None:
         """The line just read, numbered self.count: set aside (ignored, an anywhere row) or taken."""

@@ -33,6 +33,10 @@ class Row(BaseModel):
     values: dict[str, Value]
 
 
+# Row(**fields), without BaseModel.__init__ in between: a table's rows are made by the dozen each parse.
+_row = Row.__pydantic_validator__.validate_python
+
+
 class Block(BaseModel):
     key: str
     line: int
@@ -224,13 +228,13 @@ class _Parser:
                 if node.optional or node.min == 0:
                     return pos
                 raise self.error(p, f"expected a row of table {node.table!r}: {node.item.describe_row()}")
-        most = node.max
+        most, rules, key = node.max, node.rules, node.key
         while p < len(taken) or lines.has(p):
             self.at = entry = taken[p]
             no, line = entry
             if not line.strip():
                 break
-            if node.rules and _is_rule(line):
+            if rules and _is_rule(line):
                 p += 1
                 continue
             if first is not None and first[0] is entry:
@@ -240,7 +244,7 @@ class _Parser:
             if values is not None:
                 if most is not None and len(rows) >= most:
                     raise self.error(p, f"table {node.table!r} has more than {most} rows")
-                rows.append(Row(key=node.key(values, len(rows)), line=no, values=values))
+                rows.append(_row({"key": key(values, len(rows)), "line": no, "values": values}))
                 p += 1
                 continue
             for name, match in node.notes:
@@ -269,7 +273,7 @@ class _Parser:
                 raise TranscriptError(f"table {node.table!r} repeats key {quoted(row.key)} "
                                       f"(first at line {seen[row.key]})", path=self.source, line=row.line)
             seen[row.key] = row.line
-        if node.keys is not None:
+        if node.keys is not None and seen.keys() != node.key_set:   # the same keys, in any order: no more to say
             missing = [k for k in node.keys if k not in seen]
             extra = [k for k in seen if k not in node.keys]
             if missing or extra:

@@ -41,7 +41,7 @@ class LinePlan:
 
 class TablePlan:
     __slots__ = ("item", "table", "header", "header_line", "match_row", "needle", "rules", "notes", "key_columns",
-                 "min", "max", "keys", "optional", "anywhere")
+                 "min", "max", "keys", "key_set", "optional", "anywhere")
 
     def __init__(self, item: TableItem):
         self.item = item
@@ -58,6 +58,7 @@ class TablePlan:
         count = item.row_count
         self.min, self.max = count.min, count.max
         self.keys = item.keys
+        self.key_set = frozenset(item.keys or ())
         self.optional = item.optional
         self.anywhere = item.anywhere
 
