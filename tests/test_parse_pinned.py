@@ -6,6 +6,10 @@ included: a flag's True is not a row's 1), or the TranscriptError's message,
 line and item. A change to the parser that changes any of them fails here,
 naming the texts. When a change is meant, run this file
 (`python tests/test_parse_pinned.py`) to write the digests again.
+
+The functions the parser matches lines with (transcript/matchers.py) and the
+fields' converters are checked here too, against the plain definitions they
+stand for: the regex and each field's convert, line by line.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +25,11 @@ import pytest
 from conftest import interleaved
 from orchestrator.errors import TranscriptError
 from orchestrator.manifest.load import load_manifest
+from orchestrator.transcript.fields import FieldSpec, NumberTooLong
+from orchestrator.transcript.matchers import cells_matcher
 from orchestrator.transcript.parse import Block, Row, Scope, parse_transcript
+from orchestrator.transcript.patterns import MatchBudget
+from orchestrator.transcript.schema import LineItem, SectionItem, TableItem
 
 HERE = Path(__file__).parent
 COURSE = HERE / "data" / "course"
@@ -128,6 +137,164 @@ def test_each_row_block_and_scope_is_what_validating_it_would_make(name):
 
     check(transcript.scope)
     assert seen[Row] > 0
+
+
+# -- the matchers against the plain definitions they stand for ------------------------------------------
+def _converted(spec: FieldSpec, text: str):
+    """FieldSpec.convert as it was written before it was one function a spec: strip, missing, suffix, type."""
+    text = text.strip()
+    if spec.missing is not None and text == spec.missing:
+        return None
+    if spec.suffix and text.endswith(spec.suffix):
+        text = text[: -len(spec.suffix)]
+    if spec.type == "int":
+        digits, limit = len(text.lstrip("+-")), getattr(sys, "get_int_max_str_digits", lambda: 0)()
+        if limit and digits > limit:
+            raise NumberTooLong(text, digits, limit)
+        return int(text)
+    if spec.type == "float":
+        return float(text)
+    if spec.type == "floats":
+        return [float(part) for part in re.split(r"[ \t]*,[ \t]*|[ \t]+", text) if part]
+    if spec.type == "bool":
+        return text in ("yes", "true")
+    return text
+
+
+def _by_fields(fields: dict, found):
+    """A line's values by name, each converted by its field; None where one does not convert."""
+    values = {}
+    for name, spec in fields.items():
+        raw = found.group(name)
+        if raw is None:
+            values[name] = None
+            continue
+        try:
+            values[name] = _converted(spec, raw)
+        except NumberTooLong:
+            raise
+        except ValueError:
+            return None
+    return values
+
+
+def _by_pattern(pattern, line: str):
+    """Pattern.match as it was written before it was one function a pattern: the needle, the regex, each field."""
+    if pattern.needle is not None and pattern.needle not in line:
+        return None
+    found = pattern.regex.compiled.fullmatch(line.rstrip())
+    return None if found is None else _by_fields(pattern.fields, found)
+
+
+def _row_by_cells(columns: dict, line: str):
+    """TableItem.match_row of a table of columns, as it was written: each cell taken by its regex, converted."""
+    cells = line.split()
+    if len(cells) != len(columns):
+        return None
+    values = {}
+    for cell, (name, spec) in zip(cells, columns.items()):
+        if re.fullmatch(spec.value_regex(), cell) is None:
+            return None
+        try:
+            values[name] = _converted(spec, cell)
+        except NumberTooLong:
+            raise
+        except ValueError:
+            return None
+    return values
+
+
+def _outcome_of(make, *args):
+    try:
+        value = make(*args)
+    except NumberTooLong as exc:
+        return ("too long", str(exc))
+    return repr(value), [type(v) for v in (value or {}).values()]
+
+
+SPECS = [FieldSpec(type=kind, **extra) for kind in ("int", "float", "str", "word", "bool", "floats")
+         for extra in ({}, {"suffix": "x"}, {"missing": "-"}, {"suffix": "ms", "missing": "n/a"})]
+TEXTS = ["7", " 7 ", "-7", "+7", "7x", "7.5", " 7.5x", "1e3", ".5", "inf", "nan", "-", " - ", "n/a", "yes", "no",
+         "true", "1 2.5, -3e2\t4", "1_000", "\u0661\u0662", "abc", "", " ", "x", "7 x", "1" * 700, "2" * 5000,
+         "\u00a07\u2009", "7ms", "1.5ms "]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda spec: f"{spec.type}-{spec.suffix}-{spec.missing}")
+def test_each_converter_converts_as_the_spec_says(spec):
+    for text in TEXTS:
+        for convert in (spec.convert, spec.converter()):
+            try:
+                made = ("value", convert(text))
+            except NumberTooLong as exc:
+                made = ("too long", str(exc))
+            except ValueError:
+                made = ("no value", None)
+            try:
+                expected = ("value", _converted(spec, text))
+            except NumberTooLong as exc:
+                expected = ("too long", str(exc))
+            except ValueError:
+                expected = ("no value", None)
+            assert repr(made) == repr(expected) and type(made[1]) is type(expected[1]), (spec, text)
+
+
+def _lines_tried() -> list[str]:
+    """Every line of every seed, each also with its digits made letters, its blanks other whitespace, a number
+    5,000 digits long and a trailing blank."""
+    lines = set()
+    for path in SEEDS.glob("*.txt"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            lines |= {line, line + " ", re.sub(r"\d", "x", line, count=1), line.replace(" ", "\u00a0"),
+                      line.replace(" ", "\t"), re.sub(r"\d+", "7" * 5000, line, count=1), FAILURE}
+    return sorted(lines)
+
+
+def test_each_matcher_gives_what_matching_by_the_fields_gives():
+    """A pattern's matcher (numbered groups, converters made once, a plain float by float) and a table's cells'
+    (word and str cells as they are) give, on each line, what the regex and each field's convert give."""
+    def items(listed):
+        for item in listed:
+            yield item
+            if isinstance(item, SectionItem):
+                yield from items(item.items)
+
+    lines = _lines_tried()
+    tried = 0
+    for schema in _schemas().values():
+        for item in items(schema.items):
+            patterns = []
+            if isinstance(item, LineItem):
+                patterns.append(item.pattern)
+            elif isinstance(item, TableItem):
+                patterns += [note.pattern for note in item.notes]
+                if item.header_pattern is not None:
+                    patterns.append(item.header_pattern)
+                if item.row is not None:
+                    patterns.append(item.__pydantic_private__["_row"])
+                else:
+                    cells = cells_matcher(item.columns)
+                    for line in lines:
+                        assert _outcome_of(cells, line) == _outcome_of(_row_by_cells, item.columns, line), line
+                        tried += 1
+            for pattern in patterns:
+                for line in lines:
+                    matched = _outcome_of(pattern.matcher(), line, MatchBudget())
+                    assert matched == _outcome_of(_by_pattern, pattern, line), (pattern.source, line)
+                    tried += 1
+    assert tried > 10_000
+
+
+def test_a_cell_split_on_whitespace_is_whole_to_word_and_str():
+    """What lets a word or str cell be its value as it is: at every code point, str.split, str.strip and `re`'s
+    \\s agree on what is whitespace, and `.` takes whatever is not."""
+    word, text = re.compile(r"\S+"), re.compile(r".+?")
+    for point in range(sys.maxunicode + 1):
+        if 0xD800 <= point <= 0xDFFF:
+            continue
+        char = chr(point)
+        blank = char.isspace()
+        assert (word.fullmatch(char) is None) == blank == (("a" + char + "b").split() == ["a", "b"]), hex(point)
+        assert blank or (text.fullmatch(char) is not None and char.strip() == char), hex(point)
 
 
 if __name__ == "__main__":
