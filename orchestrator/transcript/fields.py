@@ -163,13 +163,17 @@ class FieldSpec(Strict):
 
 def _to_int(text: str) -> int:
     text = text.strip()   # stripped already by convert, but not when it is the whole of a field's converter
-    if len(text) <= _DIGITS_ALWAYS:
-        return int(text)
+    if len(text) > _DIGITS_ALWAYS:
+        check_digits(text)
+    return int(text)
+
+
+def check_digits(text: str) -> None:
+    """NumberTooLong if `text`, an int's, has more digits than Python converts to an int."""
     digits = len(text.lstrip("+-"))
     limit = _INT_DIGITS()
     if limit and digits > limit:
         raise NumberTooLong(text, digits, limit)
-    return int(text)
 
 
 def _to_floats(text: str) -> list[float]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .fields import FieldSpec, NumberTooLong
+from .fields import FieldSpec, NumberTooLong, check_digits
 from .patterns import BoundedRegex, MatchBudget
 
 Matcher = Callable[[str, MatchBudget], "dict[str, Any] | None"]
@@ -23,7 +23,7 @@ def pattern_matcher(needle: str | None, regex: BoundedRegex, fields: dict[str, F
     number too long to convert is no such value: NumberTooLong says so to the parser."""
     fullmatch = regex.compiled.fullmatch
     names = tuple(fields)
-    # A template's float field is what its value regex takes, no whitespace at either end (regex: true's may be).
+    # A template's group is what its field's value regex takes (regex: true's groups may be anything).
     converters = tuple(spec.converter() if regex.written else _unspaced(spec) for spec in fields.values())
     # A group asked for by its number, not its name: `regex` looks a name up on each call, a fifth of a
     # microsecond. Where a field names no group (a regex's `fields:` may), each is asked for by name in turn,
@@ -51,6 +51,8 @@ def pattern_matcher(needle: str | None, regex: BoundedRegex, fields: dict[str, F
         except NumberTooLong:
             raise
         except ValueError:
+            if convert is int:   # the value that did not convert, by int itself: too long, or no int
+                check_digits(raw)
             return None
         return values
 
@@ -84,6 +86,8 @@ def cells_matcher(columns: dict[str, FieldSpec]) -> Matcher:
         except NumberTooLong:
             raise
         except ValueError:
+            if convert is int:   # as in pattern_matcher
+                check_digits(cell)
             return None
         return values
 
@@ -91,8 +95,17 @@ def cells_matcher(columns: dict[str, FieldSpec]) -> Matcher:
 
 
 def _unspaced(spec: FieldSpec) -> Callable[[str], Any]:
-    """spec.converter() for a text with no whitespace at either end, which strip would keep as it is: `float`
-    itself for a plain float field, a fifth of its time."""
-    if spec.type == "float" and spec.missing is None and not spec.suffix:
-        return float
+    """spec.converter() for a text its value regex took whole (a template's group, a table's cell), which has no
+    whitespace at either end and its suffix, where there is one, at its end: `float` or `int` itself for a plain
+    number, a fifth of its time. An int's text too long to convert fails int: the matcher then says so
+    (check_digits), as the converter would have."""
+    if spec.missing is None:
+        if not spec.suffix:
+            if spec.type == "float":
+                return float
+            if spec.type == "int":
+                return int
+        elif spec.type == "float":
+            cut = -len(spec.suffix)
+            return lambda text: float(text[:cut])
     return spec.converter()
