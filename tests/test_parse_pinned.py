@@ -14,6 +14,7 @@ stand for: the regex and each field's convert, line by line.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import re
@@ -25,11 +26,12 @@ import pytest
 from conftest import interleaved
 from orchestrator.errors import TranscriptError
 from orchestrator.manifest.load import load_manifest
+from orchestrator.transcript import plan as plan_module
 from orchestrator.transcript.fields import FieldSpec, NumberTooLong
 from orchestrator.transcript.matchers import cells_matcher
 from orchestrator.transcript.parse import Block, Row, Scope, parse_transcript
 from orchestrator.transcript.patterns import MatchBudget
-from orchestrator.transcript.schema import LineItem, SectionItem, TableItem
+from orchestrator.transcript.schema import LineItem, OutputSchema, SectionItem, TableItem
 
 HERE = Path(__file__).parent
 COURSE = HERE / "data" / "course"
@@ -137,6 +139,18 @@ def test_each_row_block_and_scope_is_what_validating_it_would_make(name):
 
     check(transcript.scope)
     assert seen[Row] > 0
+
+
+def test_a_schemas_plan_is_made_once_and_goes_with_it():
+    """The parser's plan of a schema (plan.py) is kept by the schema's id while the schema lives, not after."""
+    schema = OutputSchema.model_validate({"items": [{"line": "n = {n:int}"}]})
+    first = plan_module.plan_of(schema)
+    assert parse_transcript(schema, "n = 3\n").scope.values == {"n": 3} and plan_module.plan_of(schema) is first
+    key = id(schema)
+    assert plan_module._PLANS[key][1] is first
+    del schema, first
+    gc.collect()
+    assert key not in plan_module._PLANS
 
 
 # -- the matchers against the plain definitions they stand for ------------------------------------------

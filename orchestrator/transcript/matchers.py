@@ -97,8 +97,8 @@ def cells_matcher(columns: dict[str, FieldSpec]) -> Matcher:
 def _unspaced(spec: FieldSpec) -> Callable[[str], Any]:
     """spec.converter() for a text its value regex took whole (a template's group, a table's cell), which has no
     whitespace at either end and its suffix, where there is one, at its end: `float` or `int` itself for a plain
-    number, a fifth of its time. An int's text too long to convert fails int: the matcher then says so
-    (check_digits), as the converter would have."""
+    number, with no call of Python's between. An int's text too long to convert fails int: the matcher then says
+    so (check_digits), as the converter would have."""
     if spec.missing is None:
         if not spec.suffix:
             if spec.type == "float":

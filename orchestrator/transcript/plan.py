@@ -29,6 +29,8 @@ Stops = tuple[tuple[str | None, Matcher], ...]
 
 
 class LinePlan:
+    """A line item: its matcher, whether it may be left out, its flag, and what an absent one sets."""
+
     __slots__ = ("match", "optional", "flag", "absent", "expected")
 
     def __init__(self, item: LineItem):
@@ -40,6 +42,8 @@ class LinePlan:
 
 
 class TablePlan:
+    """A table: its header's and rows' matchers, its notes', its counts and keys (TableItem's, worked out)."""
+
     __slots__ = ("item", "table", "header", "header_line", "match_row", "needle", "rules", "notes", "key_columns",
                  "min", "max", "keys", "key_set", "optional", "anywhere")
 
@@ -73,6 +77,8 @@ class TablePlan:
 
 
 class TextPlan:
+    """Free text and the most lines it may have."""
+
     __slots__ = ("text", "max_lines")
 
     def __init__(self, item: TextItem):
@@ -81,6 +87,8 @@ class TextPlan:
 
 
 class SectionPlan:
+    """A section: its first line's matcher, its counts and key columns, and its own items planned."""
+
     __slots__ = ("section", "first", "first_line", "key_columns", "min", "max", "items", "at")
 
     def __init__(self, item: SectionItem, outer: Stops, at: tuple):

@@ -339,6 +339,7 @@ class TableItem(Strict):
         return self.__pydantic_private__["_header"]   # not through __getattr__ (see _TemplatedLine.pattern)
 
     def match_row(self, line: str, budget: MatchBudget | None = None) -> dict[str, Any] | None:
+        """A row's values, or None (matchers.py). The parser makes its row's matcher once a schema (plan.py)."""
         row = self.__pydantic_private__["_row"]   # not through __getattr__ (see _TemplatedLine.pattern)
         if row is not None:
             return row.match(line, budget)
