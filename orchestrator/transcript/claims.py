@@ -16,7 +16,8 @@ from typing import Any, Iterator
 from pydantic import BaseModel, Field
 
 from ..words import quoted
-from .expressions import (ALLOWED, EVAL_ERRORS, FUNCTIONS, Budget, ExpressionError, FieldView, OutOfBudget, evaluate,
+from .compiled import evaluator
+from .expressions import (ALLOWED, EVAL_ERRORS, FUNCTIONS, Budget, ExpressionError, FieldView, OutOfBudget,
                           explain, parse_expression, quote)
 from .schema import LineItem, NoteItem, OutputSchema, SectionItem, TableItem
 from .parse import Row, Scope, Transcript
@@ -290,14 +291,14 @@ def evaluate_claim(schema: OutputSchema, transcript: Transcript, claim: Any,
         elements = [("", {**outer, **scope})]
     failures: list[str] = []
     checked = 0
-    budget = Budget()
+    evaluate = evaluator(Budget())   # every element's evaluations spend the claim's one budget
     for label, names in elements:
         where = f"{label}: " if label else ""
         try:
-            if claim.where is not None and not evaluate(claim.where, names, budget)[0]:
+            if claim.where is not None and not evaluate(claim.where, names)[0]:
                 continue
             checked += 1
-            held, notes = evaluate(claim.expression, names, budget)
+            held, notes = evaluate(claim.expression, names)
             if not held:
                 failures.append(f"{where}{claim.expression} is false{explain(claim.expression, names, notes)}")
         except OutOfBudget as exc:

@@ -25,8 +25,7 @@ class Explaining:
             mark, value = len(self.notes), self._eval(part)  # type: ignore[attr-defined]
             if not value:
                 if not self._inside:
-                    text = ast.get_source_segment(self.expr.strip(), part)
-                    self.notes.insert(mark, f"the part of 'and' that is false: {text}")
+                    self.notes.insert(mark, false_part(ast.get_source_segment(self.expr.strip(), part)))
                 return value
         return value
 
@@ -34,12 +33,24 @@ class Explaining:
         """`==` between two lists (a `floats` field, a list of values) notes the first element that differs."""
         result = super()._eval_compare(node)  # type: ignore[misc]
         if not result and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
-            a, b = self._eval(node.left), self._eval(node.comparators[0])  # type: ignore[attr-defined]
-            if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-                i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
-                self.notes.append(f"the lists differ in length: {len(a)} and {len(b)}" if i is None
-                                  else f"first element to differ: [{i}] {a[i]!r} != {b[i]!r}")
+            note = difference(self._eval(node.left), self._eval(node.comparators[0]))  # type: ignore[attr-defined]
+            if note is not None:
+                self.notes.append(note)
         return result
+
+
+def false_part(text: str | None) -> str:
+    """The note of an `and` that is false, naming the part that is."""
+    return f"the part of 'and' that is false: {text}"
+
+
+def difference(a, b) -> str | None:
+    """The note of a false `==` between two lists or tuples: where they first differ (None for other values)."""
+    if not (isinstance(a, (list, tuple)) and isinstance(b, (list, tuple))):
+        return None
+    i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    return (f"the lists differ in length: {len(a)} and {len(b)}" if i is None
+            else f"first element to differ: [{i}] {a[i]!r} != {b[i]!r}")
 
 
 def first_break(values: list, holds) -> int | None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 import math
 import operator
-import threading
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -60,10 +59,10 @@ def _zip(*iterables) -> list:
 
 
 # increasing(values) and the like: how each value must follow the one before it, and what a break says
-_MONOTONE = {"increasing": operator.lt, "decreasing": operator.gt,
-             "non_decreasing": operator.le, "non_increasing": operator.ge}
-_WORDS = {"increasing": "is not above", "decreasing": "is not below",
-          "non_decreasing": "is below", "non_increasing": "is above"}
+MONOTONE = {"increasing": operator.lt, "decreasing": operator.gt,
+            "non_decreasing": operator.le, "non_increasing": operator.ge}
+MONOTONE_WORDS = {"increasing": "is not above", "decreasing": "is not below",
+                  "non_decreasing": "is below", "non_increasing": "is above"}
 
 
 def _monotone(holds):
@@ -77,10 +76,10 @@ FUNCTIONS = {
     "dims": lambda text: tuple(int(part) for part in str(text).split("x")),
     "floor": math.floor, "isclose": math.isclose, "len": len, "log2": math.log2, "max": max, "min": min,
     "round": _round, "sorted": sorted, "sqrt": math.sqrt, "sum": _sum, "zip": _zip,
-    **{name: _monotone(holds) for name, holds in _MONOTONE.items()},
+    **{name: _monotone(holds) for name, holds in MONOTONE.items()},
 }
 ALLOWED = ", ".join(sorted(FUNCTIONS))
-_EXPLAINED = {"all", "any", *_MONOTONE}
+EXPLAINED = {"all", "any", *MONOTONE}
 
 
 class LimitExceeded(Exception):
@@ -98,6 +97,10 @@ class FieldView:
 
     def describe(self) -> str:
         raise NotImplementedError
+
+    def missing(self, name: str) -> KeyError:
+        """The error of reading a field it has not: it names those it has."""
+        return KeyError(f"{self.describe()} has no field {quoted(name)} (it has {', '.join(map(shown, self.fields))})")
 
 
 # -- what an expression may contain ----------------------------------------------
@@ -153,7 +156,7 @@ def parse_expression(text: str) -> Expression:
     except ValueError as exc:      # a NUL character
         raise ExpressionError(text, str(exc), syntax=True) from None
     except (RecursionError, MemoryError):
-        raise ExpressionError(text, _too_deep()) from None
+        raise ExpressionError(text, too_deep()) from None
     bound: set[str] = set()
     names: set[str] = set()
     called: set[str] = set()
@@ -161,7 +164,7 @@ def parse_expression(text: str) -> Expression:
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH and isinstance(node, ast.expr):
-            raise ExpressionError(text, _too_deep())
+            raise ExpressionError(text, too_deep())
         _check_node(text, node)
         if isinstance(node, ast.Name):
             names.add(node.id)
@@ -175,7 +178,7 @@ def parse_expression(text: str) -> Expression:
                       references=tuple(_references(text, tree.body, bound)))
 
 
-def _too_deep() -> str:
+def too_deep() -> str:
     return f"nests more than {MAX_DEPTH} levels deep (each operator of a chain such as a + b + c is a level)"
 
 
@@ -328,7 +331,7 @@ OPERATORS = {**DEFAULT_OPERATORS, ast.Add: operator.add, ast.Mult: _multiply, as
              ast.LShift: _lshift, ast.RShift: operator.rshift, ast.Mod: _modulo}
 _CHECKED = frozenset({ast.BinOp, ast.UnaryOp, ast.Call, ast.Subscript, ast.List, ast.Tuple, ast.Dict, ast.Set,
                       ast.ListComp, ast.GeneratorExp, ast.DictComp})   # ast's own nodes: none is subclassed
-_SCALARS = frozenset({int, float, str, bool, type(None), bytes, complex})   # nothing forbidden can be inside
+SCALARS = frozenset({int, float, str, bool, type(None), bytes, complex})   # nothing forbidden can be inside
 
 
 class _Evaluator(Explaining, EvalWithCompoundTypes):
@@ -356,7 +359,7 @@ class _Evaluator(Explaining, EvalWithCompoundTypes):
         except KeyError:
             raise FeatureNotAvailable(f"Sorry, {type(node).__name__} is not available in this evaluator") from None
         result = handler(node)
-        if type(result) not in _SCALARS:
+        if type(result) not in SCALARS:
             self._check_disallowed_items(result)
         if type(node) in _CHECKED:
             self.budget.check(result)
@@ -365,7 +368,7 @@ class _Evaluator(Explaining, EvalWithCompoundTypes):
     def _check_disallowed_items(self, item):
         """simpleeval looks through every list for modules and forbidden functions, in every
         step; nothing a claim sees holds either, and the look costs time a claim has not got."""
-        if type(item) not in _SCALARS and not isinstance(item, (list, tuple, set, frozenset, dict)):
+        if type(item) not in SCALARS and not isinstance(item, (list, tuple, set, frozenset, dict)):
             super()._check_disallowed_items(item)
 
     def _eval_comprehension(self, node):
@@ -384,20 +387,19 @@ class _Evaluator(Explaining, EvalWithCompoundTypes):
         try:
             return value.fields[node.attr]
         except KeyError:
-            raise KeyError(f"{value.describe()} has no field {quoted(node.attr)} "
-                           f"(it has {', '.join(map(shown, value.fields))})") from None
+            raise value.missing(node.attr) from None
 
     def _eval_call(self, node):
         name = node.func.id if isinstance(node.func, ast.Name) else None
-        if name in _EXPLAINED and len(node.args) == 1 and not node.keywords:
+        if name in EXPLAINED and len(node.args) == 1 and not node.keywords:
             argument = node.args[0]
             if isinstance(argument, (ast.GeneratorExp, ast.ListComp)) and len(argument.generators) == 1:
                 return self._explained(name, argument)
-            if name in _MONOTONE:
+            if name in MONOTONE:
                 values = list(self._eval(argument))
-                index = first_break(values, _MONOTONE[name])
+                index = first_break(values, MONOTONE[name])
                 if index is not None:
-                    self.notes.append(f"item {index} ({values[index]!r}) {_WORDS[name]} "
+                    self.notes.append(f"item {index} ({values[index]!r}) {MONOTONE_WORDS[name]} "
                                       f"item {index - 1} ({values[index - 1]!r})")
                 return index is None
         return super()._eval_call(node)
@@ -422,20 +424,20 @@ class _Evaluator(Explaining, EvalWithCompoundTypes):
                 self._max_count += 1
                 if self._max_count > MAX_ITERATIONS:
                     raise LimitExceeded(f"comprehensions went round more than {MAX_ITERATIONS} times")
-                _bind(generator.target, item, bound)
+                bind(generator.target, item, bound)
                 if not all(self._eval(condition) for condition in generator.ifs):
                     continue
                 mark = len(self.notes)
                 value = self._eval(comprehension.elt)
                 if name == "all" and not value:
-                    self.notes.insert(mark, f"first {target()} to break it: {_show(item)}")
+                    self.notes.insert(mark, f"first {target()} to break it: {show_value(item)}")
                     return False
                 if name == "any" and value:
                     del self.notes[mark:]
                     return True
-                if name in _MONOTONE and seen and not _MONOTONE[name](seen[-1][1], value):
-                    self.notes.insert(mark, f"first {target()} to break it: {_show(item)} "
-                                            f"({value!r} {_WORDS[name]} {seen[-1][1]!r})")
+                if name in MONOTONE and seen and not MONOTONE[name](seen[-1][1], value):
+                    self.notes.insert(mark, f"first {target()} to break it: {show_value(item)} "
+                                            f"({value!r} {MONOTONE_WORDS[name]} {seen[-1][1]!r})")
                     return False
                 del self.notes[mark:]
                 seen.append((item, value))
@@ -444,20 +446,22 @@ class _Evaluator(Explaining, EvalWithCompoundTypes):
             self._inside -= 1
         if name == "any":
             self.notes.append(f"no {target()} of {len(seen)} holds it"
-                              + (f", the first: {_show(seen[0][0])}" if seen else ""))
+                              + (f", the first: {show_value(seen[0][0])}" if seen else ""))
             return False
         return True
 
 
-def _bind(target: ast.expr, value: Any, bound: dict[str, Any]) -> None:
+def bind(target: ast.expr, value: Any, bound: dict[str, Any]) -> None:
+    """A comprehension's target bound to one item, into tuples and lists as deep as they go."""
     if isinstance(target, ast.Name):
         bound[target.id] = value
     else:
         for part, item in zip(target.elts, value):  # type: ignore[attr-defined]
-            _bind(part, item, bound)
+            bind(part, item, bound)
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
+    """An element or a value as a note shows it: a row or block by its key and fields, cut at 200 characters."""
     text = value.describe() if isinstance(value, FieldView) else repr(value)
     return text if len(text) <= 200 else text[:200] + "..."
 
@@ -466,23 +470,14 @@ EVAL_ERRORS = (InvalidExpression, LimitExceeded, ExpressionError, TypeError, Key
                 ArithmeticError, AttributeError, IndexError)
 
 
-# One evaluator a thread, reset for each evaluation: making one cost more than most claims take to evaluate.
-_EVALUATORS = threading.local()
-
-
 def evaluate(text: str, names: dict[str, Any], budget: Budget) -> tuple[Any, list[str]]:
-    expression = parse_expression(text)
-    evaluator = getattr(_EVALUATORS, "one", None)
-    if evaluator is None:
-        evaluator = _EVALUATORS.one = _Evaluator(names, budget)
-    else:
-        evaluator.reset(names, budget)
+    """The walk, simpleeval's, node by node: what an expression is. Claims evaluate its compiled form
+    (compiled.py), which does the same in a fraction of the time; tests/test_compiled.py holds them equal."""
+    evaluator = _Evaluator(names, budget)
     try:
-        return evaluator.eval(text, previously_parsed=expression.body), evaluator.notes
+        return evaluator.eval(text, previously_parsed=parse_expression(text).body), evaluator.notes
     except RecursionError:
-        raise LimitExceeded(_too_deep()) from None
-    finally:
-        evaluator.names = {}   # holds no transcript past its evaluation
+        raise LimitExceeded(too_deep()) from None
 
 
 def explain(text: str, names: dict[str, Any], notes: list[str]) -> str:
@@ -495,6 +490,6 @@ def explain(text: str, names: dict[str, Any], notes: list[str]) -> str:
             value = _Evaluator(names, Budget())._eval(node)
         except EVAL_ERRORS:
             continue
-        shown[source] = f"{source} = {_show(value)}"
+        shown[source] = f"{source} = {show_value(value)}"
     values = f" ({', '.join(shown[k] for k in sorted(shown))})" if shown else ""
     return values + "".join(f"; {note}" for note in notes)
