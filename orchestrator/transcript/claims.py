@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 from functools import lru_cache
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from pydantic import BaseModel, Field
 
@@ -65,10 +65,11 @@ class TableView:
     def __getitem__(self, key: Any) -> RowView:
         if isinstance(key, tuple):
             key = "/".join(str(k) for k in key)
-        if isinstance(key, int) and not any(r.key == str(key) for r in self.rows):
+        wanted = str(key)
+        if isinstance(key, int) and not any(r.key == wanted for r in self.rows):
             return RowView(self.rows[key], self.name)
         for row in self.rows:
-            if row.key == str(key):
+            if row.key == wanted:
                 return RowView(row, self.name)
         raise KeyError(f"table {self.name!r} has no row {quoted(key)}")
 
@@ -120,14 +121,15 @@ def names_in_scope(items: list, scope: Scope) -> dict[str, Any]:
     """What each name a claim reads in a parsed scope stands for: a field's value, a table, a section's blocks
     (transcript/across.py reads each run's so)."""
     names: dict[str, Any] = {}
+    values, tables = scope.values, scope.tables
     for item in items:
         if isinstance(item, LineItem):
             for field in item.names:
-                names[field] = scope.values.get(field)
+                names[field] = values.get(field)
         elif isinstance(item, TableItem):
-            names[item.table] = TableView(item.table, scope.tables.get(item.table, []))
+            names[item.table] = TableView(item.table, tables.get(item.table, []))
             for note in item.notes:
-                names[note.name] = TableView(note.name, scope.tables.get(note.name, []))
+                names[note.name] = TableView(note.name, tables.get(note.name, []))
         elif isinstance(item, SectionItem):
             blocks = [BlockView(item.section, b.key, names_in_scope(item.items, b.scope))
                       for b in scope.sections.get(item.section, [])]
@@ -135,10 +137,10 @@ def names_in_scope(items: list, scope: Scope) -> dict[str, Any]:
     return names
 
 
-def _elements(items: list, scope: Scope, path: list[str], label: str,
-              outer: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Yield (label, names) for every element an `each` path reaches."""
-    here = {**outer, **names_in_scope(items, scope)}
+def _elements(items: list, scope: Scope, path: list[str], label: str, outer: dict[str, Any],
+              names: Callable[[list, Scope], dict[str, Any]] = names_in_scope) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield (label, names) for every element an `each` path reaches; `names` makes a scope's names_in_scope."""
+    here = {**outer, **names(items, scope)}
     head, rest = path[0], path[1:]
     for item in items:
         if isinstance(item, TableItem) and item.table == head:
@@ -151,9 +153,9 @@ def _elements(items: list, scope: Scope, path: list[str], label: str,
             for block in scope.sections.get(head, []):
                 block_label = f"{label}{head}[{block.key}]"
                 if rest:
-                    yield from _elements(item.items, block.scope, rest, block_label + ".", here)
+                    yield from _elements(item.items, block.scope, rest, block_label + ".", here, names)
                 else:
-                    yield block_label, {**here, **names_in_scope(item.items, block.scope)}
+                    yield block_label, {**here, **names(item.items, block.scope)}
 
 
 # -- static check ---------------------------------------------------------------
@@ -213,7 +215,13 @@ EXTRA_NAMES = ("resources",)
 
 
 def uses_resources(claim: Any) -> bool:
-    texts = [claim.expression] + ([claim.where] if claim.where else [])
+    return _reads_resources(claim.expression, claim.where)
+
+
+@lru_cache(maxsize=4096)
+def _reads_resources(expression: str, where: str | None) -> bool:
+    """Worked out once a claim's texts: every evaluation of a lesson's claims asks it of each."""
+    texts = [expression] + ([where] if where else [])
     try:
         return any("resources" in parse_expression(text).free for text in texts)
     except ExpressionError:
@@ -289,38 +297,65 @@ def evaluate_claim(schema: OutputSchema, transcript: Transcript, claim: Any,
     else:
         scope = names_in_scope(schema.items, transcript.scope) if scope is None else scope
         elements = [("", {**outer, **scope})]
+    return _judged(claim, elements)
+
+
+def _judged(claim: Any, elements: list[tuple[str, dict[str, Any]]]) -> ClaimResult:
+    """A claim evaluated on its elements (they are read, never changed: claims of one `each` share them)."""
+    expression, where_text = claim.expression, claim.where
     failures: list[str] = []
     checked = 0
     evaluate = evaluator(Budget())   # every element's evaluations spend the claim's one budget
     for label, names in elements:
-        where = f"{label}: " if label else ""
         try:
-            if claim.where is not None and not evaluate(claim.where, names)[0]:
+            if where_text is not None and not evaluate(where_text, names)[0]:
                 continue
             checked += 1
-            held, notes = evaluate(claim.expression, names)
+            held, notes = evaluate(expression, names)
             if not held:
-                failures.append(f"{where}{claim.expression} is false{explain(claim.expression, names, notes)}")
+                failures.append(f"{_where(label)}{expression} is false{explain(expression, names, notes)}")
         except OutOfBudget as exc:
-            failures.append(f"{where}cannot evaluate {claim.expression!r}: {exc}")
+            failures.append(f"{_where(label)}cannot evaluate {expression!r}: {exc}")
             break
         except ExpressionError as exc:
-            failures.append(f"{where}cannot evaluate {claim.expression!r}: {exc.reason}")
+            failures.append(f"{_where(label)}cannot evaluate {expression!r}: {exc.reason}")
         except EVAL_ERRORS as exc:
-            failures.append(f"{where}cannot evaluate {claim.expression!r}: {exc}")
+            failures.append(f"{_where(label)}cannot evaluate {expression!r}: {exc}")
     if claim.each and checked == 0 and not failures:
         failures.append(f"no element of {claim.each!r} matched; the claim checked nothing")
-    return ClaimResult(id=claim.id, kind=claim.kind, says=claim.says, expression=claim.expression,
+    return ClaimResult(id=claim.id, kind=claim.kind, says=claim.says, expression=expression,
                        held=not failures, checked=checked, failures=failures)
+
+
+def _where(label: str) -> str:
+    return f"{label}: " if label else ""
 
 
 def evaluate_claims(schema: OutputSchema, transcript: Transcript, claims: list,
                     resources: dict | None = None) -> list[ClaimResult]:
-    """Every claim; those over the build evidence only where a build's report is at hand."""
+    """Every claim; those over the build evidence only where a build's report is at hand.
+
+    What the claims read is made once for all of them, not once a claim: each scope's names_in_scope
+    (by the scope, which the transcript holds meanwhile) and the elements of each `each`. Shared so only
+    between claims, never between the elements of one: a claim sees the views evaluate_claim makes it."""
     extra = {"resources": resources_view(resources)} if resources is not None else {}
-    scope = names_in_scope(schema.items, transcript.scope)   # once for all the claims, not once a claim
-    return [evaluate_claim(schema, transcript, c, extra, scope) for c in claims
-            if resources is not None or not uses_resources(c)]
+    made = {id(transcript.scope): names_in_scope(schema.items, transcript.scope)}
+
+    def names(items: list, scope: Scope) -> dict[str, Any]:
+        if id(scope) not in made:
+            made[id(scope)] = names_in_scope(items, scope)
+        return made[id(scope)]
+    elements: dict[str | None, list[tuple[str, dict[str, Any]]]] = {}
+    results = []
+    for claim in claims:
+        if resources is None and uses_resources(claim):
+            continue
+        if claim.each not in elements:
+            elements[claim.each] = (list(_elements(schema.items, transcript.scope, claim.each.split("."), "", extra,
+                                                   names))
+                                    if claim.each else [("", {**extra, **made[id(transcript.scope)]})])
+        results.append(_judged(claim, elements[claim.each]))
+    return results
 
 
 def transcript_names(claim: Any) -> set[str]:
