@@ -141,9 +141,20 @@ def outcome(evaluate, text, names):
     return result, budget.steps, budget.built
 
 
+class Walk:
+    """compiled.Evaluator's part, played by the walk."""
+
+    def spend(self, budget: Budget) -> "Walk":
+        self.budget = budget
+        return self
+
+    def evaluate(self, text: str, names: dict) -> tuple:
+        return expressions.evaluate(text, names, self.budget)
+
+
 def walked(monkeypatch):
     """evaluate_claim's evaluations made by the walk instead of the closures."""
-    monkeypatch.setattr(claims, "evaluator", lambda budget: lambda text, names: expressions.evaluate(text, names, budget))
+    monkeypatch.setattr(claims, "Evaluator", Walk)
 
 
 @pytest.mark.parametrize("lesson_id", SEEDS)
@@ -219,3 +230,22 @@ def test_an_expression_refused_is_refused_at_every_evaluation(lessons):
     for _ in range(2):
         assert outcome(compiled.evaluate, "rows @ cols > 0", seen) == (
             ("error", "ExpressionError", "'rows @ cols > 0': the operator @ is not allowed in a claim"), 0, 0)
+
+
+def test_results_are_the_models_their_constructor_makes(lessons):
+    lesson = lessons["day14-syncthreads"]
+    results = evaluate_claims(lesson.output, transcript(lesson, "syncthreads.txt"),
+                              [*lesson.claims, Claim(id="fails", gate="n < 0", says="never")])
+    assert [r.held for r in results] == [True] * 5 + [False]
+    for result in results:
+        again = claims.ClaimResult(**result.model_dump())
+        assert (result, result.model_fields_set) == (again, again.model_fields_set)
+
+
+def test_a_block_names_its_fields_in_the_schema_s_order(lessons):
+    lesson = lessons["day71-matmul-fp16"]
+    [result] = evaluate_claims(lesson.output, transcript(lesson, "matmul_fp16.txt"),
+                               [Claim(id="nope", gate="cases['256x256x256'].nope")])
+    assert result.failures == [
+        "cannot evaluate \"cases['256x256x256'].nope\": \"cases[256x256x256] has no field 'nope' (it has case, "
+        "max_ref, f32_atol, f32_rtol, f16_atol, f16_rtol, kernels, error_ratio, ratio_k)\""]

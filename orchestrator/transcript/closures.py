@@ -30,18 +30,25 @@ class Run:
 
     __slots__ = ("names", "budget", "check", "steps", "until", "notes", "rounds", "scopes")
 
-    def __init__(self, budget: Budget):
+    def __init__(self) -> None:
+        self.scopes: list[dict[str, Any]] = []   # what each comprehension under way has bound, outermost first
+
+    def spend(self, budget: Budget) -> "Run":
+        """Ready for the evaluations of one claim, which spend its budget."""
         self.budget = budget
         self.check = budget.check
-        self.scopes: list[dict[str, Any]] = []   # what each comprehension under way has bound, outermost first
+        self.steps = budget.steps
+        self.until = _next_check(budget.steps)
+        return self
 
     def start(self, names: dict[str, Any]) -> None:
         """Ready for an evaluation, as the walk's evaluator is reset for one."""
         self.names = names
         self.notes: list[str] = []
         self.rounds = 0                          # of every comprehension and explained all/any together
-        self.steps = self.budget.steps
-        self.until = _next_check(self.steps)
+        if self.steps != self.budget.steps:      # the budget spent elsewhere since
+            self.steps = self.budget.steps
+            self.until = _next_check(self.steps)
 
     def tick(self) -> None:
         """The step at which `Budget.step` can raise: taken by it, so that the bounds and messages are its own."""
@@ -341,7 +348,10 @@ def call(node: ast.Call, cx: Context) -> Step:
             if s.steps == s.until:
                 s.tick()
             named[key] = value(s)
-        value = called(*[arg(s) for arg in args], **named)
+        if len(args) == 2:
+            value = called(args[0](s), args[1](s), **named)
+        else:
+            value = called(*[arg(s) for arg in args], **named)
         if type(value) not in _QUIET:
             _look(value)
         if type(value) not in _UNSIZED and not (type(value) in _INTS and value.bit_length() <= expressions.MAX_INT_BITS):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
 import simpleeval
 
@@ -100,7 +100,7 @@ def _explained(name: str, comprehension: ast.GeneratorExp | ast.ListComp, cx: Co
                 bound[plain] = item
             else:
                 bind(target, item, bound)
-            if not all(test(s) for test in tests):
+            if tests and not all(test(s) for test in tests):
                 continue
             mark = len(notes)
             value = element(s)
@@ -164,7 +164,7 @@ def _comprehension(node: ast.ListComp | ast.GeneratorExp | ast.DictComp, cx: Con
                 bound[plain] = item
             else:
                 bind(target, item, bound)
-            if not all(test(s) for test in tests):
+            if tests and not all(test(s) for test in tests):
                 continue
             if index < last:
                 loop(s, bound, out, index + 1)
@@ -201,22 +201,23 @@ def compiled(text: str) -> Step:
     return Context(text, _MAKERS).compile(parse_expression(text).body)
 
 
-def evaluator(budget: Budget) -> Callable[[str, dict[str, Any]], tuple[Any, list[str]]]:
-    """`evaluate` on one budget, for a claim's evaluations over its elements: their state is made once."""
-    state = Run(budget)
+class Evaluator(Run):
+    """`evaluate` for one claim's evaluations after another's (`spend` gives it each claim's budget): its
+    state is made once, not once an evaluation."""
 
-    def evaluate_one(text: str, names: dict[str, Any]) -> tuple[Any, list[str]]:
+    __slots__ = ()
+
+    def evaluate(self, text: str, names: dict[str, Any]) -> tuple[Any, list[str]]:
         run = compiled(text)
-        state.start(names)
+        self.start(names)
         try:
-            return run(state), state.notes
+            return run(self), self.notes
         except RecursionError:
             raise LimitExceeded(too_deep()) from None
         finally:
-            budget.steps = state.steps
-    return evaluate_one
+            self.budget.steps = self.steps
 
 
 def evaluate(text: str, names: dict[str, Any], budget: Budget) -> tuple[Any, list[str]]:
     """What `expressions.evaluate` gives, the value and the notes, and what it spends of `budget`."""
-    return evaluator(budget)(text, names)
+    return Evaluator().spend(budget).evaluate(text, names)
