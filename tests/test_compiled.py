@@ -160,7 +160,8 @@ def walked(monkeypatch):
 @pytest.mark.parametrize("lesson_id", SEEDS)
 def test_every_expression_evaluates_as_the_walk_does(lessons, lesson_id):
     seen = names(lessons[lesson_id])
-    texts = EXPRESSIONS + [c.expression for c in lessons[lesson_id].claims] + (LONG if lesson_id == "day13-shared-memory" else [])
+    texts = [*EXPRESSIONS, *(c.expression for c in lessons[lesson_id].claims),
+             *(LONG if lesson_id == "day13-shared-memory" else [])]
     for text in texts:
         assert outcome(compiled.evaluate, text, seen) == outcome(expressions.evaluate, text, seen), text
 
@@ -200,7 +201,8 @@ def test_claims_come_out_as_they_did_one_by_one_on_the_walk(lessons, monkeypatch
     ("day13-shared-memory", None, "all(k.gbps <= kernels['copyRowMajor'].gbps * 1.05 for k in kernels)"),
     ("day71-matmul-fp16", "cases", "all(k.ms > 0 for k in kernels) and len([1 for a in kernels for b in kernels "
                                    "if a.ms < b.ms]) == 3 and isclose(f32_atol, f32_rtol * max_ref, rel_tol=2e-3)"),
-    ("day16-tiled-matmul", "cases", "loads == (2 * dims(case)[2] if kernel == 'naive' else 2 * ceil(dims(case)[2] / tile))"),
+    ("day16-tiled-matmul", "cases",
+     "loads == (2 * dims(case)[2] if kernel == 'naive' else 2 * ceil(dims(case)[2] / tile))"),
 ])
 def test_the_step_bound_stops_both_at_the_same_node(lessons, monkeypatch, lesson_id, each, text):
     lesson = lessons[lesson_id]

@@ -38,26 +38,17 @@ class Run:
         self.budget = budget
         self.check = budget.check
         self.steps = budget.steps
-        self.until = _next_check(budget.steps)
+        self.until = next_check(budget.steps)
         return self
-
-    def start(self, names: dict[str, Any]) -> None:
-        """Ready for an evaluation, as the walk's evaluator is reset for one."""
-        self.names = names
-        self.notes: list[str] = []
-        self.rounds = 0                          # of every comprehension and explained all/any together
-        if self.steps != self.budget.steps:      # the budget spent elsewhere since
-            self.steps = self.budget.steps
-            self.until = _next_check(self.steps)
 
     def tick(self) -> None:
         """The step at which `Budget.step` can raise: taken by it, so that the bounds and messages are its own."""
         self.budget.steps = self.steps - 1
         self.budget.step()
-        self.until = _next_check(self.steps)
+        self.until = next_check(self.steps)
 
 
-def _next_check(steps: int) -> int:
+def next_check(steps: int) -> int:
     """The first step after `steps` where Budget.step does more than count: past MAX_STEPS, or where it reads
     the clock (every 256th); the closures count the steps between and call it only there."""
     limit = expressions.MAX_STEPS + 1
@@ -77,7 +68,8 @@ class Context:
     def compile(self, node: ast.AST) -> Step:
         make = self.makers.get(type(node))
         if make is None:
-            return refusal(FeatureNotAvailable, f"Sorry, {type(node).__name__} is not available in this evaluator")
+            message = f"Sorry, {type(node).__name__} is not available in this evaluator"
+            return refusal(FeatureNotAvailable, message)
         return make(node, self)
 
     def segment(self, node: ast.AST) -> str | None:
@@ -198,7 +190,8 @@ def _binop(node: ast.BinOp, cx: Context) -> Step:
         value = bounded(left(s), right(s))
         if type(value) not in _QUIET:
             _look(value)
-        if type(value) not in _UNSIZED and not (type(value) in _INTS and value.bit_length() <= expressions.MAX_INT_BITS):
+        if type(value) not in _UNSIZED and not (type(value) in _INTS
+                                                and value.bit_length() <= expressions.MAX_INT_BITS):
             _size(s, value)
         return value
 
@@ -210,7 +203,8 @@ def _binop(node: ast.BinOp, cx: Context) -> Step:
         value = plain(a, b) if type(a) in _NUMBERS and type(b) in _NUMBERS else bounded(a, b)
         if type(value) not in _QUIET:
             _look(value)
-        if type(value) not in _UNSIZED and not (type(value) in _INTS and value.bit_length() <= expressions.MAX_INT_BITS):
+        if type(value) not in _UNSIZED and not (type(value) in _INTS
+                                                and value.bit_length() <= expressions.MAX_INT_BITS):
             _size(s, value)
         return value
     return run if plain is None else numbers
@@ -229,7 +223,8 @@ def _unaryop(node: ast.UnaryOp, cx: Context) -> Step:
         value = apply(operand(s))
         if type(value) not in _QUIET:
             _look(value)
-        if type(value) not in _UNSIZED and not (type(value) in _INTS and value.bit_length() <= expressions.MAX_INT_BITS):
+        if type(value) not in _UNSIZED and not (type(value) in _INTS
+                                                and value.bit_length() <= expressions.MAX_INT_BITS):
             _size(s, value)
         return value
     return run
@@ -343,18 +338,19 @@ def call(node: ast.Call, cx: Context) -> Step:
             s.tick()
         called = function if method is None else method(s)
         named = {}
-        for key, value in keywords:     # before the positional arguments, as simpleeval's call has them
+        for key, argument in keywords:     # before the positional arguments, as simpleeval's call has them
             s.steps += 1
             if s.steps == s.until:
                 s.tick()
-            named[key] = value(s)
+            named[key] = argument(s)
         if len(args) == 2:
             value = called(args[0](s), args[1](s), **named)
         else:
             value = called(*[arg(s) for arg in args], **named)
         if type(value) not in _QUIET:
             _look(value)
-        if type(value) not in _UNSIZED and not (type(value) in _INTS and value.bit_length() <= expressions.MAX_INT_BITS):
+        if type(value) not in _UNSIZED and not (type(value) in _INTS
+                                                and value.bit_length() <= expressions.MAX_INT_BITS):
             _size(s, value)
         return value
 
@@ -369,7 +365,8 @@ def call(node: ast.Call, cx: Context) -> Step:
         value = function(arg(s))
         if type(value) not in _QUIET:
             _look(value)
-        if type(value) not in _UNSIZED and not (type(value) in _INTS and value.bit_length() <= expressions.MAX_INT_BITS):
+        if type(value) not in _UNSIZED and not (type(value) in _INTS
+                                                and value.bit_length() <= expressions.MAX_INT_BITS):
             _size(s, value)
         return value
     return one
@@ -409,7 +406,8 @@ def _subscript(node: ast.Subscript, cx: Context) -> Step:
         value = container[index(s)]
         if type(value) not in _QUIET:
             _look(value)
-        if type(value) not in _UNSIZED and not (type(value) in _INTS and value.bit_length() <= expressions.MAX_INT_BITS):
+        if type(value) not in _UNSIZED and not (type(value) in _INTS
+                                                and value.bit_length() <= expressions.MAX_INT_BITS):
             _size(s, value)
         return value
     return run
@@ -454,7 +452,8 @@ def _set(node: ast.Set, cx: Context) -> Step:
 
 
 def _dict(node: ast.Dict, cx: Context) -> Step:
-    pairs = [(cx.compile(key), cx.compile(value)) for key, value in zip(node.keys, node.values)]  # type: ignore[arg-type]
+    pairs = [(cx.compile(key), cx.compile(value))                # type: ignore[arg-type]
+             for key, value in zip(node.keys, node.values)]
 
     def run(s: Run) -> Any:
         s.steps += 1

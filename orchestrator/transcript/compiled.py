@@ -24,7 +24,7 @@ from typing import Any
 import simpleeval
 
 from . import expressions
-from .closures import PLAIN, Context, Run, Step, call
+from .closures import PLAIN, Context, Run, Step, call, next_check
 from .explaining import first_break
 from .expressions import (EXPLAINED, MONOTONE, MONOTONE_WORDS, Budget, LimitExceeded, bind, parse_expression,
                           show_value, too_deep)
@@ -209,7 +209,10 @@ class Evaluator(Run):
 
     def evaluate(self, text: str, names: dict[str, Any]) -> tuple[Any, list[str]]:
         run = compiled(text)
-        self.start(names)
+        self.names, self.notes, self.rounds = names, [], 0     # as the walk's evaluator is reset for one
+        if self.steps != self.budget.steps:                     # the budget spent elsewhere since
+            self.steps = self.budget.steps
+            self.until = next_check(self.steps)
         try:
             return run(self), self.notes
         except RecursionError:
