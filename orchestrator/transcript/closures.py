@@ -114,6 +114,16 @@ def _size(s: Run, value: Any) -> None:
         _UNSIZED.add(type(value))
 
 
+def _result(s: Run, value: Any) -> Any:
+    """A value an operator or a call made, as the walk takes it: simpleeval's look, then Budget.check (each
+    asked only of a type that may fail it)."""
+    if type(value) not in _QUIET:
+        _look(value)
+    if type(value) not in _UNSIZED and not (type(value) in _INTS and value.bit_length() <= expressions.MAX_INT_BITS):
+        _size(s, value)
+    return value
+
+
 def _constant(node: ast.Constant, cx: Context) -> Step:
     # simpleeval refuses a literal longer than its MAX_STRING_LENGTH (100,000); an expression has at most
     # MAX_CHARS (1,000) characters. Nothing to look at or check either: a constant is a scalar (or `...`).
@@ -187,26 +197,14 @@ def _binop(node: ast.BinOp, cx: Context) -> Step:
         s.steps += 1
         if s.steps == s.until:
             s.tick()
-        value = bounded(left(s), right(s))
-        if type(value) not in _QUIET:
-            _look(value)
-        if type(value) not in _UNSIZED and not (type(value) in _INTS
-                                                and value.bit_length() <= expressions.MAX_INT_BITS):
-            _size(s, value)
-        return value
+        return _result(s, bounded(left(s), right(s)))
 
     def numbers(s: Run) -> Any:
         s.steps += 1
         if s.steps == s.until:
             s.tick()
         a, b = left(s), right(s)
-        value = plain(a, b) if type(a) in _NUMBERS and type(b) in _NUMBERS else bounded(a, b)
-        if type(value) not in _QUIET:
-            _look(value)
-        if type(value) not in _UNSIZED and not (type(value) in _INTS
-                                                and value.bit_length() <= expressions.MAX_INT_BITS):
-            _size(s, value)
-        return value
+        return _result(s, plain(a, b) if type(a) in _NUMBERS and type(b) in _NUMBERS else bounded(a, b))
     return run if plain is None else numbers
 
 
@@ -220,13 +218,7 @@ def _unaryop(node: ast.UnaryOp, cx: Context) -> Step:
         s.steps += 1
         if s.steps == s.until:
             s.tick()
-        value = apply(operand(s))
-        if type(value) not in _QUIET:
-            _look(value)
-        if type(value) not in _UNSIZED and not (type(value) in _INTS
-                                                and value.bit_length() <= expressions.MAX_INT_BITS):
-            _size(s, value)
-        return value
+        return _result(s, apply(operand(s)))
     return run
 
 
@@ -347,12 +339,7 @@ def call(node: ast.Call, cx: Context) -> Step:
             value = called(args[0](s), args[1](s), **named)
         else:
             value = called(*[arg(s) for arg in args], **named)
-        if type(value) not in _QUIET:
-            _look(value)
-        if type(value) not in _UNSIZED and not (type(value) in _INTS
-                                                and value.bit_length() <= expressions.MAX_INT_BITS):
-            _size(s, value)
-        return value
+        return _result(s, value)
 
     if method is not None or keywords or len(args) != 1:
         return run
@@ -362,13 +349,7 @@ def call(node: ast.Call, cx: Context) -> Step:
         s.steps += 1
         if s.steps == s.until:
             s.tick()
-        value = function(arg(s))
-        if type(value) not in _QUIET:
-            _look(value)
-        if type(value) not in _UNSIZED and not (type(value) in _INTS
-                                                and value.bit_length() <= expressions.MAX_INT_BITS):
-            _size(s, value)
-        return value
+        return _result(s, function(arg(s)))
     return one
 
 
@@ -403,13 +384,7 @@ def _subscript(node: ast.Subscript, cx: Context) -> Step:
         if s.steps == s.until:
             s.tick()
         container = of(s)
-        value = container[index(s)]
-        if type(value) not in _QUIET:
-            _look(value)
-        if type(value) not in _UNSIZED and not (type(value) in _INTS
-                                                and value.bit_length() <= expressions.MAX_INT_BITS):
-            _size(s, value)
-        return value
+        return _result(s, container[index(s)])
     return run
 
 
