@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 from functools import lru_cache
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 import simpleeval
 
@@ -73,6 +73,24 @@ def _binds(generators: list[ast.comprehension]) -> frozenset[str]:
     return frozenset(names)
 
 
+def _taken(s: Run, items: Iterable[Any], target: ast.expr, plain: str | None, tests: list[Step],
+           bound: dict[str, Any], limit: int) -> Iterator[Any]:
+    """Each item of a comprehension's generator that its conditions take, bound where its element reads it
+    (`plain`: the target's name where it is one), every round counted against `limit` for all of one
+    evaluation's comprehensions together, as the walk counts them."""
+    for item in items:
+        s.rounds += 1
+        if s.rounds > limit:
+            raise LimitExceeded(f"comprehensions went round more than {expressions.MAX_ITERATIONS} times")
+        if plain is not None:
+            bound[plain] = item
+        else:
+            bind(target, item, bound)
+        if tests and not all(test(s) for test in tests):
+            continue
+        yield item
+
+
 def _explained(name: str, comprehension: ast.GeneratorExp | ast.ListComp, cx: Context) -> Step:
     """all/any/increasing over one comprehension, noting the first element that decides it."""
     generator = comprehension.generators[0]
@@ -92,16 +110,7 @@ def _explained(name: str, comprehension: ast.GeneratorExp | ast.ListComp, cx: Co
     def decide(s: Run, bound: dict[str, Any]) -> bool:
         notes = s.notes
         seen: list[tuple[Any, Any]] = []
-        for item in iterable(s):
-            s.rounds += 1
-            if s.rounds > expressions.MAX_ITERATIONS:
-                raise LimitExceeded(f"comprehensions went round more than {expressions.MAX_ITERATIONS} times")
-            if plain is not None:
-                bound[plain] = item
-            else:
-                bind(target, item, bound)
-            if tests and not all(test(s) for test in tests):
-                continue
+        for item in _taken(s, iterable(s), target, plain, tests, bound, expressions.MAX_ITERATIONS):
             mark = len(notes)
             value = element(s)
             if is_all:
@@ -156,16 +165,8 @@ def _comprehension(node: ast.ListComp | ast.GeneratorExp | ast.DictComp, cx: Con
 
     def loop(s: Run, bound: dict[str, Any], out: Any, index: int) -> None:
         iterable, target, plain, tests = generators[index]
-        for item in iterable(s):
-            s.rounds += 1
-            if s.rounds > simpleeval.MAX_COMPREHENSION_LENGTH:
-                raise LimitExceeded(f"comprehensions went round more than {expressions.MAX_ITERATIONS} times")
-            if plain is not None:
-                bound[plain] = item
-            else:
-                bind(target, item, bound)
-            if tests and not all(test(s) for test in tests):
-                continue
+        # simpleeval's own bound, as its walk of a comprehension has it (the walk's all/any: MAX_ITERATIONS)
+        for _ in _taken(s, iterable(s), target, plain, tests, bound, simpleeval.MAX_COMPREHENSION_LENGTH):
             if index < last:
                 loop(s, bound, out, index + 1)
             elif key is None:
