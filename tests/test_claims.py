@@ -582,7 +582,8 @@ def test_all_stops_at_the_first_row_that_breaks_it(lessons):
 
 
 def test_a_failed_and_names_its_false_part_and_a_list_the_first_element_to_differ():
-    from orchestrator.transcript.expressions import Budget, evaluate
+    from orchestrator.transcript.compiled import evaluate   # what claims evaluate (the walk: tests/test_compiled.py)
+    from orchestrator.transcript.expressions import Budget
     names = {"y": [1.0, 2.0, 9.0], "n": 3}
     held, notes = evaluate("n == 3 and y[0] == 1 and len(y) == 4", names, Budget())
     assert held is False and notes == ["the part of 'and' that is false: len(y) == 4"]
